@@ -1,0 +1,190 @@
+//! Call options and deadlines.
+//!
+//! A caller gives a timeout (1 ms ..= 60 s) or accepts the store's
+//! configured default (`call_timeout_ms`, 5 s unless changed). It becomes an
+//! absolute [`Deadline`] when the call starts; that deadline travels with the
+//! request through queues and routers, and a store checks it immediately
+//! before a write commits. An expired request returns [`Error::Timeout`] and
+//! never becomes a visible write.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Field, Problem, Result};
+
+/// The shortest accepted timeout.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+/// The longest accepted timeout.
+pub const MAX_TIMEOUT: Duration = Duration::from_mins(1);
+/// The default of a store's configured call timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An absolute point in monotonic time by which a request must complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// A deadline `timeout` from now.
+    pub fn after(timeout: Duration) -> Self {
+        Self(Instant::now() + timeout)
+    }
+
+    /// A deadline at `instant`.
+    pub fn at(instant: Instant) -> Self {
+        Self(instant)
+    }
+
+    /// The instant.
+    pub fn instant(self) -> Instant {
+        self.0
+    }
+
+    /// Whether the deadline has passed.
+    pub fn expired(self) -> bool {
+        Instant::now() >= self.0
+    }
+
+    /// Time left, zero when expired.
+    pub fn remaining(self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+
+    /// `Err(Timeout)` when the deadline has passed.
+    pub fn check(self) -> Result<()> {
+        if self.expired() {
+            Err(Error::Timeout)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Options every scoped operation takes: how long the caller will wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallOptions {
+    when: When,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum When {
+    StoreDefault,
+    Timeout(Duration),
+    Deadline(Deadline),
+}
+
+impl Default for CallOptions {
+    /// The store's configured call timeout.
+    fn default() -> Self {
+        Self {
+            when: When::StoreDefault,
+        }
+    }
+}
+
+impl CallOptions {
+    /// Options with `timeout`, which must be within 1 ms ..= 60 s.
+    pub fn timeout(timeout: Duration) -> Result<Self> {
+        if timeout < MIN_TIMEOUT || timeout > MAX_TIMEOUT {
+            return Err(Error::invalid(
+                Field::Timeout,
+                Problem::OutOfRange {
+                    value: i128::try_from(timeout.as_millis()).unwrap_or(i128::MAX),
+                    min: i128::from(u64::try_from(MIN_TIMEOUT.as_millis()).unwrap_or(1)),
+                    max: i128::from(u64::try_from(MAX_TIMEOUT.as_millis()).unwrap_or(60_000)),
+                },
+            ));
+        }
+        Ok(Self {
+            when: When::Timeout(timeout),
+        })
+    }
+
+    /// Options with a timeout in milliseconds (1 ..= 60,000).
+    pub fn timeout_ms(ms: u64) -> Result<Self> {
+        Self::timeout(Duration::from_millis(ms))
+    }
+
+    /// Options carrying an absolute deadline, as forwarded by a router or
+    /// queue that already started the caller's clock.
+    pub fn until(deadline: Deadline) -> Self {
+        Self {
+            when: When::Deadline(deadline),
+        }
+    }
+
+    /// The absolute deadline, using `store_default` when the caller gave no
+    /// timeout. A timeout starts counting now, so call this once, at the
+    /// start of an operation.
+    pub fn deadline(&self, store_default: Duration) -> Deadline {
+        match self.when {
+            When::StoreDefault => Deadline::after(store_default),
+            When::Timeout(t) => Deadline::after(t),
+            When::Deadline(d) => d,
+        }
+    }
+}
+
+/// Serialised form of call options (e.g. in HTTP bodies): `timeout_ms` only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallOptionsSpec {
+    /// Timeout in milliseconds, 1 ..= 60,000; default: the store's `call_timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl TryFrom<CallOptionsSpec> for CallOptions {
+    type Error = Error;
+    fn try_from(spec: CallOptionsSpec) -> Result<Self> {
+        match spec.timeout_ms {
+            None => Ok(CallOptions::default()),
+            Some(ms) => CallOptions::timeout_ms(ms),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_bounds() {
+        assert!(CallOptions::timeout_ms(0).is_err());
+        assert!(CallOptions::timeout_ms(1).is_ok());
+        assert!(CallOptions::timeout_ms(60_000).is_ok());
+        assert!(matches!(
+            CallOptions::timeout_ms(60_001),
+            Err(Error::InvalidArgument {
+                field: Field::Timeout,
+                problem: Problem::OutOfRange {
+                    value: 60_001,
+                    min: 1,
+                    max: 60_000
+                }
+            })
+        ));
+    }
+
+    #[test]
+    fn deadline_expiry() {
+        let past = Deadline::at(
+            Instant::now()
+                .checked_sub(Duration::from_millis(5))
+                .unwrap(),
+        );
+        assert!(past.expired());
+        assert!(matches!(past.check(), Err(Error::Timeout)));
+        assert_eq!(past.remaining(), Duration::ZERO);
+        let future = CallOptions::default().deadline(DEFAULT_TIMEOUT);
+        assert!(!future.expired());
+        assert!(future.remaining() > Duration::from_secs(4));
+    }
+
+    #[test]
+    fn spec_rejects_unknown_keys() {
+        assert!(serde_json::from_str::<CallOptionsSpec>(r#"{"timeout":5}"#).is_err());
+        let spec: CallOptionsSpec = serde_json::from_str(r#"{"timeout_ms":5}"#).unwrap();
+        assert!(CallOptions::try_from(spec).is_ok());
+    }
+}

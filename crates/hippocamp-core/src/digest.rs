@@ -1,0 +1,85 @@
+//! SHA-256 digests with a lowercase hex text form.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::error::Error;
+
+/// A SHA-256 digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256Digest([u8; 32]);
+
+impl Sha256Digest {
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// Wraps raw digest bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The raw digest bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sha256Digest({self})")
+    }
+}
+
+/// A malformed digest read back from storage is corruption, not bad input.
+impl FromStr for Sha256Digest {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let mut bytes = [0u8; 32];
+        if s.len() != 64 || s.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(Error::Corrupt(format!("malformed SHA-256 digest {s:?}")));
+        }
+        hex::decode_to_slice(s, &mut bytes)
+            .map_err(|_| Error::Corrupt(format!("malformed SHA-256 digest {s:?}")))?;
+        Ok(Self(bytes))
+    }
+}
+
+impl Serialize for Sha256Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_vector() {
+        assert_eq!(
+            Sha256Digest::of(b"abc").to_string(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let d = Sha256Digest::of(b"abc");
+        assert_eq!(d.to_string().parse::<Sha256Digest>().unwrap(), d);
+        assert!("xyz".parse::<Sha256Digest>().is_err());
+    }
+}

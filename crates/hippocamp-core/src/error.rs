@@ -1,0 +1,390 @@
+//! The one error type of hippocamp's services, named for outcomes.
+//!
+//! Every variant says what happened to the caller's request (it was invalid,
+//! nothing was found, a quota refused it, its deadline expired...), never
+//! which backend failed, so a caller can match on it whatever store it talks
+//! to. [`Error::code`] gives the stable snake_case name used on the wire.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::ident::EntryId;
+use crate::secrets::SecretKind;
+
+/// Result alias used across hippocamp.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong with a request, named for the outcome.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument failed validation; nothing was read or written.
+    #[error("invalid {field}: {problem}")]
+    InvalidArgument {
+        /// Which argument.
+        field: Field,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+    /// A configuration value is unknown or out of range.
+    #[error("invalid configuration `{key}`: {problem}")]
+    InvalidConfig {
+        /// The configuration key, as written by the user.
+        key: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+    /// Content looks like a credential; it was not stored.
+    #[error("content looks like a secret ({0}); secrets are never stored")]
+    SensitiveContent(SecretKind),
+    /// The addressed record does not exist in the requested scope.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The idempotency key was already used in this scope for different data.
+    #[error("idempotency key already used for different data (entry {0})")]
+    IdempotencyConflict(EntryId),
+    /// A quota refused the write; nothing was written.
+    #[error("quota exceeded: {limit}")]
+    QuotaExceeded {
+        /// The limit that refused it.
+        limit: QuotaLimit,
+    },
+    /// The request's deadline expired before it committed; nothing was written.
+    #[error("deadline expired before the operation completed")]
+    Timeout,
+    /// The write was admitted under an erasure epoch that a later erasure
+    /// has since closed; it was refused so it cannot revive erased data.
+    #[error("stale erasure epoch: write admitted at epoch {admitted}, scope is at epoch {current}")]
+    StaleEpoch {
+        /// The epoch the write carried.
+        admitted: u64,
+        /// The scope's current epoch.
+        current: u64,
+    },
+    /// Too much work is queued; retry later.
+    #[error("overloaded: {0}")]
+    Overloaded(&'static str),
+    /// Every worker slot is taken by a busy scope.
+    #[error("maximum number of active scopes ({max}) reached")]
+    MaxActiveScopesReached {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// Stored data failed an integrity check.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// A backend returned a record that does not belong to the requested
+    /// scope; the whole reply was rejected rather than filtered.
+    #[error("backend returned a record outside the requested scope")]
+    ScopeViolation,
+    /// The operation is not offered by this store.
+    #[error("{operation} is not supported by {backend}")]
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+        /// The store.
+        backend: &'static str,
+    },
+    /// The store is closed, locked by another process, or otherwise unusable.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// An I/O or storage-engine failure.
+    #[error("storage failure: {0}")]
+    Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Shorthand for an [`Error::InvalidArgument`].
+    pub fn invalid(field: Field, problem: Problem) -> Self {
+        Error::InvalidArgument { field, problem }
+    }
+
+    /// Shorthand for an [`Error::InvalidConfig`].
+    pub fn config(key: impl Into<String>, problem: Problem) -> Self {
+        Error::InvalidConfig {
+            key: key.into(),
+            problem,
+        }
+    }
+
+    /// Wraps a storage-engine or I/O error.
+    pub fn storage(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Storage(Arc::new(err))
+    }
+
+    /// The stable snake_case name of this error kind, used as the `code` of
+    /// HTTP error bodies and in metrics labels.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidArgument { .. } => "invalid_argument",
+            Error::InvalidConfig { .. } => "invalid_config",
+            Error::SensitiveContent(_) => "sensitive_content",
+            Error::NotFound(_) => "not_found",
+            Error::IdempotencyConflict(_) => "idempotency_conflict",
+            Error::QuotaExceeded { .. } => "quota_exceeded",
+            Error::Timeout => "timeout",
+            Error::StaleEpoch { .. } => "stale_epoch",
+            Error::Overloaded(_) => "overloaded",
+            Error::MaxActiveScopesReached { .. } => "max_active_scopes_reached",
+            Error::Corrupt(_) => "corrupt",
+            Error::ScopeViolation => "scope_violation",
+            Error::Unsupported { .. } => "unsupported",
+            Error::Unavailable(_) => "unavailable",
+            Error::Storage(_) => "storage",
+        }
+    }
+}
+
+/// The argument an [`Error::InvalidArgument`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Field {
+    /// A scope's application name.
+    AppName,
+    /// A scope's user id.
+    UserId,
+    /// A session id.
+    SessionId,
+    /// An event id.
+    EventId,
+    /// An event or entry author.
+    Author,
+    /// An idempotency key.
+    IdempotencyKey,
+    /// An entry id.
+    EntryId,
+    /// Entry content.
+    Content,
+    /// Entry metadata.
+    Metadata,
+    /// Entry provenance.
+    Provenance,
+    /// A timestamp.
+    Timestamp,
+    /// A search query.
+    Query,
+    /// A search filter.
+    Filter,
+    /// A result-count limit.
+    Limit,
+    /// A result byte budget.
+    MaxBytes,
+    /// A call timeout.
+    Timeout,
+    /// A list of events.
+    Events,
+    /// One event of a batch.
+    Event,
+}
+
+impl Field {
+    /// The snake_case name of the field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::AppName => "app_name",
+            Field::UserId => "user_id",
+            Field::SessionId => "session_id",
+            Field::EventId => "event_id",
+            Field::Author => "author",
+            Field::IdempotencyKey => "idempotency_key",
+            Field::EntryId => "entry_id",
+            Field::Content => "content",
+            Field::Metadata => "metadata",
+            Field::Provenance => "provenance",
+            Field::Timestamp => "timestamp",
+            Field::Query => "query",
+            Field::Filter => "filter",
+            Field::Limit => "limit",
+            Field::MaxBytes => "max_bytes",
+            Field::Timeout => "timeout",
+            Field::Events => "events",
+            Field::Event => "event",
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is wrong with an argument or configuration value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// It is empty but must not be.
+    Empty,
+    /// It is longer (in bytes) than allowed.
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// It contains a NUL character.
+    ContainsNul,
+    /// It has more items than allowed.
+    TooMany {
+        /// How many it has.
+        count: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// It nests deeper than allowed.
+    TooDeep {
+        /// The maximum depth.
+        max: usize,
+    },
+    /// It has more JSON nodes than allowed.
+    TooManyNodes {
+        /// The maximum.
+        max: usize,
+    },
+    /// A number is outside its allowed range.
+    OutOfRange {
+        /// The value given.
+        value: i128,
+        /// The smallest allowed value.
+        min: i128,
+        /// The largest allowed value.
+        max: i128,
+    },
+    /// A key, option or operator is not known.
+    Unknown {
+        /// What was given.
+        name: String,
+        /// The nearest known name, if one is close.
+        suggestion: Option<String>,
+    },
+    /// A key names a secret-bearing field that is redacted on write, so
+    /// filtering on it could only match the redaction marker.
+    RedactedKey(String),
+    /// Two values break a rule that relates them.
+    Relation(&'static str),
+    /// It is not of the expected shape.
+    Malformed(String),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Empty => f.write_str("must not be empty"),
+            Problem::TooLong { len, max } => write!(f, "{len} bytes is over the limit of {max}"),
+            Problem::ContainsNul => f.write_str("must not contain a NUL character"),
+            Problem::TooMany { count, max } => {
+                write!(f, "{count} items is over the limit of {max}")
+            }
+            Problem::TooDeep { max } => write!(f, "nests deeper than {max} levels"),
+            Problem::TooManyNodes { max } => write!(f, "has more than {max} JSON nodes"),
+            Problem::OutOfRange { value, min, max } => {
+                write!(f, "{value} is outside the allowed range {min}..={max}")
+            }
+            Problem::Unknown { name, suggestion } => {
+                write!(f, "unknown `{name}`")?;
+                if let Some(s) = suggestion {
+                    write!(f, " (did you mean `{s}`?)")?;
+                }
+                Ok(())
+            }
+            Problem::RedactedKey(k) => {
+                write!(f, "`{k}` is a secret-bearing key whose values are redacted")
+            }
+            Problem::Relation(r) => f.write_str(r),
+            Problem::Malformed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The quota that refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaLimit {
+    /// `max_entries_per_scope`.
+    EntriesPerScope(u64),
+    /// `max_bytes_per_scope`.
+    BytesPerScope(u64),
+    /// `max_entries_total`.
+    EntriesTotal(u64),
+    /// `max_bytes_total`.
+    BytesTotal(u64),
+}
+
+impl QuotaLimit {
+    /// The configuration key of the limit.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuotaLimit::EntriesPerScope(_) => "max_entries_per_scope",
+            QuotaLimit::BytesPerScope(_) => "max_bytes_per_scope",
+            QuotaLimit::EntriesTotal(_) => "max_entries_total",
+            QuotaLimit::BytesTotal(_) => "max_bytes_total",
+        }
+    }
+
+    /// The configured value of the limit.
+    pub fn value(self) -> u64 {
+        match self {
+            QuotaLimit::EntriesPerScope(v)
+            | QuotaLimit::BytesPerScope(v)
+            | QuotaLimit::EntriesTotal(v)
+            | QuotaLimit::BytesTotal(v) => v,
+        }
+    }
+}
+
+impl fmt::Display for QuotaLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.value())
+    }
+}
+
+/// The closest of `known` to `given` by edit distance, if it is close
+/// enough to be a plausible typo.
+pub fn suggest<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for k in known {
+        let d = edit_distance(given, k);
+        if best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, k));
+        }
+    }
+    best.filter(|(d, k)| *d <= 3.max(k.len() / 3))
+        .map(|(_, k)| k.to_owned())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_near_names_only() {
+        let known = ["max_results", "max_content_bytes", "max_query_bytes"];
+        assert_eq!(suggest("max_result", known).as_deref(), Some("max_results"));
+        assert_eq!(suggest("zzzzzzzzzzzzzzzzzzzzzz", known), None);
+    }
+
+    #[test]
+    fn codes_are_snake_case() {
+        let e = Error::QuotaExceeded {
+            limit: QuotaLimit::BytesTotal(5),
+        };
+        assert_eq!(e.code(), "quota_exceeded");
+        assert_eq!(e.to_string(), "quota exceeded: max_bytes_total (5)");
+    }
+}

@@ -1,0 +1,371 @@
+//! Validated identifiers and the memory scope.
+//!
+//! A value of these types has passed validation once, at construction, so the
+//! rest of the code never re-checks it. Serde goes through the same checks.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::error::{Error, Field, Problem, Result};
+
+/// The longest app name, user id, session id, event id or author, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 512;
+
+/// Checks the rules every identifier shares: 1..=`max` bytes, no NUL.
+pub fn check_text(field: Field, s: &str, max: usize) -> Result<()> {
+    if s.is_empty() {
+        return Err(Error::invalid(field, Problem::Empty));
+    }
+    if s.len() > max {
+        return Err(Error::invalid(
+            field,
+            Problem::TooLong { len: s.len(), max },
+        ));
+    }
+    if s.contains('\0') {
+        return Err(Error::invalid(field, Problem::ContainsNul));
+    }
+    Ok(())
+}
+
+macro_rules! text_id {
+    ($(#[$doc:meta])* $name:ident, $field:expr, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates and wraps `value`.
+            pub fn new(value: impl Into<String>) -> Result<Self> {
+                let value = value.into();
+                check_text($field, &value, $max)?;
+                Ok(Self(value))
+            }
+
+            /// The identifier as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(value: String) -> Result<Self> {
+                Self::new(value)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = Error;
+            fn try_from(value: &str) -> Result<Self> {
+                Self::new(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+text_id!(
+    /// An application name: 1..=256 bytes of UTF-8 without NUL.
+    AppName,
+    Field::AppName,
+    MAX_ID_BYTES
+);
+text_id!(
+    /// A user id within an application: 1..=256 bytes of UTF-8 without NUL.
+    UserId,
+    Field::UserId,
+    MAX_ID_BYTES
+);
+text_id!(
+    /// A conversation session id: 1..=256 bytes of UTF-8 without NUL.
+    SessionId,
+    Field::SessionId,
+    MAX_ID_BYTES
+);
+text_id!(
+    /// An event id: 1..=256 bytes of UTF-8 without NUL.
+    EventId,
+    Field::EventId,
+    MAX_ID_BYTES
+);
+text_id!(
+    /// The author of an event or entry: 1..=256 bytes of UTF-8 without NUL.
+    Author,
+    Field::Author,
+    MAX_ID_BYTES
+);
+text_id!(
+    /// A caller-chosen idempotency key: 1..=512 bytes of UTF-8 without NUL.
+    IdempotencyKey,
+    Field::IdempotencyKey,
+    MAX_IDEMPOTENCY_KEY_BYTES
+);
+
+/// The exact `(app, user)` scope every memory operation is authorised by.
+///
+/// The same user id in two applications is two unrelated principals; nothing
+/// (metadata, filters, ids) can widen a scope.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryScope {
+    app: AppName,
+    user: UserId,
+}
+
+impl MemoryScope {
+    /// The scope of `user` within `app`.
+    pub fn new(app: AppName, user: UserId) -> Self {
+        Self { app, user }
+    }
+
+    /// Validates both parts (the app name first) and builds the scope.
+    pub fn parse(app: &str, user: &str) -> Result<Self> {
+        Ok(Self::new(AppName::new(app)?, UserId::new(user)?))
+    }
+
+    /// The application.
+    pub fn app(&self) -> &AppName {
+        &self.app
+    }
+
+    /// The user.
+    pub fn user(&self) -> &UserId {
+        &self.user
+    }
+
+    /// An opaque, stable 16-hex-character hash of the scope, safe to log and
+    /// to use as a metrics label (it reveals neither app nor user).
+    pub fn log_hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"hippocamp-scope-log\0");
+        h.update(self.app.as_str().as_bytes());
+        h.update([0]);
+        h.update(self.user.as_str().as_bytes());
+        hex::encode(&h.finalize()[..8])
+    }
+}
+
+impl fmt::Debug for MemoryScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "MemoryScope({:?}, {:?})",
+            self.app.as_str(),
+            self.user.as_str()
+        )
+    }
+}
+
+impl fmt::Display for MemoryScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.app, self.user)
+    }
+}
+
+/// An entry id: `mem-` followed by 32 lowercase hex characters (16 bytes).
+///
+/// With an idempotency key the bytes are the first 16 of
+/// SHA-256(app ‖ 0x00 ‖ user ‖ 0x00 ‖ key); otherwise they are random. The id
+/// never depends on an erasure epoch, so the same key always names the same
+/// entry. Ordering is byte order, which equals the order of the text form.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId([u8; 16]);
+
+const ENTRY_ID_PREFIX: &str = "mem-";
+
+impl EntryId {
+    /// The deterministic id of `key` within `scope`.
+    pub fn derive(scope: &MemoryScope, key: &IdempotencyKey) -> Self {
+        let mut h = Sha256::new();
+        h.update(scope.app().as_str().as_bytes());
+        h.update([0]);
+        h.update(scope.user().as_str().as_bytes());
+        h.update([0]);
+        h.update(key.as_str().as_bytes());
+        let digest = h.finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Self(bytes)
+    }
+
+    /// A fresh random id.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    /// The id's raw bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// Builds an id from raw bytes (as stored by a backend).
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl FromStr for EntryId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::invalid(
+                Field::EntryId,
+                Problem::Malformed(
+                    "expected `mem-` followed by 32 lowercase hex characters".into(),
+                ),
+            )
+        };
+        let hex_part = s.strip_prefix(ENTRY_ID_PREFIX).ok_or_else(bad)?;
+        if hex_part.len() != 32 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(bad());
+        }
+        let mut bytes = [0u8; 16];
+        hex::decode_to_slice(hex_part, &mut bytes).map_err(|_| bad())?;
+        Ok(Self(bytes))
+    }
+}
+
+impl fmt::Display for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(ENTRY_ID_PREFIX)?;
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EntryId({self})")
+    }
+}
+
+impl Serialize for EntryId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for EntryId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(app: &str, user: &str) -> MemoryScope {
+        MemoryScope::parse(app, user).unwrap()
+    }
+
+    #[test]
+    fn ids_validate_length_and_nul() {
+        assert!(AppName::new("a").is_ok());
+        assert!(AppName::new("a".repeat(256)).is_ok());
+        assert!(matches!(
+            AppName::new("a".repeat(257)),
+            Err(Error::InvalidArgument {
+                field: Field::AppName,
+                problem: Problem::TooLong { len: 257, max: 256 }
+            })
+        ));
+        assert!(matches!(
+            UserId::new(""),
+            Err(Error::InvalidArgument {
+                field: Field::UserId,
+                problem: Problem::Empty
+            })
+        ));
+        assert!(matches!(
+            SessionId::new("a\0b"),
+            Err(Error::InvalidArgument {
+                problem: Problem::ContainsNul,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn serde_goes_through_validation() {
+        let ok: AppName = serde_json::from_str("\"app\"").unwrap();
+        assert_eq!(ok.as_str(), "app");
+        assert!(serde_json::from_str::<AppName>("\"\"").is_err());
+        assert!(serde_json::from_str::<MemoryScope>(r#"{"app":"a","user":"u","x":1}"#).is_err());
+    }
+
+    #[test]
+    fn derived_ids_are_scope_bound_and_stable() {
+        let key = IdempotencyKey::new("k").unwrap();
+        let a = EntryId::derive(&scope("app", "u1"), &key);
+        assert_eq!(a, EntryId::derive(&scope("app", "u1"), &key));
+        assert_ne!(a, EntryId::derive(&scope("app", "u2"), &key));
+        assert_ne!(a, EntryId::derive(&scope("app2", "u1"), &key));
+        // The NUL separator keeps ("ab","c") and ("a","bc") apart.
+        assert_ne!(
+            EntryId::derive(&scope("ab", "c"), &key),
+            EntryId::derive(&scope("a", "bc"), &key)
+        );
+    }
+
+    #[test]
+    fn entry_id_text_round_trip() {
+        let id = EntryId::random();
+        let text = id.to_string();
+        assert!(text.starts_with("mem-"));
+        assert_eq!(text.len(), 36);
+        assert_eq!(text.parse::<EntryId>().unwrap(), id);
+        assert!("mem-XYZ".parse::<EntryId>().is_err());
+        assert!(text.to_uppercase().parse::<EntryId>().is_err());
+        assert!(format!("{text}0").parse::<EntryId>().is_err());
+    }
+
+    #[test]
+    fn entry_id_order_matches_text_order() {
+        let mut ids: Vec<EntryId> = (0..50).map(|_| EntryId::random()).collect();
+        let mut texts: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        ids.sort();
+        texts.sort();
+        let sorted: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        assert_eq!(sorted, texts);
+    }
+
+    #[test]
+    fn log_hash_hides_scope() {
+        let s = scope("secret-app", "alice");
+        let h = s.log_hash();
+        assert_eq!(h.len(), 16);
+        assert!(!h.contains("alice"));
+        assert_ne!(h, scope("secret-app", "bob").log_hash());
+    }
+}

@@ -1,0 +1,421 @@
+//! Secret detection and metadata redaction: one rule set for every path.
+//!
+//! [`detect`] decides whether text looks like it carries a credential.
+//! `add_entry` rejects such content and `add_events` skips such events with
+//! the same [`SecretKind`] as the reason. [`redact_metadata`] replaces the
+//! values of secret-bearing keys (and secret-looking strings) with
+//! [`REDACTED`] before metadata is stored.
+//!
+//! What is caught:
+//! - `name: value` / `name=value` where `name` is an API key, password,
+//!   passwd, access or refresh token, authorization or bearer (any case,
+//!   with `_`, `-` or a space inside), or a compound name ending in one of
+//!   token, password, passwd, pwd, secret, api key, access key, private key,
+//!   credential(s) (`github_token: …`, `db_password=…`);
+//! - `Bearer <token>` without `:`/`=` when the token is at least 16
+//!   characters with a digit, or at least 32 characters;
+//! - Google API keys (`AIza…`), OpenAI-style keys (`sk-…`, 16+ characters),
+//!   AWS access key ids (`AKIA…`, `ASIA…`), GitHub tokens (`ghp_`, `gho_`,
+//!   `ghu_`, `ghs_`, `ghr_`, `github_pat_`), Slack tokens (`xoxb-` …), JWTs
+//!   (three base64url segments starting `eyJ`), PEM private-key blocks.
+//!
+//! What is not caught: secrets in prose ("my password is hunter2"), bare
+//! high-entropy strings without a known prefix, short bearer tokens, keys
+//! of providers not listed above, and personal data in general. This is a
+//! guard against accidental credential capture, not PII classification.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The marker that replaces a redacted value.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Which rule recognised a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SecretKind {
+    /// `password: …`, `api_key=…`, `github_token: …` and the like.
+    CredentialAssignment,
+    /// `Bearer <token>`.
+    BearerToken,
+    /// A Google API key (`AIza…`).
+    GoogleApiKey,
+    /// An OpenAI-style secret key (`sk-…`).
+    OpenAiKey,
+    /// An AWS access key id.
+    AwsAccessKeyId,
+    /// A GitHub token.
+    GithubToken,
+    /// A Slack token.
+    SlackToken,
+    /// A JSON Web Token.
+    Jwt,
+    /// A PEM private-key block.
+    PemPrivateKey,
+}
+
+impl SecretKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretKind::CredentialAssignment => "credential_assignment",
+            SecretKind::BearerToken => "bearer_token",
+            SecretKind::GoogleApiKey => "google_api_key",
+            SecretKind::OpenAiKey => "openai_key",
+            SecretKind::AwsAccessKeyId => "aws_access_key_id",
+            SecretKind::GithubToken => "github_token",
+            SecretKind::SlackToken => "slack_token",
+            SecretKind::Jwt => "jwt",
+            SecretKind::PemPrivateKey => "pem_private_key",
+        }
+    }
+}
+
+impl fmt::Display for SecretKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+struct Rules {
+    plain: Vec<(SecretKind, Regex)>,
+    bearer: Regex,
+    uri_userinfo: Regex,
+    uri_query: Regex,
+}
+
+// The patterns are fixed literals; a failure to compile is a bug caught by
+// every test run, so a panic here can never reach a user.
+#[allow(clippy::expect_used)]
+static RULES: LazyLock<Rules> = LazyLock::new(|| {
+    let re = |p: &str| Regex::new(p).expect("secret pattern compiles");
+    Rules {
+        plain: vec![
+            (
+                SecretKind::CredentialAssignment,
+                re(
+                    r"(?i)(?:api[\s_-]?key|password|passwd|access[\s_-]?token|refresh[\s_-]?token|authorization|bearer)\s*[:=]\s*\S",
+                ),
+            ),
+            (
+                SecretKind::CredentialAssignment,
+                re(
+                    r"(?i)\b[a-z0-9]+(?:[_-][a-z0-9]+)*[_-](?:token|password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)\s*[:=]\s*\S",
+                ),
+            ),
+            (SecretKind::GoogleApiKey, re(r"AIza[0-9A-Za-z_-]{20,}")),
+            (SecretKind::OpenAiKey, re(r"\bsk-[0-9A-Za-z_-]{16,}")),
+            (
+                SecretKind::AwsAccessKeyId,
+                re(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+            ),
+            (
+                SecretKind::GithubToken,
+                re(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+            ),
+            (
+                SecretKind::SlackToken,
+                re(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+            ),
+            (
+                SecretKind::Jwt,
+                re(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+            ),
+            (
+                SecretKind::PemPrivateKey,
+                re(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+            ),
+        ],
+        bearer: re(r"(?i)\bbearer\s+([A-Za-z0-9._~+/-]+=*)"),
+        uri_userinfo: re(r"://[^/\s:@]+:[^/\s@]+@"),
+        uri_query: re(
+            r"(?i)([?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|password|secret|client_secret|sig|signature)=)[^&\s#]+",
+        ),
+    }
+});
+
+/// The first secret rule `text` trips, if any.
+pub fn detect(text: &str) -> Option<SecretKind> {
+    let rules = &*RULES;
+    for (kind, re) in &rules.plain {
+        if re.is_match(text) {
+            return Some(*kind);
+        }
+    }
+    for cap in rules.bearer.captures_iter(text) {
+        let token = cap.get(1).map_or("", |m| m.as_str());
+        let has_digit = token.bytes().any(|b| b.is_ascii_digit());
+        if (token.len() >= 16 && has_digit) || token.len() >= 32 {
+            return Some(SecretKind::BearerToken);
+        }
+    }
+    None
+}
+
+const SENSITIVE_KEYS: &[&str] = &[
+    "authorization",
+    "proxy_authorization",
+    "x_api_key",
+    "api_key",
+    "apikey",
+    "api_secret",
+    "cookie",
+    "set_cookie",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "client_secret",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "token",
+    "credential",
+    "credentials",
+    "private_key",
+    "client_assertion",
+    "bearer",
+    "credential_rotator",
+    "session_token",
+    "security_token",
+    "otp",
+    "pin",
+];
+
+/// Splits a key into lowercase words: camelCase humps, `-`, `_`, `.` and
+/// spaces all separate words (`githubToken` and `github-token` give
+/// `["github", "token"]`).
+fn key_words(key: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for ch in key.chars() {
+        if ch == '_' || ch == '-' || ch == '.' || ch.is_whitespace() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if ch.is_uppercase() && prev_lower && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
+        cur.extend(ch.to_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// Whether values under `key` are redacted: the key, split into words, is
+/// one of the known secret-bearing names or contains one as a run of whole
+/// words (`github_token`, `db_password`, `x-api-key`, `clientSecret`).
+pub fn is_sensitive_key(key: &str) -> bool {
+    let words = key_words(key);
+    for len in 1..=3.min(words.len()) {
+        for window in words.windows(len) {
+            let joined = window.join("_");
+            if SENSITIVE_KEYS.contains(&joined.as_str()) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Redacts a metadata object in place: values under secret-bearing keys,
+/// strings that trip [`detect`], and credentials inside URIs
+/// (`https://user:pw@host`, `?token=…`) all become [`REDACTED`].
+pub fn redact_metadata(map: &mut serde_json::Map<String, Value>) {
+    for (k, v) in map.iter_mut() {
+        if is_sensitive_key(k) {
+            *v = Value::String(REDACTED.to_owned());
+        } else {
+            redact_value(v);
+        }
+    }
+}
+
+fn redact_value(v: &mut Value) {
+    match v {
+        Value::Object(map) => redact_metadata(map),
+        Value::Array(items) => items.iter_mut().for_each(redact_value),
+        Value::String(s) => {
+            if detect(s).is_some() {
+                REDACTED.clone_into(s);
+            } else if s.contains("://") {
+                let rules = &*RULES;
+                let scrubbed = rules
+                    .uri_userinfo
+                    .replace_all(s, format!("://{REDACTED}@").as_str());
+                let scrubbed = rules
+                    .uri_query
+                    .replace_all(&scrubbed, format!("${{1}}{REDACTED}").as_str());
+                if scrubbed != *s {
+                    *s = scrubbed.into_owned();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn reference_patterns() {
+        assert_eq!(
+            detect("api_key: abcdefghijklmnop"),
+            Some(SecretKind::CredentialAssignment)
+        );
+        assert_eq!(
+            detect("my Password = hunter2"),
+            Some(SecretKind::CredentialAssignment)
+        );
+        assert_eq!(
+            detect("access token:xyz"),
+            Some(SecretKind::CredentialAssignment)
+        );
+        assert_eq!(
+            detect("Authorization: Basic abc"),
+            Some(SecretKind::CredentialAssignment)
+        );
+        assert_eq!(
+            detect("key AIzaSyA1234567890abcdefghijk"),
+            Some(SecretKind::GoogleApiKey)
+        );
+        assert_eq!(
+            detect("use sk-abcdefghijklmnop1234"),
+            Some(SecretKind::OpenAiKey)
+        );
+    }
+
+    #[test]
+    fn extended_patterns() {
+        assert_eq!(
+            detect("Bearer abcdefghij0123456789"),
+            Some(SecretKind::BearerToken)
+        );
+        assert_eq!(
+            detect("-----BEGIN RSA PRIVATE KEY-----\nMIIE..."),
+            Some(SecretKind::PemPrivateKey)
+        );
+        assert_eq!(
+            detect("-----BEGIN PRIVATE KEY-----"),
+            Some(SecretKind::PemPrivateKey)
+        );
+        assert_eq!(
+            detect("id AKIAIOSFODNN7EXAMPLE ok"),
+            Some(SecretKind::AwsAccessKeyId)
+        );
+        assert_eq!(
+            detect("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            Some(SecretKind::GithubToken)
+        );
+        assert_eq!(
+            detect("github_pat_11ABCDEFG0123456789_abcdefghijkl"),
+            Some(SecretKind::GithubToken)
+        );
+        assert_eq!(
+            detect("xoxb-1234567890-abcdef"),
+            Some(SecretKind::SlackToken)
+        );
+        assert_eq!(
+            detect(
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+            ),
+            Some(SecretKind::Jwt)
+        );
+        assert_eq!(
+            detect("github_token: abc"),
+            Some(SecretKind::CredentialAssignment)
+        );
+        assert_eq!(
+            detect("DB_PASSWORD=abc"),
+            Some(SecretKind::CredentialAssignment)
+        );
+    }
+
+    #[test]
+    fn ordinary_text_passes() {
+        for text in [
+            "I love hiking with my dog on weekends.",
+            "The ring bearer walked down the aisle.",
+            "Bearer bonds are old-fashioned.",
+            "Let's ask-questions-about-the-weather later",
+            "We talked about the task-management-for-everyone app",
+            "My password manager is great",
+            "She said the secret to baking is patience.",
+            "Tokens: we used them at the arcade",
+        ] {
+            assert_eq!(detect(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn key_redaction_covers_compound_names() {
+        for k in [
+            "password",
+            "Password",
+            "api-key",
+            "X-Api-Key",
+            "github_token",
+            "db_password",
+            "clientSecret",
+            "githubToken",
+            "session.token",
+            "otp",
+        ] {
+            assert!(is_sensitive_key(k), "{k}");
+        }
+        for k in [
+            "topic",
+            "shipping",
+            "opinion",
+            "speaker",
+            "tokenizer",
+            "keyboard",
+            "dia_id",
+        ] {
+            assert!(!is_sensitive_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn metadata_redaction() {
+        let mut m = json!({
+            "password": "hunter2",
+            "nested": {"github_token": 5, "ok": "fine"},
+            "list": [{"apiKey": "x"}, "plain"],
+            "url": "https://bob:pw@example.com/x?token=abc&page=2",
+            "note": "api_key=abcdef",
+            "topic": "otp"
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        redact_metadata(&mut m);
+        assert_eq!(
+            Value::Object(m),
+            json!({
+                "password": REDACTED,
+                "nested": {"github_token": REDACTED, "ok": "fine"},
+                "list": [{"apiKey": REDACTED}, "plain"],
+                "url": "https://[REDACTED]@example.com/x?token=[REDACTED]&page=2",
+                "note": REDACTED,
+                "topic": "otp"
+            })
+        );
+    }
+}

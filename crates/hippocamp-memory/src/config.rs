@@ -1,0 +1,82 @@
+//! Store configuration and the capability report built from it.
+
+use hippocamp_core::{Error, MemoryLimits, Problem, Result};
+use hippocamp_search::Bm25Params;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{CONTRACT_VERSION, Capabilities, SearchCapabilities};
+
+/// Configuration every memory store accepts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Limits and quotas.
+    pub limits: MemoryLimits,
+    /// BM25 parameters.
+    pub bm25: Bm25Params,
+}
+
+impl MemoryConfig {
+    /// Checks every value.
+    pub fn validate(&self) -> Result<()> {
+        self.limits.validate()?;
+        self.bm25.validate().map_err(|name| {
+            Error::config(
+                format!("bm25.{name}"),
+                Problem::Malformed(match name {
+                    "k1" => "k1 must be within 0..=10".into(),
+                    _ => "b must be within 0..=1".into(),
+                }),
+            )
+        })
+    }
+
+    /// The capability report of a store with this configuration.
+    pub fn capabilities(&self, backend: &str, durable: bool) -> Capabilities {
+        Capabilities {
+            contract_version: CONTRACT_VERSION,
+            backend: backend.to_owned(),
+            durable,
+            scope: "app_user".to_owned(),
+            search: SearchCapabilities {
+                modes: vec!["bm25".to_owned()],
+                bm25: self.bm25,
+                analyzer: "english: unicode words, lowercase, stopwords, snowball stemming"
+                    .to_owned(),
+                filter_operators: [
+                    "$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$exists", "$and",
+                    "$or", "$not",
+                ]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            },
+            idempotent_ingestion: true,
+            incremental_events: true,
+            erasure_epoch_fencing: true,
+            delete: vec!["entry".to_owned(), "session".to_owned(), "user".to_owned()],
+            per_scope_quota: true,
+            global_quota: true,
+            limits: self.limits.describe_all(),
+            routing: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_bm25_is_a_config_error() {
+        let c = MemoryConfig {
+            bm25: Bm25Params { k1: 20.0, b: 0.5 },
+            ..MemoryConfig::default()
+        };
+        assert!(
+            matches!(c.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "bm25.k1")
+        );
+        assert!(MemoryConfig::default().validate().is_ok());
+        assert!(serde_json::from_str::<MemoryConfig>(r#"{"limit": {}}"#).is_err());
+    }
+}

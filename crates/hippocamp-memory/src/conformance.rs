@@ -1,0 +1,1419 @@
+//! The conformance suite every [`MemoryStore`] and wrapper runs.
+//!
+//! Each scenario is a public async function taking a [`StoreFactory`], so a
+//! backend crate runs the same behaviour checks as the in-memory store:
+//!
+//! ```ignore
+//! hippocamp_memory::memory_conformance_tests!(MyFactory::new());
+//! ```
+//!
+//! expands to one `#[tokio::test]` per scenario plus the proptest model
+//! test ([`model::run`]). Scenarios create stores with the configuration
+//! they need (small quotas, small content limits) through the factory.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    clippy::missing_panics_doc,
+    missing_docs
+)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use hippocamp_core::{
+    CallOptions, Deadline, EntryId, Error, Field, IdempotencyKey, MemoryLimits, MemoryScope,
+    Problem, QuotaLimit, SecretKind, SessionId,
+};
+use serde_json::{Value, json};
+
+use crate::entry::{NewEntry, Provenance};
+use crate::event::{Content, Event, Part, SkipReason};
+use crate::store::{MemoryStore, ScoreType, SearchRequest, WriteOptions};
+use crate::{InMemoryStore, MemoryConfig};
+
+pub mod model;
+
+/// Creates fresh, empty stores for the suite.
+#[async_trait]
+pub trait StoreFactory: Send + Sync {
+    /// A new empty store with `config`.
+    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore>;
+}
+
+/// Factory of [`InMemoryStore`]s.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct InMemoryFactory;
+
+#[async_trait]
+impl StoreFactory for InMemoryFactory {
+    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
+        Arc::new(InMemoryStore::new(config).unwrap())
+    }
+}
+
+/// Expands to one test per conformance scenario, plus the model test, for
+/// the factory expression given.
+#[macro_export]
+macro_rules! memory_conformance_tests {
+    ($factory:expr) => {
+        $crate::memory_conformance_tests!(@cases $factory;
+            capabilities_report_contract_and_limits,
+            keyed_add_is_idempotent_and_redacts,
+            search_finds_with_filter_and_provenance,
+            scopes_are_isolated,
+            idempotency_conflict_keeps_original,
+            add_events_reports_added_duplicates_skipped,
+            secret_events_are_not_searchable,
+            delete_session_is_idempotent,
+            delete_entry_and_user_are_idempotent,
+            content_limits_are_enforced,
+            secret_content_is_rejected,
+            scope_entry_quota,
+            scope_byte_quota,
+            global_quotas_span_scopes,
+            event_batch_is_atomic_under_quota,
+            expired_deadline_never_writes,
+            filter_semantics,
+            bad_input_gets_typed_errors,
+            ranking_is_deterministic,
+            byte_budget_skips_and_continues,
+            bm25_statistics_are_per_scope,
+            event_fields_become_entry_fields,
+            too_many_events_are_rejected,
+            erasure_epoch_fences_stale_writes,
+            status_counts_entries,
+            concurrent_keyed_adds_make_one_entry,
+            readd_after_delete,
+        );
+        #[test]
+        fn model_test() {
+            $crate::conformance::model::run(std::sync::Arc::new($factory), 48);
+        }
+    };
+    (@cases $factory:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::conformance::$name(&factory).await;
+            }
+        )*
+    };
+}
+
+fn scope(app: &str, user: &str) -> MemoryScope {
+    MemoryScope::parse(app, user).unwrap()
+}
+
+fn w() -> WriteOptions {
+    WriteOptions::default()
+}
+
+fn c() -> CallOptions {
+    CallOptions::default()
+}
+
+fn obj(v: Value) -> hippocamp_core::Metadata {
+    v.as_object().unwrap().clone()
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
+async fn default_store(f: &dyn StoreFactory) -> Arc<dyn MemoryStore> {
+    f.open(MemoryConfig::default()).await
+}
+
+async fn with_limits(f: &dyn StoreFactory, limits: MemoryLimits) -> Arc<dyn MemoryStore> {
+    f.open(MemoryConfig {
+        limits,
+        ..MemoryConfig::default()
+    })
+    .await
+}
+
+async fn ids(store: &dyn MemoryStore, scope: &MemoryScope, req: SearchRequest) -> Vec<EntryId> {
+    store
+        .search(scope, &req, &c())
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.entry.id)
+        .collect()
+}
+
+async fn add(store: &dyn MemoryStore, scope: &MemoryScope, content: &str) -> EntryId {
+    store
+        .add_entry(scope, NewEntry::new(content), &w())
+        .await
+        .unwrap()
+        .entry
+        .id
+}
+
+fn is_invalid(e: &Error, field: Field) -> bool {
+    matches!(e, Error::InvalidArgument { field: f, .. } if *f == field)
+}
+
+pub async fn capabilities_report_contract_and_limits(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let caps = store.capabilities();
+    assert_eq!(caps.contract_version, crate::store::CONTRACT_VERSION);
+    assert_eq!(caps.scope, "app_user");
+    assert!(caps.search.modes.contains(&"bm25".to_owned()));
+    assert!(caps.idempotent_ingestion && caps.incremental_events);
+    assert!(caps.erasure_epoch_fencing);
+    assert!(caps.per_scope_quota && caps.global_quota);
+    for (name, default, max) in [
+        ("max_content_bytes", 65_536, 1_048_576),
+        ("max_metadata_bytes", 16_384, 262_144),
+        ("max_metadata_depth", 8, 32),
+        ("max_metadata_nodes", 512, 100_000),
+        ("max_query_bytes", 4_096, 65_536),
+        ("max_results", 50, 1_000),
+        ("max_result_bytes", 262_144, 1_048_576),
+        ("max_events_per_request", 1_000, 10_000),
+        ("max_entries_per_scope", 100_000, 10_000_000),
+        ("max_bytes_per_scope", 268_435_456, 10_737_418_240),
+        ("max_entries_total", 10_000_000, 1_000_000_000),
+        ("max_bytes_total", 17_179_869_184, 1_099_511_627_776),
+        ("call_timeout_ms", 5_000, 60_000),
+    ] {
+        let l = caps
+            .limits
+            .iter()
+            .find(|l| l.name == name)
+            .unwrap_or_else(|| panic!("limit {name} not reported"));
+        assert_eq!(
+            (l.value, l.default, l.max),
+            (default, default, max),
+            "{name}"
+        );
+    }
+    let small = with_limits(
+        f,
+        MemoryLimits {
+            max_results: 7,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let l = small.capabilities().limits;
+    assert_eq!(l.iter().find(|l| l.name == "max_results").unwrap().value, 7);
+}
+
+pub async fn keyed_add_is_idempotent_and_redacts(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let input = NewEntry::new("OTP supervisors restart failed child processes")
+        .metadata(obj(json!({"password": "hunter2", "topic": "otp"})))
+        .idempotency_key(key("session-7:fact-1"));
+    let first = store.add_entry(&s, input.clone(), &w()).await.unwrap();
+    assert!(!first.duplicate);
+    assert_eq!(first.entry.metadata["password"], json!("[REDACTED]"));
+    assert_eq!(first.entry.metadata["topic"], json!("otp"));
+    assert_eq!(
+        first.entry.id,
+        EntryId::derive(&s, &key("session-7:fact-1"))
+    );
+    assert_eq!(first.entry.scope, s);
+    assert_eq!(
+        first.entry.digest,
+        hippocamp_core::Sha256Digest::of(first.entry.content.as_bytes())
+    );
+    let second = store.add_entry(&s, input, &w()).await.unwrap();
+    assert!(second.duplicate);
+    assert_eq!(second.entry, first.entry);
+    assert_eq!(
+        ids(&*store, &s, SearchRequest::new("supervisors")).await,
+        vec![first.entry.id]
+    );
+    let got = store.get_entry(&s, &first.entry.id, &c()).await.unwrap();
+    assert_eq!(got, first.entry);
+    assert!(matches!(
+        store.get_entry(&s, &EntryId::random(), &c()).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+pub async fn search_finds_with_filter_and_provenance(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let prov = Provenance {
+        session_id: Some(sid("session-7")),
+        author: Some(hippocamp_core::Author::new("user").unwrap()),
+        ..Provenance::default()
+    };
+    let hit = store
+        .add_entry(
+            &s,
+            NewEntry::new("OTP supervisors restart failed child processes")
+                .metadata(obj(json!({"topic": "otp"})))
+                .provenance(prov.clone()),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    store
+        .add_entry(
+            &s,
+            NewEntry::new("Elixir supervisors restart too")
+                .metadata(obj(json!({"topic": "elixir"}))),
+            &w(),
+        )
+        .await
+        .unwrap();
+    let res = store
+        .search(
+            &s,
+            &SearchRequest::new("supervisors restart").filter(json!({"topic": "otp"})),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.hits.len(), 1);
+    assert!(!res.skipped_over_budget);
+    let h = &res.hits[0];
+    assert_eq!(h.entry, hit);
+    assert_eq!(h.score_type, ScoreType::Bm25);
+    assert!(h.score > 0.0 && h.score.is_finite());
+    assert_eq!(h.entry.provenance, prov);
+    assert_eq!(
+        ids(&*store, &s, SearchRequest::new("supervisors"))
+            .await
+            .len(),
+        2
+    );
+}
+
+pub async fn scopes_are_isolated(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let a = scope("app", "alice");
+    let other_app = scope("other", "alice");
+    let other_user = scope("app", "bob");
+    let k = key("fact");
+    let e = store
+        .add_entry(
+            &a,
+            NewEntry::new("alice likes green tea").idempotency_key(k.clone()),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    for s in [&other_app, &other_user] {
+        assert!(
+            ids(&*store, s, SearchRequest::new("green tea"))
+                .await
+                .is_empty()
+        );
+        assert!(matches!(
+            store.get_entry(s, &e.id, &c()).await,
+            Err(Error::NotFound(_))
+        ));
+        assert_eq!(store.delete_entry(s, &e.id, &c()).await.unwrap(), 0);
+        assert_eq!(store.delete_user(s, &c()).await.unwrap(), 0);
+        assert_eq!(store.delete_session(s, &sid("x"), &c()).await.unwrap(), 0);
+        // The same key in another scope is a different entry, not a duplicate.
+        let other = store
+            .add_entry(
+                s,
+                NewEntry::new("other green tea").idempotency_key(k.clone()),
+                &w(),
+            )
+            .await
+            .unwrap();
+        assert!(!other.duplicate);
+        assert_ne!(other.entry.id, e.id);
+        assert_eq!(other.entry.scope, *s);
+    }
+    assert_eq!(store.get_entry(&a, &e.id, &c()).await.unwrap(), e);
+    let hits = store
+        .search(&a, &SearchRequest::new("green tea"), &c())
+        .await
+        .unwrap()
+        .hits;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].entry.scope, a);
+}
+
+pub async fn idempotency_conflict_keeps_original(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let first = store
+        .add_entry(
+            &s,
+            NewEntry::new("first content").idempotency_key(key("k")),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    let err = store
+        .add_entry(
+            &s,
+            NewEntry::new("second content").idempotency_key(key("k")),
+            &w(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::IdempotencyConflict(id) if id == first.id));
+    let err = store
+        .add_entry(
+            &s,
+            NewEntry::new("first content")
+                .metadata(obj(json!({"x": 1})))
+                .idempotency_key(key("k")),
+            &w(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::IdempotencyConflict(_)));
+    assert_eq!(store.get_entry(&s, &first.id, &c()).await.unwrap(), first);
+    assert!(
+        ids(&*store, &s, SearchRequest::new("second"))
+            .await
+            .is_empty()
+    );
+}
+
+fn sample_events() -> Vec<Event> {
+    let mut partial = Event::text("e3", "user", 3, "partial thought about lisbon");
+    partial.partial = true;
+    vec![
+        Event::text("e1", "user", 1, "I moved to Lisbon last spring"),
+        Event::text("e2", "assistant", 2, "Lisbon has lovely trams"),
+        partial,
+        Event::text("e4", "runner", 4, "runner bookkeeping about lisbon"),
+        Event::text("e5", "user", 5, "password=hunter2 lisbon"),
+        Event {
+            id: "e6".into(),
+            author: "assistant".into(),
+            timestamp_ms: 6,
+            partial: false,
+            content: Some(Content {
+                role: "model".into(),
+                parts: vec![Part::FunctionCall(json!({"name": "lookup"}))],
+            }),
+            metadata: None,
+        },
+        Event::text("e7", "user", -7, "negative timestamp lisbon"),
+        Event::text("e8", "tool", 8, "tool says lisbon"),
+    ]
+}
+
+pub async fn add_events_reports_added_duplicates_skipped(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let session = sid("session-7");
+    let report = store
+        .add_events(&s, &session, &sample_events(), &w())
+        .await
+        .unwrap();
+    assert_eq!(
+        report.added.iter().map(|e| e.index).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert!(report.duplicates.is_empty());
+    let reasons: Vec<(usize, SkipReason)> = report
+        .skipped
+        .iter()
+        .map(|s| (s.index, s.reason.clone()))
+        .collect();
+    assert_eq!(reasons.len(), 6);
+    assert_eq!(reasons[0], (2, SkipReason::Partial));
+    assert_eq!(reasons[1], (3, SkipReason::ControlAuthor));
+    assert_eq!(
+        reasons[2],
+        (
+            4,
+            SkipReason::SensitiveContent(SecretKind::CredentialAssignment)
+        )
+    );
+    assert_eq!(reasons[3], (5, SkipReason::NoText));
+    assert!(matches!(reasons[4], (6, SkipReason::Malformed(_))));
+    assert_eq!(reasons[5], (7, SkipReason::ControlAuthor));
+    assert_eq!(report.skipped[0].event_id.as_deref(), Some("e3"));
+    // Repeating the same call is safe.
+    let again = store
+        .add_events(&s, &session, &sample_events(), &w())
+        .await
+        .unwrap();
+    assert!(again.added.is_empty());
+    assert_eq!(again.duplicates.len(), 2);
+    assert_eq!(again.duplicates[0].entry_id, report.added[0].entry_id);
+    assert_eq!(
+        ids(&*store, &s, SearchRequest::new("lisbon")).await.len(),
+        2
+    );
+    // In-batch repeats: identical is a duplicate, different is a conflict.
+    let batch = vec![
+        Event::text("n1", "user", 10, "new fact about porto"),
+        Event::text("n1", "user", 10, "new fact about porto"),
+        Event::text("n1", "user", 10, "different fact about porto"),
+        Event::text("e1", "user", 1, "changed lisbon text"),
+    ];
+    let r = store.add_events(&s, &session, &batch, &w()).await.unwrap();
+    assert_eq!(r.added.len(), 1);
+    assert_eq!(r.duplicates.len(), 1);
+    assert_eq!(r.duplicates[0].index, 1);
+    assert_eq!(
+        r.skipped
+            .iter()
+            .map(|s| (s.index, s.reason.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (2, SkipReason::IdempotencyConflict),
+            (3, SkipReason::IdempotencyConflict)
+        ]
+    );
+}
+
+pub async fn secret_events_are_not_searchable(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let events = vec![
+        Event::text(
+            "a",
+            "user",
+            1,
+            "my github_token: ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        Event::text(
+            "b",
+            "user",
+            2,
+            "Bearer abcdefghij0123456789 for the github api",
+        ),
+        Event::text("c", "user", 3, "I use github every day"),
+    ];
+    let r = store
+        .add_events(&s, &sid("s"), &events, &w())
+        .await
+        .unwrap();
+    assert_eq!(r.added.len(), 1);
+    assert_eq!(r.skipped.len(), 2);
+    let hits = store
+        .search(&s, &SearchRequest::new("github"), &c())
+        .await
+        .unwrap()
+        .hits;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].entry.content, "I use github every day");
+}
+
+pub async fn delete_session_is_idempotent(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    store
+        .add_events(&s, &sid("s1"), &sample_events(), &w())
+        .await
+        .unwrap();
+    store
+        .add_events(
+            &s,
+            &sid("s2"),
+            &[Event::text("x1", "user", 1, "lisbon again")],
+            &w(),
+        )
+        .await
+        .unwrap();
+    let keep = add(&*store, &s, "lisbon without a session").await;
+    assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 2);
+    assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 0);
+    let left = ids(&*store, &s, SearchRequest::new("lisbon")).await;
+    assert_eq!(left.len(), 2);
+    assert!(left.contains(&keep));
+    assert_eq!(
+        store.delete_session(&s, &sid("never"), &c()).await.unwrap(),
+        0
+    );
+}
+
+pub async fn delete_entry_and_user_are_idempotent(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let a = add(&*store, &s, "alpha fact").await;
+    add(&*store, &s, "alpha other").await;
+    add(&*store, &s, "alpha third").await;
+    assert_eq!(store.delete_entry(&s, &a, &c()).await.unwrap(), 1);
+    assert_eq!(store.delete_entry(&s, &a, &c()).await.unwrap(), 0);
+    assert!(matches!(
+        store.get_entry(&s, &a, &c()).await,
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(ids(&*store, &s, SearchRequest::new("alpha")).await.len(), 2);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 2);
+    assert!(
+        ids(&*store, &s, SearchRequest::new("alpha"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .delete_user(&scope("app", "nobody"), &c())
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+pub async fn content_limits_are_enforced(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_content_bytes: 32,
+            max_result_bytes: 64,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let s = scope("app", "u1");
+    let e = store
+        .add_entry(&s, NewEntry::new("x".repeat(33)), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::InvalidArgument {
+            field: Field::Content,
+            problem: Problem::TooLong { len: 33, max: 32 }
+        }
+    ));
+    assert!(
+        store
+            .add_entry(&s, NewEntry::new("x".repeat(32)), &w())
+            .await
+            .is_ok()
+    );
+    for bad in ["", "nul\0inside"] {
+        let e = store
+            .add_entry(&s, NewEntry::new(bad), &w())
+            .await
+            .unwrap_err();
+        assert!(is_invalid(&e, Field::Content), "{e}");
+    }
+    // Multi-byte UTF-8 is measured in bytes.
+    let e = store
+        .add_entry(&s, NewEntry::new("é".repeat(17)), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::InvalidArgument {
+            problem: Problem::TooLong { len: 34, max: 32 },
+            ..
+        }
+    ));
+    assert_eq!(store.status().await.unwrap().entries, 1);
+}
+
+pub async fn secret_content_is_rejected(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    for (text, kind) in [
+        (
+            "api_key: abcdefghijklmnop",
+            SecretKind::CredentialAssignment,
+        ),
+        (
+            "deploy with AKIAIOSFODNN7EXAMPLE",
+            SecretKind::AwsAccessKeyId,
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----",
+            SecretKind::PemPrivateKey,
+        ),
+        ("token xoxb-123456789012-abcdefgh", SecretKind::SlackToken),
+        ("db_password=hunter2", SecretKind::CredentialAssignment),
+    ] {
+        let e = store
+            .add_entry(&s, NewEntry::new(text), &w())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::SensitiveContent(k) if k == kind),
+            "{text}: {e}"
+        );
+    }
+    assert_eq!(store.status().await.unwrap().entries, 0);
+}
+
+pub async fn scope_entry_quota(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_entries_per_scope: 2,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let s = scope("app", "u1");
+    let first = add(&*store, &s, "one").await;
+    add(&*store, &s, "two").await;
+    let e = store
+        .add_entry(&s, NewEntry::new("three"), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::QuotaExceeded {
+            limit: QuotaLimit::EntriesPerScope(2)
+        }
+    ));
+    // A duplicate is not a new entry and needs no room.
+    let k = store
+        .add_entry(
+            &scope("app", "u2"),
+            NewEntry::new("k").idempotency_key(key("k")),
+            &w(),
+        )
+        .await
+        .unwrap();
+    assert!(!k.duplicate);
+    add(&*store, &scope("app", "u2"), "other scope has room").await;
+    assert!(
+        store
+            .add_entry(
+                &scope("app", "u2"),
+                NewEntry::new("k").idempotency_key(key("k")),
+                &w()
+            )
+            .await
+            .unwrap()
+            .duplicate
+    );
+    store.delete_entry(&s, &first, &c()).await.unwrap();
+    add(&*store, &s, "three").await;
+}
+
+pub async fn scope_byte_quota(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_bytes_per_scope: 1_000,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let s = scope("app", "u1");
+    // Each entry counts content + "{}" + provenance JSON + 256.
+    let big = "b".repeat(400);
+    let id = add(&*store, &s, &big).await;
+    let e = store
+        .add_entry(&s, NewEntry::new(big.clone()), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::QuotaExceeded {
+            limit: QuotaLimit::BytesPerScope(1_000)
+        }
+    ));
+    let status = store.status().await.unwrap();
+    assert_eq!(status.entries, 1);
+    store.delete_entry(&s, &id, &c()).await.unwrap();
+    add(&*store, &s, &big).await;
+}
+
+pub async fn global_quotas_span_scopes(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_entries_per_scope: 2,
+            max_entries_total: 3,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let a = scope("app", "a");
+    let b = scope("app", "b");
+    add(&*store, &a, "one").await;
+    add(&*store, &a, "two").await;
+    let b1 = add(&*store, &b, "three").await;
+    let e = store
+        .add_entry(&b, NewEntry::new("four"), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::QuotaExceeded {
+            limit: QuotaLimit::EntriesTotal(3)
+        }
+    ));
+    store.delete_entry(&b, &b1, &c()).await.unwrap();
+    add(&*store, &b, "four").await;
+    assert_eq!(store.delete_user(&a, &c()).await.unwrap(), 2);
+    add(&*store, &b, "five").await;
+
+    let bytes = with_limits(
+        f,
+        MemoryLimits {
+            max_bytes_per_scope: 1_000,
+            max_bytes_total: 1_500,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    add(&*bytes, &a, &"a".repeat(600)).await;
+    let e = bytes
+        .add_entry(&b, NewEntry::new("b".repeat(600)), &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::QuotaExceeded {
+            limit: QuotaLimit::BytesTotal(1_500)
+        }
+    ));
+    add(&*bytes, &b, "small").await;
+}
+
+pub async fn event_batch_is_atomic_under_quota(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_entries_per_scope: 3,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let s = scope("app", "u1");
+    add(&*store, &s, "existing").await;
+    let events: Vec<Event> = (0..3)
+        .map(|i| Event::text(format!("e{i}"), "user", i, format!("fact number {i}")))
+        .collect();
+    let e = store
+        .add_events(&s, &sid("s"), &events, &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::QuotaExceeded {
+            limit: QuotaLimit::EntriesPerScope(3)
+        }
+    ));
+    assert!(
+        ids(&*store, &s, SearchRequest::new("fact"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(store.status().await.unwrap().entries, 1);
+    let r = store
+        .add_events(&s, &sid("s"), &events[..2], &w())
+        .await
+        .unwrap();
+    assert_eq!(r.added.len(), 2);
+}
+
+pub async fn expired_deadline_never_writes(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let past = || {
+        CallOptions::until(Deadline::at(
+            Instant::now()
+                .checked_sub(Duration::from_millis(1))
+                .unwrap(),
+        ))
+    };
+    let e = store
+        .add_entry(&s, NewEntry::new("late write"), &WriteOptions::new(past()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Timeout));
+    let e = store
+        .add_events(
+            &s,
+            &sid("s"),
+            &[Event::text("e", "user", 1, "late event")],
+            &WriteOptions::new(past()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Timeout));
+    assert!(
+        ids(&*store, &s, SearchRequest::new("late"))
+            .await
+            .is_empty()
+    );
+    let kept = add(&*store, &s, "kept fact").await;
+    assert!(matches!(
+        store.delete_entry(&s, &kept, &past()).await,
+        Err(Error::Timeout)
+    ));
+    assert!(matches!(
+        store.delete_session(&s, &sid("s"), &past()).await,
+        Err(Error::Timeout)
+    ));
+    assert!(matches!(
+        store.delete_user(&s, &past()).await,
+        Err(Error::Timeout)
+    ));
+    assert_eq!(store.get_entry(&s, &kept, &c()).await.unwrap().id, kept);
+    assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 0);
+    // A short timeout that has not expired still works.
+    let quick = WriteOptions::new(CallOptions::timeout_ms(2_000).unwrap());
+    assert!(
+        store
+            .add_entry(&s, NewEntry::new("in time"), &quick)
+            .await
+            .is_ok()
+    );
+}
+
+pub async fn filter_semantics(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let mut by_name = std::collections::HashMap::new();
+    for (name, meta) in [
+        ("a", json!({"topic": "otp", "n": 1, "tags": ["x"]})),
+        ("b", json!({"topic": "elixir", "n": 5})),
+        ("c", json!({"topic": "otp", "n": 10.5, "deep": {"k": true}})),
+        ("d", json!({})),
+    ] {
+        let id = store
+            .add_entry(
+                &s,
+                NewEntry::new(format!("shared word {name}")).metadata(obj(meta)),
+                &w(),
+            )
+            .await
+            .unwrap()
+            .entry
+            .id;
+        by_name.insert(id, name);
+    }
+    let names =
+        |found: Vec<EntryId>| -> BTreeSet<&str> { found.iter().map(|id| by_name[id]).collect() };
+    for (filter, want) in [
+        (json!({}), vec!["a", "b", "c", "d"]),
+        (json!({"topic": "otp"}), vec!["a", "c"]),
+        (json!({"topic": {"$eq": "elixir"}}), vec!["b"]),
+        (json!({"topic": {"$ne": "otp"}}), vec!["b", "d"]),
+        (json!({"topic": {"$in": ["elixir", "rust"]}}), vec!["b"]),
+        (json!({"topic": {"$nin": ["otp"]}}), vec!["b", "d"]),
+        (json!({"n": {"$gt": 1}}), vec!["b", "c"]),
+        (json!({"n": {"$gte": 1}}), vec!["a", "b", "c"]),
+        (json!({"n": {"$lt": 5}}), vec!["a"]),
+        (json!({"n": {"$lte": 5, "$gt": 1}}), vec!["b"]),
+        (json!({"n": 1.0}), vec!["a"]),
+        (json!({"deep": {"k": true}}), vec!["c"]),
+        (json!({"tags": ["x"]}), vec!["a"]),
+        (json!({"n": {"$exists": false}}), vec!["d"]),
+        (
+            json!({"$or": [{"topic": "elixir"}, {"n": {"$gt": 10}}]}),
+            vec!["b", "c"],
+        ),
+        (
+            json!({"$and": [{"topic": "otp"}, {"n": {"$lt": 2}}]}),
+            vec!["a"],
+        ),
+        (json!({"$not": {"topic": "otp"}}), vec!["b", "d"]),
+        (json!({"topic": "otp", "n": {"$gt": 2}}), vec!["c"]),
+        (json!({"missing": "x"}), vec![]),
+    ] {
+        let found = ids(
+            &*store,
+            &s,
+            SearchRequest::new("shared word").filter(filter.clone()),
+        )
+        .await;
+        assert_eq!(names(found), want.into_iter().collect(), "{filter}");
+    }
+}
+
+pub async fn bad_input_gets_typed_errors(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    add(&*store, &s, "a harmless fact").await;
+    let search_err = |req: SearchRequest| {
+        let store = store.clone();
+        let s = s.clone();
+        async move { store.search(&s, &req, &c()).await.unwrap_err() }
+    };
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("")).await,
+        Field::Query
+    ));
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("q".repeat(4_097))).await,
+        Field::Query
+    ));
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("nul\0")).await,
+        Field::Query
+    ));
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("fact").limit(0)).await,
+        Field::Limit
+    ));
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("fact").limit(51)).await,
+        Field::Limit
+    ));
+    assert!(is_invalid(
+        &search_err(SearchRequest::new("fact").max_bytes(0)).await,
+        Field::MaxBytes
+    ));
+    for filter in [
+        json!("not an object"),
+        json!({"a": {"$regex": "x"}}),
+        json!({"$nor": [{"a": 1}]}),
+        json!({"password": "[REDACTED]"}),
+        json!({"a": {"$in": "x"}}),
+    ] {
+        let e = search_err(SearchRequest::new("fact").filter(filter.clone())).await;
+        assert!(is_invalid(&e, Field::Filter), "{filter}: {e}");
+    }
+    // A query of stopwords or punctuation is valid and matches nothing.
+    for q in ["what is it?", "?!..."] {
+        let r = store
+            .search(&s, &SearchRequest::new(q), &c())
+            .await
+            .unwrap();
+        assert!(r.hits.is_empty());
+    }
+    let deep = json!({"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": 1}}}}}}}}});
+    let wide: serde_json::Map<String, Value> =
+        (0..600).map(|i| (format!("k{i}"), json!(i))).collect();
+    let big = json!({"k": "v".repeat(16_384)});
+    for (meta, problem) in [(obj(deep), "deep"), (wide, "nodes"), (obj(big), "bytes")] {
+        let e = store
+            .add_entry(&s, NewEntry::new("fact").metadata(meta), &w())
+            .await
+            .unwrap_err();
+        let ok = match problem {
+            "deep" => matches!(
+                e,
+                Error::InvalidArgument {
+                    field: Field::Metadata,
+                    problem: Problem::TooDeep { max: 8 }
+                }
+            ),
+            "nodes" => matches!(
+                e,
+                Error::InvalidArgument {
+                    field: Field::Metadata,
+                    problem: Problem::TooManyNodes { max: 512 }
+                }
+            ),
+            _ => matches!(
+                e,
+                Error::InvalidArgument {
+                    field: Field::Metadata,
+                    problem: Problem::TooLong { .. }
+                }
+            ),
+        };
+        assert!(ok, "{problem}: {e}");
+    }
+    let many = Provenance {
+        event_ids: (0..1_001)
+            .map(|i| hippocamp_core::EventId::new(format!("e{i}")).unwrap())
+            .collect(),
+        ..Provenance::default()
+    };
+    let e = store
+        .add_entry(&s, NewEntry::new("fact").provenance(many), &w())
+        .await
+        .unwrap_err();
+    assert!(is_invalid(&e, Field::Provenance));
+    let e = store.add_events(&s, &sid("s"), &[], &w()).await.unwrap();
+    assert!(e.added.is_empty() && e.skipped.is_empty());
+    // Identifiers reject bad input at construction.
+    assert!(MemoryScope::parse("", "u").is_err());
+    assert!(MemoryScope::parse("a", &"u".repeat(257)).is_err());
+    assert!("mem-zz".parse::<EntryId>().is_err());
+    assert!(CallOptions::timeout_ms(0).is_err());
+    assert!(CallOptions::timeout_ms(60_001).is_err());
+    assert_eq!(store.status().await.unwrap().entries, 1);
+}
+
+pub async fn ranking_is_deterministic(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let at = |t: u64| Provenance {
+        timestamp_ms: Some(t),
+        ..Provenance::default()
+    };
+    let mut same_time = Vec::new();
+    for i in 0..4 {
+        same_time.push(
+            store
+                .add_entry(
+                    &s,
+                    NewEntry::new("kayak trip")
+                        .provenance(at(100))
+                        .idempotency_key(key(&format!("k{i}"))),
+                    &w(),
+                )
+                .await
+                .unwrap()
+                .entry
+                .id,
+        );
+    }
+    let newer = store
+        .add_entry(&s, NewEntry::new("kayak trip").provenance(at(200)), &w())
+        .await
+        .unwrap()
+        .entry
+        .id;
+    let best = store
+        .add_entry(
+            &s,
+            NewEntry::new("kayak kayak trip").provenance(at(50)),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry
+        .id;
+    same_time.sort();
+    let mut want = vec![best, newer];
+    want.extend(same_time);
+    let first = store
+        .search(&s, &SearchRequest::new("kayak trip"), &c())
+        .await
+        .unwrap();
+    let got: Vec<EntryId> = first.hits.iter().map(|h| h.entry.id).collect();
+    assert_eq!(got, want);
+    assert!(first.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    for _ in 0..3 {
+        let again = store
+            .search(&s, &SearchRequest::new("trip kayak"), &c())
+            .await
+            .unwrap();
+        assert_eq!(again, first);
+    }
+}
+
+pub async fn byte_budget_skips_and_continues(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    // The long entry repeats the word, so it ranks first, but does not fit.
+    let long = store
+        .add_entry(
+            &s,
+            NewEntry::new(format!("{} zebra", "zebra ".repeat(300))),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    let small = add(&*store, &s, "a zebra").await;
+    let small2 = add(&*store, &s, "zebra crossing").await;
+    let all = store
+        .search(&s, &SearchRequest::new("zebra"), &c())
+        .await
+        .unwrap();
+    assert_eq!(all.hits[0].entry.id, long.id);
+    assert!(!all.skipped_over_budget);
+    let budget = 2 * 400;
+    let r = store
+        .search(&s, &SearchRequest::new("zebra").max_bytes(budget), &c())
+        .await
+        .unwrap();
+    assert!(r.skipped_over_budget);
+    let got: BTreeSet<EntryId> = r.hits.iter().map(|h| h.entry.id).collect();
+    assert_eq!(got, [small, small2].into_iter().collect());
+    let limited = store
+        .search(&s, &SearchRequest::new("zebra").limit(1), &c())
+        .await
+        .unwrap();
+    assert_eq!(limited.hits.len(), 1);
+    assert!(!limited.skipped_over_budget);
+}
+
+pub async fn bm25_statistics_are_per_scope(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let a = scope("app", "alice");
+    let b = scope("app", "bob");
+    for t in [
+        "sailing boats in the harbor",
+        "boats need paint",
+        "my cat likes boxes",
+    ] {
+        add(&*store, &a, t).await;
+    }
+    let before = store
+        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .await
+        .unwrap();
+    for i in 0..50 {
+        add(&*store, &b, &format!("boats boats harbor number {i}")).await;
+    }
+    let after = store
+        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .await
+        .unwrap();
+    assert_eq!(
+        before, after,
+        "another scope's data changed this scope's ranking"
+    );
+    let alone = default_store(f).await;
+    for t in [
+        "sailing boats in the harbor",
+        "boats need paint",
+        "my cat likes boxes",
+    ] {
+        add(&*alone, &a, t).await;
+    }
+    let solo = alone
+        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .await
+        .unwrap();
+    let scores = |r: &crate::SearchResults| -> Vec<(String, f64)> {
+        r.hits
+            .iter()
+            .map(|h| (h.entry.content.clone(), h.score))
+            .collect()
+    };
+    assert_eq!(scores(&solo), scores(&after));
+}
+
+pub async fn event_fields_become_entry_fields(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let event = Event {
+        id: "evt-1".into(),
+        author: "Caroline".into(),
+        timestamp_ms: 1_683_000_000_000,
+        partial: false,
+        content: Some(Content {
+            role: "user".into(),
+            parts: vec![
+                Part::Text("I went to a support group".into()),
+                Part::FunctionResponse(json!({"ok": true})),
+                Part::Text("it was powerful".into()),
+            ],
+        }),
+        metadata: Some(obj(json!({"dia_id": "D1:3", "api_key": "nope"}))),
+    };
+    let r = store
+        .add_events(&s, &sid("conv-1-s1"), &[event], &w())
+        .await
+        .unwrap();
+    let id = r.added[0].entry_id;
+    assert_eq!(id, EntryId::derive(&s, &key("event:evt-1")));
+    let e = store.get_entry(&s, &id, &c()).await.unwrap();
+    assert_eq!(e.content, "I went to a support group\nit was powerful");
+    assert_eq!(e.metadata["dia_id"], json!("D1:3"));
+    assert_eq!(e.metadata["api_key"], json!("[REDACTED]"));
+    assert_eq!(e.timestamp_ms, 1_683_000_000_000);
+    assert_eq!(e.provenance.session_id, Some(sid("conv-1-s1")));
+    assert_eq!(
+        e.provenance
+            .author
+            .as_ref()
+            .map(hippocamp_core::Author::as_str),
+        Some("Caroline")
+    );
+    assert_eq!(e.provenance.event_ids.len(), 1);
+    assert_eq!(e.provenance.event_ids[0].as_str(), "evt-1");
+    assert_eq!(e.provenance.timestamp_ms, Some(1_683_000_000_000));
+    assert_eq!(e.epoch, 0);
+    // The same event through add_entry with the same key is a duplicate.
+    let again = store
+        .add_entry(
+            &s,
+            NewEntry {
+                content: e.content.clone(),
+                metadata: obj(json!({"dia_id": "D1:3", "api_key": "other"})),
+                provenance: e.provenance.clone(),
+                idempotency_key: Some(key("event:evt-1")),
+            },
+            &w(),
+        )
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+}
+
+pub async fn too_many_events_are_rejected(f: &dyn StoreFactory) {
+    let store = with_limits(
+        f,
+        MemoryLimits {
+            max_events_per_request: 3,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let s = scope("app", "u1");
+    let events: Vec<Event> = (0..4)
+        .map(|i| Event::text(format!("e{i}"), "user", i, "counting events"))
+        .collect();
+    let e = store
+        .add_events(&s, &sid("s"), &events, &w())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::InvalidArgument {
+            field: Field::Events,
+            problem: Problem::TooMany { count: 4, max: 3 }
+        }
+    ));
+    assert_eq!(store.status().await.unwrap().entries, 0);
+}
+
+pub async fn erasure_epoch_fences_stale_writes(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let other = scope("app", "u2");
+    assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 0);
+    let admitted = store.erasure_epoch(&s, &c()).await.unwrap();
+    let at0 = WriteOptions::default().epoch(admitted);
+    let e = store
+        .add_entry(
+            &s,
+            NewEntry::new("before erasure").idempotency_key(key("k")),
+            &at0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.entry.epoch, 0);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 1);
+    assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 1);
+    let stale = store
+        .add_entry(
+            &s,
+            NewEntry::new("before erasure").idempotency_key(key("k")),
+            &at0,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        stale,
+        Error::StaleEpoch {
+            admitted: 0,
+            current: 1
+        }
+    ));
+    let stale = store
+        .add_events(
+            &s,
+            &sid("s"),
+            &[Event::text("q", "user", 1, "queued before erasure")],
+            &at0,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, Error::StaleEpoch { .. }));
+    assert!(
+        ids(&*store, &s, SearchRequest::new("erasure"))
+            .await
+            .is_empty()
+    );
+    // Erasing an empty scope still advances its epoch.
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
+    assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 2);
+    // The id never depends on the epoch; new writes carry the new epoch.
+    let fresh = store
+        .add_entry(
+            &s,
+            NewEntry::new("after erasure").idempotency_key(key("k")),
+            &WriteOptions::default().epoch(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fresh.entry.id, e.entry.id);
+    assert_eq!(fresh.entry.epoch, 2);
+    assert_eq!(store.erasure_epoch(&other, &c()).await.unwrap(), 0);
+    assert!(
+        store
+            .add_entry(
+                &other,
+                NewEntry::new("untouched"),
+                &WriteOptions::default().epoch(0)
+            )
+            .await
+            .is_ok()
+    );
+}
+
+pub async fn status_counts_entries(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let st = store.status().await.unwrap();
+    assert_eq!((st.scopes, st.entries, st.bytes), (0, 0, 0));
+    let a = scope("app", "a");
+    add(&*store, &a, "one").await;
+    add(&*store, &a, "two").await;
+    add(&*store, &scope("app", "b"), "three").await;
+    let st = store.status().await.unwrap();
+    assert_eq!((st.scopes, st.entries), (2, 3));
+    assert!(st.bytes >= 3 * 256);
+    assert_eq!(st.durable, store.capabilities().durable);
+    store.delete_user(&a, &c()).await.unwrap();
+    let st = store.status().await.unwrap();
+    assert_eq!((st.scopes, st.entries), (1, 1));
+}
+
+pub async fn concurrent_keyed_adds_make_one_entry(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let mut tasks = Vec::new();
+    for _ in 0..40 {
+        let store = store.clone();
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .add_entry(
+                    &s,
+                    NewEntry::new("concurrent fact").idempotency_key(key("same")),
+                    &w(),
+                )
+                .await
+        }));
+    }
+    let mut ids_seen = BTreeSet::new();
+    let mut fresh = 0;
+    for t in tasks {
+        let out = t.await.unwrap().unwrap();
+        ids_seen.insert(out.entry.id);
+        if !out.duplicate {
+            fresh += 1;
+        }
+    }
+    assert_eq!(ids_seen.len(), 1);
+    assert_eq!(fresh, 1);
+    assert_eq!(
+        ids(&*store, &s, SearchRequest::new("concurrent"))
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(store.status().await.unwrap().entries, 1);
+}
+
+pub async fn readd_after_delete(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let input = NewEntry::new("recurring fact").idempotency_key(key("r"));
+    let first = store
+        .add_entry(&s, input.clone(), &w())
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(store.delete_entry(&s, &first.id, &c()).await.unwrap(), 1);
+    let second = store.add_entry(&s, input, &w()).await.unwrap();
+    assert!(!second.duplicate);
+    assert_eq!(second.entry.id, first.id);
+    assert_eq!(
+        ids(&*store, &s, SearchRequest::new("recurring")).await,
+        vec![first.id]
+    );
+}

@@ -1,0 +1,335 @@
+//! Memory entries: what a caller adds ([`NewEntry`]), what a store keeps and
+//! returns ([`MemoryEntry`]), and the one validation path between them
+//! ([`prepare_entry`]) that every backend uses.
+
+use hippocamp_core::json::{check_object, encoded_len};
+use hippocamp_core::limits::{MAX_PROVENANCE_EVENT_IDS, to_usize};
+use hippocamp_core::secrets::{self, detect};
+use hippocamp_core::time::now_ms;
+use hippocamp_core::{
+    Author, EntryId, Error, EventId, Field, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
+    Problem, Result, SessionId, Sha256Digest,
+};
+use serde::{Deserialize, Serialize};
+
+/// Where an entry came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// The session the entry was learnt in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// The events it was derived from (at most 1,000).
+    #[serde(default)]
+    pub event_ids: Vec<EventId>,
+    /// Who said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<Author>,
+    /// When it was said, in milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_ms: Option<u64>,
+}
+
+/// An entry to add.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEntry {
+    /// The remembered text: 1..=`max_content_bytes` bytes, no NUL, not
+    /// secret-looking.
+    pub content: String,
+    /// JSON-safe metadata; secret-bearing keys are redacted before storage.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// Where it came from.
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// Makes the add idempotent: the same key in the same scope always
+    /// names the same entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+impl NewEntry {
+    /// An entry with `content` and nothing else.
+    pub fn new(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the metadata.
+    #[must_use]
+    pub fn metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Sets the provenance.
+    #[must_use]
+    pub fn provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = provenance;
+        self
+    }
+
+    /// Sets the idempotency key.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
+        self.idempotency_key = Some(key);
+        self
+    }
+}
+
+/// A stored entry as every operation returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryEntry {
+    /// `mem-` + 32 hex characters.
+    pub id: EntryId,
+    /// The exact scope it belongs to.
+    pub scope: MemoryScope,
+    /// The content, unchanged.
+    pub content: String,
+    /// Redacted metadata.
+    pub metadata: Metadata,
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// SHA-256 of the content bytes.
+    pub digest: Sha256Digest,
+    /// The provenance timestamp if given, else the time it was prepared.
+    pub timestamp_ms: u64,
+    /// The scope's erasure epoch when the entry was written: a fence, never
+    /// part of the id.
+    pub epoch: u64,
+}
+
+impl MemoryEntry {
+    /// Whether `other` carries the same data (content, metadata and
+    /// provenance); a repeated idempotent add of the same data is a
+    /// duplicate, of different data a conflict.
+    pub fn same_data(&self, other: &MemoryEntry) -> bool {
+        self.digest == other.digest
+            && self.content == other.content
+            && self.metadata == other.metadata
+            && self.provenance == other.provenance
+    }
+
+    /// Bytes this entry counts against quotas and result budgets: content
+    /// plus JSON metadata plus JSON provenance plus 256 of overhead.
+    pub fn storage_bytes(&self) -> u64 {
+        let n = self.content.len()
+            + encoded_len(&self.metadata)
+            + encoded_len(&self.provenance)
+            + ENTRY_OVERHEAD_BYTES;
+        n as u64
+    }
+}
+
+/// Fixed per-entry overhead counted by quotas and result budgets.
+pub const ENTRY_OVERHEAD_BYTES: usize = 256;
+
+/// A validated entry, ready for a store to commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedEntry {
+    /// The entry; its `epoch` is filled in by the store at commit.
+    pub entry: MemoryEntry,
+    /// Its size for quotas and result budgets.
+    pub storage_bytes: u64,
+    /// Whether it has an idempotency key (so an existing id is a duplicate
+    /// or a conflict, never a random collision).
+    pub keyed: bool,
+}
+
+/// Checks content: non-empty, within `max_content_bytes`, no NUL, and not
+/// secret-looking (checked last, so malformed text is reported as such).
+pub fn check_content(content: &str, limits: &MemoryLimits) -> Result<()> {
+    if content.is_empty() {
+        return Err(Error::invalid(Field::Content, Problem::Empty));
+    }
+    let max = to_usize(limits.max_content_bytes);
+    if content.len() > max {
+        return Err(Error::invalid(
+            Field::Content,
+            Problem::TooLong {
+                len: content.len(),
+                max,
+            },
+        ));
+    }
+    if content.contains('\0') {
+        return Err(Error::invalid(Field::Content, Problem::ContainsNul));
+    }
+    if let Some(kind) = detect(content) {
+        return Err(Error::SensitiveContent(kind));
+    }
+    Ok(())
+}
+
+fn check_provenance(p: &Provenance) -> Result<()> {
+    if p.event_ids.len() > MAX_PROVENANCE_EVENT_IDS {
+        return Err(Error::invalid(
+            Field::Provenance,
+            Problem::TooMany {
+                count: p.event_ids.len(),
+                max: MAX_PROVENANCE_EVENT_IDS,
+            },
+        ));
+    }
+    // Provenance is identifiers, but identifiers can still carry pasted
+    // credentials; refuse them rather than store them unredacted.
+    let texts = p
+        .session_id
+        .iter()
+        .map(SessionId::as_str)
+        .chain(p.author.iter().map(Author::as_str))
+        .chain(p.event_ids.iter().map(EventId::as_str));
+    for t in texts {
+        if let Some(kind) = detect(t) {
+            return Err(Error::SensitiveContent(kind));
+        }
+    }
+    Ok(())
+}
+
+/// Validates and normalises `input` for `scope`: content rules, metadata
+/// redaction and bounds, provenance bounds, id derivation, digest, size.
+pub fn prepare_entry(
+    scope: &MemoryScope,
+    input: NewEntry,
+    limits: &MemoryLimits,
+) -> Result<PreparedEntry> {
+    let NewEntry {
+        content,
+        mut metadata,
+        provenance,
+        idempotency_key,
+    } = input;
+    check_content(&content, limits)?;
+    secrets::redact_metadata(&mut metadata);
+    check_object(Field::Metadata, &metadata, limits.json())?;
+    check_provenance(&provenance)?;
+    let id = idempotency_key
+        .as_ref()
+        .map_or_else(EntryId::random, |k| EntryId::derive(scope, k));
+    let entry = MemoryEntry {
+        id,
+        scope: scope.clone(),
+        digest: Sha256Digest::of(content.as_bytes()),
+        timestamp_ms: provenance.timestamp_ms.unwrap_or_else(now_ms),
+        content,
+        metadata,
+        provenance,
+        epoch: 0,
+    };
+    Ok(PreparedEntry {
+        storage_bytes: entry.storage_bytes(),
+        keyed: idempotency_key.is_some(),
+        entry,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn scope() -> MemoryScope {
+        MemoryScope::parse("app", "u").unwrap()
+    }
+
+    #[test]
+    fn prepares_and_redacts() {
+        let meta = json!({"password": "x", "topic": "otp"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let p = prepare_entry(
+            &scope(),
+            NewEntry::new("hello")
+                .metadata(meta)
+                .idempotency_key(IdempotencyKey::new("k").unwrap()),
+            &MemoryLimits::default(),
+        )
+        .unwrap();
+        assert_eq!(p.entry.metadata["password"], json!("[REDACTED]"));
+        assert_eq!(
+            p.entry.id,
+            EntryId::derive(&scope(), &IdempotencyKey::new("k").unwrap())
+        );
+        assert_eq!(p.entry.digest, Sha256Digest::of(b"hello"));
+        assert!(p.keyed);
+        assert_eq!(p.storage_bytes, p.entry.storage_bytes());
+    }
+
+    #[test]
+    fn content_rules() {
+        let limits = MemoryLimits {
+            max_content_bytes: 32,
+            max_result_bytes: 64,
+            ..MemoryLimits::default()
+        };
+        let err = |c: &str| prepare_entry(&scope(), NewEntry::new(c), &limits).unwrap_err();
+        assert!(matches!(
+            err(&"x".repeat(33)),
+            Error::InvalidArgument {
+                field: Field::Content,
+                problem: Problem::TooLong { len: 33, max: 32 }
+            }
+        ));
+        assert!(matches!(
+            err(""),
+            Error::InvalidArgument {
+                problem: Problem::Empty,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("a\0b"),
+            Error::InvalidArgument {
+                problem: Problem::ContainsNul,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("password: hunter2"),
+            Error::SensitiveContent(_)
+        ));
+    }
+
+    #[test]
+    fn provenance_is_bounded_and_scanned() {
+        let mut p = Provenance {
+            event_ids: (0..1001)
+                .map(|i| EventId::new(format!("e{i}")).unwrap())
+                .collect(),
+            ..Provenance::default()
+        };
+        let e = prepare_entry(
+            &scope(),
+            NewEntry::new("x").provenance(p.clone()),
+            &MemoryLimits::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::InvalidArgument {
+                field: Field::Provenance,
+                problem: Problem::TooMany {
+                    count: 1001,
+                    max: 1000
+                }
+            }
+        ));
+        p.event_ids.clear();
+        p.author = Some(Author::new("sk-abcdefghijklmnopqrstu").unwrap());
+        assert!(matches!(
+            prepare_entry(
+                &scope(),
+                NewEntry::new("x").provenance(p),
+                &MemoryLimits::default()
+            ),
+            Err(Error::SensitiveContent(_))
+        ));
+    }
+}

@@ -1,0 +1,557 @@
+//! Conversation events and how they become entries.
+//!
+//! One event format serves `add_events`, the HTTP API and `memory import`
+//! (as JSON lines). It follows ADK events:
+//!
+//! ```json
+//! {"id": "e1", "author": "user", "timestamp_ms": 1700000000000,
+//!  "partial": false,
+//!  "content": {"role": "user", "parts": [{"text": "I moved to Lisbon"}]},
+//!  "metadata": {"topic": "travel"}}
+//! ```
+//!
+//! Parts are `{"text": str}`, `{"function_call": {...}}`,
+//! `{"function_response": {...}}` or `{"inline_data": {"mime_type": str,
+//! "data": base64}}`. Other event fields are ignored, so real ADK events can
+//! be imported as they are.
+//!
+//! Ingestion joins an event's non-empty text parts with `\n` into the
+//! entry's content, copies its metadata (redacted), and sets provenance from
+//! the session id, event id, author and timestamp; the idempotency key is
+//! `event:<id>`. It skips partial events, events authored by `runner`,
+//! `tool` or `system`, events without text, and secret-looking text. A
+//! malformed event is skipped and reported on its own; it never fails the
+//! batch.
+
+use std::collections::HashMap;
+
+use hippocamp_core::{
+    Author, EntryId, Error, EventId, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
+    SecretKind, SessionId,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::entry::{NewEntry, PreparedEntry, Provenance, prepare_entry};
+
+/// A conversation event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Event id, unique within its scope (1..=256 bytes).
+    pub id: String,
+    /// Who produced it (`user`, an agent name, `tool`...).
+    pub author: String,
+    /// When, in milliseconds since the Unix epoch (non-negative).
+    pub timestamp_ms: i64,
+    /// Streaming fragments are not remembered.
+    #[serde(default)]
+    pub partial: bool,
+    /// The message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+    /// JSON-safe metadata copied to the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// An event's message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Content {
+    /// `user`, `model`...
+    pub role: String,
+    /// The parts.
+    #[serde(default)]
+    pub parts: Vec<Part>,
+}
+
+/// One part of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// Text.
+    Text(String),
+    /// A tool call (not remembered).
+    FunctionCall(Value),
+    /// A tool result (not remembered).
+    FunctionResponse(Value),
+    /// Binary data (not remembered).
+    InlineData(InlineData),
+}
+
+/// Inline binary data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlineData {
+    /// MIME type.
+    pub mime_type: String,
+    /// Base64 data.
+    pub data: String,
+}
+
+impl Event {
+    /// A text event, handy for tests and examples.
+    pub fn text(
+        id: impl Into<String>,
+        author: impl Into<String>,
+        timestamp_ms: i64,
+        text: impl Into<String>,
+    ) -> Self {
+        let author = author.into();
+        Self {
+            id: id.into(),
+            timestamp_ms,
+            partial: false,
+            content: Some(Content {
+                role: if author == "user" { "user" } else { "model" }.to_owned(),
+                parts: vec![Part::Text(text.into())],
+            }),
+            metadata: None,
+            author,
+        }
+    }
+
+    /// Sets the metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// The text parts joined with `\n` (empty parts dropped).
+    pub fn text_content(&self) -> String {
+        let Some(content) = &self.content else {
+            return String::new();
+        };
+        let texts: Vec<&str> = content
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text(t) if !t.is_empty() => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n")
+    }
+}
+
+/// Authors whose events are control traffic, not conversation.
+pub const CONTROL_AUTHORS: &[&str] = &["runner", "tool", "system"];
+
+/// Why an event did not become an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// A streaming fragment.
+    Partial,
+    /// Authored by `runner`, `tool` or `system`.
+    ControlAuthor,
+    /// No text parts.
+    NoText,
+    /// The text looks like a credential (the rule `add_entry` rejects with).
+    SensitiveContent(SecretKind),
+    /// The event breaks a rule of the format or a limit.
+    Malformed(String),
+    /// Its id was already used in this scope for different data.
+    IdempotencyConflict,
+}
+
+/// An event that became (or already was) an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestedEvent {
+    /// Position in the request.
+    pub index: usize,
+    /// The event id.
+    pub event_id: EventId,
+    /// The entry holding it.
+    pub entry_id: EntryId,
+}
+
+/// An event that was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedEvent {
+    /// Position in the request.
+    pub index: usize,
+    /// The event id, when it was readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// What `add_events` did with each event, in request order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestReport {
+    /// Events stored as new entries.
+    pub added: Vec<IngestedEvent>,
+    /// Events already stored with the same data (repeats are safe).
+    pub duplicates: Vec<IngestedEvent>,
+    /// Events not stored, each with its reason.
+    pub skipped: Vec<SkippedEvent>,
+}
+
+/// An event ready to commit.
+#[derive(Debug, Clone)]
+pub struct PlannedEntry {
+    /// Position in the request.
+    pub index: usize,
+    /// The event id.
+    pub event_id: EventId,
+    /// The validated entry.
+    pub prepared: PreparedEntry,
+}
+
+/// The validated form of an `add_events` request, before any store looks.
+#[derive(Debug, Clone, Default)]
+pub struct EventPlan {
+    /// Entries to commit, in request order (an id may repeat).
+    pub entries: Vec<PlannedEntry>,
+    /// Events skipped before storage.
+    pub skipped: Vec<SkippedEvent>,
+}
+
+/// What a store already holds under a planned entry's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing: commit it.
+    New,
+    /// The same data: a duplicate.
+    Duplicate,
+    /// Different data: an idempotency conflict.
+    Conflict,
+}
+
+impl EventPlan {
+    /// Splits the plan into the entries to commit and the report, given
+    /// what the store holds under an id (`decide`). Events are taken in
+    /// order, each against the store as the earlier events of the batch
+    /// would leave it: a repeat of an event added by this batch is a
+    /// duplicate (same data) or a conflict (different data). The report's
+    /// `added` holds only if the caller commits every returned entry.
+    pub fn resolve(
+        self,
+        mut decide: impl FnMut(&PreparedEntry) -> Decision,
+    ) -> (Vec<PlannedEntry>, IngestReport) {
+        let mut report = IngestReport {
+            skipped: self.skipped,
+            ..IngestReport::default()
+        };
+        let mut new: Vec<PlannedEntry> = Vec::new();
+        let mut added: HashMap<EntryId, usize> = HashMap::new();
+        for p in self.entries {
+            let id = p.prepared.entry.id;
+            let decision = match added.get(&id) {
+                Some(&i) if new[i].prepared.entry.same_data(&p.prepared.entry) => {
+                    Decision::Duplicate
+                }
+                Some(_) => Decision::Conflict,
+                None => decide(&p.prepared),
+            };
+            let done = IngestedEvent {
+                index: p.index,
+                event_id: p.event_id.clone(),
+                entry_id: id,
+            };
+            match decision {
+                Decision::New => {
+                    report.added.push(done);
+                    added.insert(id, new.len());
+                    new.push(p);
+                }
+                Decision::Duplicate => report.duplicates.push(done),
+                Decision::Conflict => report.skipped.push(skip(
+                    p.index,
+                    Some(p.event_id.as_str()),
+                    SkipReason::IdempotencyConflict,
+                )),
+            }
+        }
+        report.skipped.sort_by_key(|e| e.index);
+        (new, report)
+    }
+}
+
+fn skip(index: usize, id: Option<&str>, reason: SkipReason) -> SkippedEvent {
+    SkippedEvent {
+        index,
+        event_id: id.map(str::to_owned),
+        reason,
+    }
+}
+
+/// Validates the request shape and turns each event into an entry or a
+/// skip reason. The caller has validated the scope and session id.
+pub fn plan_events(
+    scope: &MemoryScope,
+    session: &SessionId,
+    events: &[Event],
+    limits: &MemoryLimits,
+) -> hippocamp_core::Result<EventPlan> {
+    let max = hippocamp_core::limits::to_usize(limits.max_events_per_request);
+    if events.len() > max {
+        return Err(Error::invalid(
+            hippocamp_core::Field::Events,
+            hippocamp_core::Problem::TooMany {
+                count: events.len(),
+                max,
+            },
+        ));
+    }
+    let mut plan = EventPlan::default();
+    for (index, event) in events.iter().enumerate() {
+        match plan_one(scope, session, event, limits) {
+            Err(s) => plan.skipped.push(skip(index, Some(&event.id), s)),
+            Ok((event_id, prepared)) => plan.entries.push(PlannedEntry {
+                index,
+                event_id,
+                prepared,
+            }),
+        }
+    }
+    Ok(plan)
+}
+
+fn plan_one(
+    scope: &MemoryScope,
+    session: &SessionId,
+    event: &Event,
+    limits: &MemoryLimits,
+) -> Result<(EventId, PreparedEntry), SkipReason> {
+    let malformed = |e: Error| SkipReason::Malformed(e.to_string());
+    let event_id = EventId::new(event.id.as_str()).map_err(malformed)?;
+    let author = Author::new(event.author.as_str()).map_err(malformed)?;
+    let timestamp_ms = u64::try_from(event.timestamp_ms).map_err(|_| {
+        SkipReason::Malformed(format!(
+            "invalid timestamp_ms: {} is negative",
+            event.timestamp_ms
+        ))
+    })?;
+    if event.partial {
+        return Err(SkipReason::Partial);
+    }
+    if CONTROL_AUTHORS
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(author.as_str()))
+    {
+        return Err(SkipReason::ControlAuthor);
+    }
+    let text = event.text_content();
+    if text.trim().is_empty() {
+        return Err(SkipReason::NoText);
+    }
+    let key = IdempotencyKey::new(format!("event:{}", event_id.as_str())).map_err(malformed)?;
+    let input = NewEntry {
+        content: text,
+        metadata: event.metadata.clone().unwrap_or_default(),
+        provenance: Provenance {
+            session_id: Some(session.clone()),
+            event_ids: vec![event_id.clone()],
+            author: Some(author),
+            timestamp_ms: Some(timestamp_ms),
+        },
+        idempotency_key: Some(key),
+    };
+    match prepare_entry(scope, input, limits) {
+        Ok(p) => Ok((event_id, p)),
+        Err(Error::SensitiveContent(kind)) => Err(SkipReason::SensitiveContent(kind)),
+        Err(e) => Err(malformed(e)),
+    }
+}
+
+/// Parses events given as JSON values (HTTP bodies, JSON lines), keeping
+/// the position of each: a value that is not a valid event is reported as
+/// a malformed skip at its index instead of failing the whole request.
+pub fn parse_events(values: Vec<Value>) -> (Vec<Event>, Vec<usize>, Vec<SkippedEvent>) {
+    let mut events = Vec::with_capacity(values.len());
+    let mut positions = Vec::with_capacity(values.len());
+    let mut skipped = Vec::new();
+    for (index, v) in values.into_iter().enumerate() {
+        let id = v.get("id").and_then(Value::as_str).map(str::to_owned);
+        match serde_json::from_value::<Event>(v) {
+            Ok(e) => {
+                events.push(e);
+                positions.push(index);
+            }
+            Err(e) => skipped.push(SkippedEvent {
+                index,
+                event_id: id,
+                reason: SkipReason::Malformed(format!("not a valid event: {e}")),
+            }),
+        }
+    }
+    (events, positions, skipped)
+}
+
+/// Maps a report over parsed events back to the positions of the original
+/// values and merges in the parse failures.
+pub fn merge_report(
+    mut report: IngestReport,
+    positions: &[usize],
+    parse_skipped: Vec<SkippedEvent>,
+) -> IngestReport {
+    let pos = |i: usize| positions.get(i).copied().unwrap_or(i);
+    for e in report.added.iter_mut().chain(report.duplicates.iter_mut()) {
+        e.index = pos(e.index);
+    }
+    for s in &mut report.skipped {
+        s.index = pos(s.index);
+    }
+    report.skipped.extend(parse_skipped);
+    report.skipped.sort_by_key(|s| s.index);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn scope() -> MemoryScope {
+        MemoryScope::parse("app", "u").unwrap()
+    }
+
+    fn session() -> SessionId {
+        SessionId::new("s1").unwrap()
+    }
+
+    #[test]
+    fn format_round_trips() {
+        let v = json!({
+            "id": "e1", "author": "user", "timestamp_ms": 5,
+            "content": {"role": "user", "parts": [
+                {"text": "hello"},
+                {"function_call": {"name": "f"}},
+                {"inline_data": {"mime_type": "image/png", "data": "AAAA"}},
+                {"text": "world"}
+            ]},
+            "metadata": {"k": 1},
+            "invocation_id": "ignored"
+        });
+        let e: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(e.text_content(), "hello\nworld");
+        assert!(!e.partial);
+    }
+
+    #[test]
+    fn skip_rules_and_reasons() {
+        let mut partial = Event::text("p", "user", 1, "partial words");
+        partial.partial = true;
+        let mut no_text = Event::text("n", "agent", 1, "");
+        no_text.content = Some(Content {
+            role: "model".into(),
+            parts: vec![Part::FunctionCall(json!({"name": "f"}))],
+        });
+        let events = vec![
+            Event::text("e1", "user", 1, "I like tea"),
+            partial,
+            Event::text("r", "runner", 1, "control"),
+            Event::text("t", "Tool", 1, "tool output"),
+            no_text,
+            Event::text("s", "user", 1, "password=hunter2"),
+            Event::text("", "user", 1, "no id"),
+            Event::text("neg", "user", -5, "negative time"),
+            Event::text("big", "user", 1, "x".repeat(70_000)),
+            Event::text("e1", "user", 1, "I like tea"),
+            Event::text("e1", "user", 1, "I like coffee"),
+        ];
+        let plan = plan_events(&scope(), &session(), &events, &MemoryLimits::default()).unwrap();
+        assert_eq!(plan.entries.len(), 3);
+        let e = plan.entries[0].prepared.entry.clone();
+        let (new, report) = plan.resolve(|_| Decision::New);
+        assert_eq!(new.len(), 1);
+        assert_eq!(report.duplicates.len(), 1);
+        assert_eq!(report.duplicates[0].index, 9);
+        let reasons: Vec<(usize, &SkipReason)> = report
+            .skipped
+            .iter()
+            .map(|s| (s.index, &s.reason))
+            .collect();
+        assert_eq!(reasons[0], (1, &SkipReason::Partial));
+        assert_eq!(reasons[1], (2, &SkipReason::ControlAuthor));
+        assert_eq!(reasons[2], (3, &SkipReason::ControlAuthor));
+        assert_eq!(reasons[3], (4, &SkipReason::NoText));
+        assert_eq!(
+            reasons[4],
+            (
+                5,
+                &SkipReason::SensitiveContent(SecretKind::CredentialAssignment)
+            )
+        );
+        assert!(matches!(reasons[5], (6, SkipReason::Malformed(_))));
+        assert!(matches!(reasons[6], (7, SkipReason::Malformed(_))));
+        assert!(matches!(reasons[7], (8, SkipReason::Malformed(_))));
+        assert_eq!(reasons[8], (10, &SkipReason::IdempotencyConflict));
+        assert_eq!(e.provenance.session_id, Some(session()));
+        assert_eq!(e.timestamp_ms, 1);
+        assert_eq!(
+            e.id,
+            EntryId::derive(&scope(), &IdempotencyKey::new("event:e1").unwrap())
+        );
+    }
+
+    #[test]
+    fn each_event_meets_the_store_as_earlier_events_left_it() {
+        let events = vec![
+            Event::text("a", "user", 1, "alpha changed"),
+            Event::text("a", "user", 1, "alpha"),
+            Event::text("a", "user", 1, "alpha"),
+            Event::text("b", "user", 1, "beta"),
+            Event::text("b", "user", 1, "beta"),
+            Event::text("b", "user", 1, "beta changed"),
+        ];
+        let plan = plan_events(&scope(), &session(), &events, &MemoryLimits::default()).unwrap();
+        // The store holds "alpha" under a; b is new.
+        let (new, r) = plan.resolve(|p| {
+            if p.entry.content == "alpha" {
+                Decision::Duplicate
+            } else if p.entry.content.starts_with("alpha") {
+                Decision::Conflict
+            } else {
+                Decision::New
+            }
+        });
+        assert_eq!(new.len(), 1);
+        assert_eq!(r.added.iter().map(|e| e.index).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(
+            r.duplicates.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
+        assert_eq!(
+            r.skipped.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![0, 5]
+        );
+    }
+
+    #[test]
+    fn too_many_events_is_an_error() {
+        let limits = MemoryLimits {
+            max_events_per_request: 2,
+            ..MemoryLimits::default()
+        };
+        let events = vec![Event::text("a", "user", 1, "x"); 3];
+        assert!(plan_events(&scope(), &session(), &events, &limits).is_err());
+    }
+
+    #[test]
+    fn parse_keeps_positions() {
+        let (events, positions, skipped) = parse_events(vec![
+            json!({"id": "a", "author": "user", "timestamp_ms": 1}),
+            json!({"id": "b", "author": 5}),
+            json!({"id": "c", "author": "user", "timestamp_ms": 2}),
+        ]);
+        assert_eq!(events.len(), 2);
+        assert_eq!(positions, vec![0, 2]);
+        assert_eq!(skipped[0].index, 1);
+        assert_eq!(skipped[0].event_id.as_deref(), Some("b"));
+        let report = IngestReport {
+            skipped: vec![skip(1, Some("c"), SkipReason::NoText)],
+            ..IngestReport::default()
+        };
+        let merged = merge_report(report, &positions, skipped);
+        assert_eq!(
+            merged.skipped.iter().map(|s| s.index).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+}

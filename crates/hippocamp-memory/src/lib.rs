@@ -1,0 +1,53 @@
+//! Scoped long-term memory: the [`MemoryStore`] contract, the in-memory
+//! store, event ingestion, and the conformance suite every store runs.
+//!
+//! ```
+//! use hippocamp_core::{CallOptions, IdempotencyKey, MemoryScope};
+//! use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore, NewEntry, SearchRequest, WriteOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> hippocamp_core::Result<()> {
+//! let store = InMemoryStore::new(MemoryConfig::default())?;
+//! let scope = MemoryScope::parse("my_app", "user-42")?;
+//! let added = store
+//!     .add_entry(
+//!         &scope,
+//!         NewEntry::new("OTP supervisors restart failed child processes")
+//!             .idempotency_key(IdempotencyKey::new("session-7:fact-1")?),
+//!         &WriteOptions::default(),
+//!     )
+//!     .await?;
+//! let found = store
+//!     .search(&scope, &SearchRequest::new("what restarts a failed child?"), &CallOptions::default())
+//!     .await?;
+//! assert_eq!(found.hits[0].entry.id, added.entry.id);
+//! assert_eq!(store.delete_user(&scope, &CallOptions::default()).await?, 1);
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod checked;
+pub mod config;
+pub mod entry;
+pub mod event;
+pub mod mem;
+pub mod quota;
+pub mod scope;
+pub mod search;
+pub mod store;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use checked::ScopeChecked;
+pub use config::MemoryConfig;
+pub use entry::{MemoryEntry, NewEntry, Provenance};
+pub use event::{Event, IngestReport, SkipReason};
+pub use mem::InMemoryStore;
+pub use store::{
+    AddOutcome, Capabilities, MemoryStore, ScoreType, SearchHit, SearchRequest, SearchResults,
+    StoreStatus, WriteOptions,
+};

@@ -1,0 +1,331 @@
+//! The volatile in-memory store.
+//!
+//! Each scope has its own lock, so operations on different scopes run in
+//! parallel and operations on one scope are ordered; the scope map itself is
+//! locked only to find or create a scope. The global quota is a shared
+//! atomic budget. Data lives as long as the store; erasure epochs too
+//! (a scope's epoch survives `delete_user`, which is what fences it).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_search::{Analyzer, TermFreqs};
+use parking_lot::RwLock;
+use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::config::MemoryConfig;
+use crate::entry::{MemoryEntry, NewEntry, prepare_entry};
+use crate::event::{Decision, Event, IngestReport, plan_events};
+use crate::quota::{GlobalQuota, check_scope_quota};
+use crate::scope::{Existing, ScopeData};
+use crate::search::prepare_search;
+use crate::store::{
+    AddOutcome, Capabilities, MemoryStore, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+};
+
+#[derive(Debug, Default)]
+struct Shell {
+    epoch: u64,
+    data: ScopeData,
+}
+
+type ShellRef = Arc<AsyncRwLock<Shell>>;
+
+/// A volatile, in-process memory store.
+#[derive(Debug)]
+pub struct InMemoryStore {
+    config: MemoryConfig,
+    analyzer: Analyzer,
+    scopes: RwLock<HashMap<MemoryScope, ShellRef>>,
+    quota: Arc<GlobalQuota>,
+}
+
+/// Checks a write's epoch fence against the scope's epoch.
+pub fn check_epoch(admitted: Option<u64>, current: u64) -> Result<()> {
+    match admitted {
+        Some(a) if a != current => Err(Error::StaleEpoch {
+            admitted: a,
+            current,
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl InMemoryStore {
+    /// A store with `config` and its own global quota.
+    pub fn new(config: MemoryConfig) -> Result<Self> {
+        config.validate()?;
+        let quota = Arc::new(GlobalQuota::new(&config.limits));
+        Ok(Self::build(config, quota))
+    }
+
+    /// A store that draws from a global quota shared with other stores.
+    pub fn with_shared_quota(config: MemoryConfig, quota: Arc<GlobalQuota>) -> Result<Self> {
+        config.validate()?;
+        Ok(Self::build(config, quota))
+    }
+
+    fn build(config: MemoryConfig, quota: Arc<GlobalQuota>) -> Self {
+        Self {
+            config,
+            analyzer: Analyzer::english(),
+            scopes: RwLock::new(HashMap::new()),
+            quota,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    fn deadline(&self, opts: &CallOptions) -> Deadline {
+        opts.deadline(self.config.limits.call_timeout())
+    }
+
+    fn find(&self, scope: &MemoryScope) -> Option<ShellRef> {
+        self.scopes.read().get(scope).cloned()
+    }
+
+    fn find_or_create(&self, scope: &MemoryScope) -> ShellRef {
+        if let Some(s) = self.find(scope) {
+            return s;
+        }
+        self.scopes
+            .write()
+            .entry(scope.clone())
+            .or_default()
+            .clone()
+    }
+
+    async fn write(shell: &ShellRef, deadline: Deadline) -> Result<RwLockWriteGuard<'_, Shell>> {
+        let guard = tokio::time::timeout_at(deadline.instant().into(), shell.write())
+            .await
+            .map_err(|_| Error::Timeout)?;
+        deadline.check()?;
+        Ok(guard)
+    }
+
+    async fn read(shell: &ShellRef, deadline: Deadline) -> Result<RwLockReadGuard<'_, Shell>> {
+        tokio::time::timeout_at(deadline.instant().into(), shell.read())
+            .await
+            .map_err(|_| Error::Timeout)
+    }
+
+    fn release(&self, (entries, bytes): (u64, u64)) {
+        self.quota.release(entries, bytes);
+    }
+
+    /// Takes the scope's write lock for a test, so a concurrent call can be
+    /// shown to wait and time out without writing.
+    #[cfg(any(test, feature = "conformance"))]
+    #[doc(hidden)]
+    pub async fn hold_scope_for_test(&self, scope: &MemoryScope) -> impl Drop + use<> {
+        self.find_or_create(scope).write_owned().await
+    }
+}
+
+#[async_trait]
+impl MemoryStore for InMemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        self.config.capabilities("memory", false)
+    }
+
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        let deadline = self.deadline(&opts.call);
+        let limits = &self.config.limits;
+        let prepared = prepare_entry(scope, entry, limits)?;
+        let terms = self.analyzer.analyze(&prepared.entry.content);
+        let shell = self.find_or_create(scope);
+        let mut s = Self::write(&shell, deadline).await?;
+        check_epoch(opts.epoch, s.epoch)?;
+        if prepared.keyed {
+            match s.data.existing(&prepared.entry) {
+                Existing::New => {}
+                Existing::Duplicate(e) => {
+                    return Ok(AddOutcome {
+                        entry: e.clone(),
+                        duplicate: true,
+                    });
+                }
+                Existing::Conflict => return Err(Error::IdempotencyConflict(prepared.entry.id)),
+            }
+        }
+        check_scope_quota(
+            limits,
+            s.data.len(),
+            s.data.bytes(),
+            1,
+            prepared.storage_bytes,
+        )?;
+        let reservation = self.quota.reserve(1, prepared.storage_bytes)?;
+        deadline.check()?;
+        reservation.commit();
+        let mut entry = prepared.entry;
+        entry.epoch = s.epoch;
+        s.data.insert(entry.clone(), prepared.storage_bytes, &terms);
+        Ok(AddOutcome {
+            entry,
+            duplicate: false,
+        })
+    }
+
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        let deadline = self.deadline(&opts.call);
+        let limits = &self.config.limits;
+        let plan = plan_events(scope, session, events, limits)?;
+        // Analysed before taking the lock: the scope stays free meanwhile.
+        let mut terms: HashMap<usize, TermFreqs> = plan
+            .entries
+            .iter()
+            .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
+            .collect();
+        let shell = self.find_or_create(scope);
+        let mut s = Self::write(&shell, deadline).await?;
+        check_epoch(opts.epoch, s.epoch)?;
+        let (new, report) = plan.resolve(|p| match s.data.existing(&p.entry) {
+            Existing::New => Decision::New,
+            Existing::Duplicate(_) => Decision::Duplicate,
+            Existing::Conflict => Decision::Conflict,
+        });
+        let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
+        let add_entries = new.len() as u64;
+        check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
+        let reservation = self.quota.reserve(add_entries, add_bytes)?;
+        deadline.check()?;
+        reservation.commit();
+        let epoch = s.epoch;
+        for planned in new {
+            let mut entry = planned.prepared.entry;
+            entry.epoch = epoch;
+            let terms = terms.remove(&planned.index).unwrap_or_default();
+            s.data.insert(entry, planned.prepared.storage_bytes, &terms);
+        }
+        Ok(report)
+    }
+
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        let deadline = self.deadline(opts);
+        let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let Some(shell) = self.find(scope) else {
+            return Ok(SearchResults::default());
+        };
+        let s = Self::read(&shell, deadline).await?;
+        Ok(s.data.search(&prepared, self.config.bm25))
+    }
+
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        let deadline = self.deadline(opts);
+        let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
+        let s = Self::read(&shell, deadline).await?;
+        s.data.get(id).cloned().ok_or(Error::NotFound("entry"))
+    }
+
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let Some(shell) = self.find(scope) else {
+            return Ok(0);
+        };
+        let mut s = Self::write(&shell, deadline).await?;
+        Ok(match s.data.remove(id) {
+            Some((_, bytes)) => {
+                self.release((1, bytes));
+                1
+            }
+            None => 0,
+        })
+    }
+
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let Some(shell) = self.find(scope) else {
+            return Ok(0);
+        };
+        let mut s = Self::write(&shell, deadline).await?;
+        let mut removed = (0, 0);
+        for id in s.data.session_entries(session) {
+            if let Some((_, bytes)) = s.data.remove(&id) {
+                removed.0 += 1;
+                removed.1 += bytes;
+            }
+        }
+        self.release(removed);
+        Ok(removed.0)
+    }
+
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        // Created if absent: the epoch must advance even for a scope with
+        // no entries, so work queued before the erasure stays fenced.
+        let shell = self.find_or_create(scope);
+        let mut s = Self::write(&shell, deadline).await?;
+        let released = s.data.clear();
+        s.epoch += 1;
+        self.release(released);
+        Ok(released.0)
+    }
+
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let Some(shell) = self.find(scope) else {
+            return Ok(0);
+        };
+        Ok(Self::read(&shell, deadline).await?.epoch)
+    }
+
+    async fn status(&self) -> Result<StoreStatus> {
+        // Counted from the scopes, not the global quota, which other stores
+        // may share.
+        let shells: Vec<ShellRef> = self.scopes.read().values().cloned().collect();
+        let (mut scopes, mut entries, mut bytes) = (0, 0, 0);
+        for shell in shells {
+            let s = shell.read().await;
+            if !s.data.is_empty() {
+                scopes += 1;
+                entries += s.data.len();
+                bytes += s.data.bytes();
+            }
+        }
+        Ok(StoreStatus {
+            backend: "memory".to_owned(),
+            durable: false,
+            scopes,
+            entries,
+            bytes,
+            router: None,
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! Search requests: validation shared by every store, and evaluation over a
+//! scope held in memory.
+
+use hippocamp_core::limits::to_usize;
+use hippocamp_core::{Error, Field, Filter, MemoryLimits, Problem, Result};
+use hippocamp_search::Analyzer;
+
+use crate::store::SearchRequest;
+
+/// A validated search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedSearch {
+    /// Distinct analysed query terms (may be empty: a query of stopwords
+    /// matches nothing).
+    pub terms: Vec<String>,
+    /// The metadata filter.
+    pub filter: Filter,
+    /// Most hits.
+    pub limit: usize,
+    /// Byte budget of the hits.
+    pub max_bytes: u64,
+}
+
+fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
+    if value == 0 || value > max {
+        return Err(Error::invalid(
+            field,
+            Problem::OutOfRange {
+                value: i128::from(value),
+                min: 1,
+                max: i128::from(max),
+            },
+        ));
+    }
+    Ok(value)
+}
+
+/// Validates `req` (query, limit, byte budget, filter, in that order) and
+/// analyses the query.
+pub fn prepare_search(
+    req: &SearchRequest,
+    limits: &MemoryLimits,
+    analyzer: &Analyzer,
+) -> Result<PreparedSearch> {
+    hippocamp_core::ident::check_text(Field::Query, &req.query, to_usize(limits.max_query_bytes))?;
+    let limit = in_range(
+        Field::Limit,
+        req.limit.unwrap_or(limits.max_results),
+        limits.max_results,
+    )?;
+    let max_bytes = in_range(
+        Field::MaxBytes,
+        req.max_bytes.unwrap_or(limits.max_result_bytes),
+        limits.max_result_bytes,
+    )?;
+    let filter = match &req.filter {
+        None => Filter::all(),
+        Some(v) => Filter::parse(v, limits.json())?,
+    };
+    Ok(PreparedSearch {
+        terms: analyzer.query_terms(&req.query),
+        filter,
+        limit: to_usize(limit),
+        max_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn validation_order_and_errors() {
+        let l = MemoryLimits::default();
+        let a = Analyzer::english();
+        let err = |r: SearchRequest| prepare_search(&r, &l, &a).unwrap_err();
+        assert!(matches!(
+            err(SearchRequest::new("")),
+            Error::InvalidArgument {
+                field: Field::Query,
+                problem: Problem::Empty
+            }
+        ));
+        assert!(matches!(
+            err(SearchRequest::new("x".repeat(4097))),
+            Error::InvalidArgument {
+                field: Field::Query,
+                problem: Problem::TooLong { .. }
+            }
+        ));
+        assert!(matches!(
+            err(SearchRequest::new("q").limit(0)),
+            Error::InvalidArgument {
+                field: Field::Limit,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(SearchRequest::new("q").limit(51)),
+            Error::InvalidArgument {
+                field: Field::Limit,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(SearchRequest::new("q").max_bytes(262_145)),
+            Error::InvalidArgument {
+                field: Field::MaxBytes,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(SearchRequest::new("q").filter(json!({"a": {"$bad": 1}}))),
+            Error::InvalidArgument {
+                field: Field::Filter,
+                ..
+            }
+        ));
+        let p = prepare_search(&SearchRequest::new("what is it"), &l, &a).unwrap();
+        assert!(p.terms.is_empty());
+        assert_eq!(p.limit, 50);
+    }
+}

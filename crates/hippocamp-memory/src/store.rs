@@ -1,0 +1,346 @@
+//! The `MemoryStore` contract.
+//!
+//! Every scoped operation takes the exact [`MemoryScope`]; none reads or
+//! writes outside it. Every operation takes [`CallOptions`] whose deadline
+//! is checked immediately before a write commits: an expired request
+//! returns [`Error::Timeout`](hippocamp_core::Error::Timeout) and never
+//! becomes a visible write. Deletions are idempotent and report how many
+//! entries they removed.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, EntryId, LimitInfo, MemoryScope, Result, SessionId};
+use hippocamp_search::Bm25Params;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::entry::{MemoryEntry, NewEntry};
+use crate::event::{Event, IngestReport};
+
+/// The version of this contract, reported by `capabilities`.
+pub const CONTRACT_VERSION: u32 = 1;
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Deadline.
+    pub call: CallOptions,
+    /// The erasure epoch the write was admitted under (e.g. by a queue).
+    /// If the scope has since been erased (its epoch advanced), the write is
+    /// refused with `StaleEpoch`. `None` writes at the current epoch.
+    pub epoch: Option<u64>,
+}
+
+impl WriteOptions {
+    /// Options with `call` and no epoch fence.
+    pub fn new(call: CallOptions) -> Self {
+        Self { call, epoch: None }
+    }
+
+    /// Sets the epoch fence.
+    #[must_use]
+    pub fn epoch(mut self, epoch: u64) -> Self {
+        self.epoch = Some(epoch);
+        self
+    }
+}
+
+/// The result of `add_entry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddOutcome {
+    /// The stored entry (for a duplicate, the one stored first).
+    pub entry: MemoryEntry,
+    /// Whether an entry with this idempotency key and data already existed.
+    pub duplicate: bool,
+}
+
+/// A search.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// Free text, 1..=`max_query_bytes` bytes.
+    pub query: String,
+    /// A metadata filter (see `hippocamp_core::filter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Value>,
+    /// Most hits, 1..=`max_results`; default `max_results`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Byte budget of the hits, 1..=`max_result_bytes`; default
+    /// `max_result_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+}
+
+impl SearchRequest {
+    /// A search for `query` with defaults.
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the limit.
+    #[must_use]
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Sets the filter.
+    #[must_use]
+    pub fn filter(mut self, filter: Value) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Sets the byte budget.
+    #[must_use]
+    pub fn max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = Some(max_bytes);
+        self
+    }
+}
+
+/// How a hit was scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ScoreType {
+    /// Okapi BM25 over the scope's own statistics.
+    Bm25,
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: MemoryEntry,
+    /// Its score; larger is better.
+    pub score: f64,
+    /// How the score was computed.
+    pub score_type: ScoreType,
+}
+
+/// Hits, best first: higher score, then newer, then smaller id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchResults {
+    /// The hits.
+    pub hits: Vec<SearchHit>,
+    /// Whether a matching hit was left out because it did not fit the byte
+    /// budget (later, smaller hits were still considered).
+    pub skipped_over_budget: bool,
+}
+
+/// Search features of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchCapabilities {
+    /// Scoring modes offered.
+    pub modes: Vec<String>,
+    /// BM25 parameters in force.
+    pub bm25: Bm25Params,
+    /// The text analyser.
+    pub analyzer: String,
+    /// Filter operators understood.
+    pub filter_operators: Vec<String>,
+}
+
+/// Router details, present when a store is behind a scope router.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingInfo {
+    /// `exact_scope` or `shared`.
+    pub strategy: String,
+    /// Most scopes with a live worker.
+    pub max_active_scopes: u64,
+    /// Most concurrent cold-scope activations.
+    pub max_cold_activations: u64,
+    /// Idle time after which a durable scope's worker may be reclaimed.
+    pub idle_scope_timeout_ms: u64,
+    /// Whether idle reclamation is on (never for volatile stores).
+    pub idle_reclamation: bool,
+}
+
+/// What a store offers and the limits it enforces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// Contract version.
+    pub contract_version: u32,
+    /// The backend (`memory`, `redb`...).
+    pub backend: String,
+    /// Whether acknowledged writes survive a restart.
+    pub durable: bool,
+    /// The scope shape: always `app_user`.
+    pub scope: String,
+    /// Search features.
+    pub search: SearchCapabilities,
+    /// `add_entry` with an idempotency key and `add_events` are idempotent.
+    pub idempotent_ingestion: bool,
+    /// `add_events` can be called repeatedly with a growing session.
+    pub incremental_events: bool,
+    /// Writes can carry an erasure epoch and are refused once stale.
+    pub erasure_epoch_fencing: bool,
+    /// Delete targets.
+    pub delete: Vec<String>,
+    /// Per-scope quotas are enforced.
+    pub per_scope_quota: bool,
+    /// Store-wide quotas are enforced.
+    pub global_quota: bool,
+    /// Every limit with its value, default and range.
+    pub limits: Vec<LimitInfo>,
+    /// Router details, when routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingInfo>,
+}
+
+/// Content-free state of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreStatus {
+    /// The backend.
+    pub backend: String,
+    /// Whether it is durable.
+    pub durable: bool,
+    /// Scopes holding at least one entry.
+    pub scopes: u64,
+    /// Entries.
+    pub entries: u64,
+    /// Stored bytes (as counted by quotas).
+    pub bytes: u64,
+    /// Router state, when routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterStatus>,
+}
+
+/// Router state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterStatus {
+    /// `exact_scope` or `shared`.
+    pub strategy: String,
+    /// Scopes with a live worker.
+    pub active_scopes: u64,
+    /// Cold activations in flight.
+    pub cold_activations_in_flight: u64,
+    /// Workers reclaimed after idling.
+    pub idle_evictions: u64,
+    /// The idle timeout.
+    pub idle_scope_timeout_ms: u64,
+}
+
+/// Scoped long-term memory.
+///
+/// Implementations must: validate every input with the shared functions
+/// (`prepare_entry`, `plan_events`, `prepare_search`) so rules are identical
+/// everywhere; never return a record of another scope; check the deadline
+/// immediately before committing; keep entries and search in step so a
+/// committed write is searchable and a deleted entry is not.
+#[async_trait]
+pub trait MemoryStore: Send + Sync + fmt::Debug {
+    /// Features and limits.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Adds one entry. With an idempotency key, adding the same data again
+    /// returns the stored entry as a duplicate, and different data fails
+    /// with `IdempotencyConflict`.
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome>;
+
+    /// Ingests a session's events in one atomic batch (see
+    /// [`crate::event`]). Per-event problems are reported, not raised.
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport>;
+
+    /// Lexical search within the scope.
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults>;
+
+    /// One entry, or `NotFound`.
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry>;
+
+    /// Deletes one entry; returns 1, or 0 when it did not exist.
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64>;
+
+    /// Deletes every entry of the session; returns how many.
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64>;
+
+    /// Deletes every entry of the scope and advances its erasure epoch in
+    /// the same step; returns how many entries were removed.
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
+
+    /// The scope's current erasure epoch (0 until its first erasure).
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
+
+    /// Content-free counters.
+    async fn status(&self) -> Result<StoreStatus>;
+}
+
+/// Forwards the trait through smart pointers so `Arc<dyn MemoryStore>` and
+/// `Box<dyn MemoryStore>` can be wrapped and passed where a store is needed.
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        #[async_trait]
+        impl<T: MemoryStore + ?Sized> MemoryStore for $ptr {
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn add_entry(&self, scope: &MemoryScope, entry: NewEntry, opts: &WriteOptions) -> Result<AddOutcome> {
+                (**self).add_entry(scope, entry, opts).await
+            }
+            async fn add_events(&self, scope: &MemoryScope, session: &SessionId, events: &[Event], opts: &WriteOptions) -> Result<IngestReport> {
+                (**self).add_events(scope, session, events, opts).await
+            }
+            async fn search(&self, scope: &MemoryScope, request: &SearchRequest, opts: &CallOptions) -> Result<SearchResults> {
+                (**self).search(scope, request, opts).await
+            }
+            async fn get_entry(&self, scope: &MemoryScope, id: &EntryId, opts: &CallOptions) -> Result<MemoryEntry> {
+                (**self).get_entry(scope, id, opts).await
+            }
+            async fn delete_entry(&self, scope: &MemoryScope, id: &EntryId, opts: &CallOptions) -> Result<u64> {
+                (**self).delete_entry(scope, id, opts).await
+            }
+            async fn delete_session(&self, scope: &MemoryScope, session: &SessionId, opts: &CallOptions) -> Result<u64> {
+                (**self).delete_session(scope, session, opts).await
+            }
+            async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+                (**self).delete_user(scope, opts).await
+            }
+            async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+                (**self).erasure_epoch(scope, opts).await
+            }
+            async fn status(&self) -> Result<StoreStatus> {
+                (**self).status().await
+            }
+        }
+    )*};
+}
+
+forward!(std::sync::Arc<T>, Box<T>);

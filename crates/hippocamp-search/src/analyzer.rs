@@ -1,0 +1,324 @@
+//! Text analysis: the one function that turns content and queries into
+//! terms, so both sides always agree.
+//!
+//! Words are Unicode word segments (UAX #29, via `unicode-segmentation`),
+//! lowercased; English stopwords are dropped; the rest are stemmed with the
+//! Snowball English (Porter2) stemmer. Curly apostrophes are folded to `'`
+//! first so `Caroline’s` and `Caroline's` analyse alike.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde::{Deserialize, Serialize};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Terms of one document with their frequencies.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TermFreqs {
+    /// Distinct terms, sorted, with how often each occurs.
+    pub terms: Vec<(String, u32)>,
+    /// Total number of terms (the BM25 document length).
+    pub len: u32,
+}
+
+/// An analyser for English text.
+pub struct Analyzer {
+    stemmer: Stemmer,
+    stopwords: HashSet<&'static str>,
+}
+
+impl fmt::Debug for Analyzer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Analyzer")
+            .field("language", &"english")
+            .field("stopwords", &self.stopwords.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Self::english()
+    }
+}
+
+impl Analyzer {
+    /// Lowercasing, English stopwords, Snowball English stemming.
+    pub fn english() -> Self {
+        Self {
+            stemmer: Stemmer::create(Algorithm::English),
+            stopwords: ENGLISH_STOPWORDS.iter().copied().collect(),
+        }
+    }
+
+    /// The terms of `text`, in order, repeats kept.
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.each_term(text, |t| out.push(t));
+        out
+    }
+
+    fn each_term(&self, text: &str, mut f: impl FnMut(String)) {
+        let folded;
+        let text = if text.contains('\u{2019}') {
+            folded = text.replace('\u{2019}', "'");
+            &folded
+        } else {
+            text
+        };
+        for word in text.unicode_words() {
+            let lower = word.to_lowercase();
+            if self.stopwords.contains(lower.as_str()) {
+                continue;
+            }
+            let stem = self.stemmer.stem(&lower);
+            if !stem.is_empty() {
+                f(stem.into_owned());
+            }
+        }
+    }
+
+    /// The term frequencies and length of a document.
+    pub fn analyze(&self, text: &str) -> TermFreqs {
+        let mut all = self.terms(text);
+        let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        all.sort_unstable();
+        let mut terms: Vec<(String, u32)> = Vec::new();
+        for t in all {
+            match terms.last_mut() {
+                Some((last, n)) if *last == t => *n += 1,
+                _ => terms.push((t, 1)),
+            }
+        }
+        TermFreqs { terms, len }
+    }
+
+    /// The distinct terms of a query, sorted, so the same words in any order
+    /// and with any repetition score identically.
+    pub fn query_terms(&self, query: &str) -> Vec<String> {
+        let mut terms = self.terms(query);
+        terms.sort_unstable();
+        terms.dedup();
+        terms
+    }
+}
+
+/// English stopwords: function words that carry no topic.
+pub const ENGLISH_STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "ain",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren",
+    "aren't",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "couldn",
+    "couldn't",
+    "d",
+    "did",
+    "didn",
+    "didn't",
+    "do",
+    "does",
+    "doesn",
+    "doesn't",
+    "doing",
+    "don",
+    "don't",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "hadn",
+    "hadn't",
+    "has",
+    "hasn",
+    "hasn't",
+    "have",
+    "haven",
+    "haven't",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn",
+    "isn't",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "ll",
+    "m",
+    "ma",
+    "me",
+    "mightn",
+    "mightn't",
+    "more",
+    "most",
+    "mustn",
+    "mustn't",
+    "my",
+    "myself",
+    "needn",
+    "needn't",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "o",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "re",
+    "s",
+    "same",
+    "shan",
+    "shan't",
+    "she",
+    "she's",
+    "should",
+    "should've",
+    "shouldn",
+    "shouldn't",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "that'll",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "wasn't",
+    "we",
+    "were",
+    "weren",
+    "weren't",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "won",
+    "won't",
+    "wouldn",
+    "wouldn't",
+    "y",
+    "you",
+    "you'd",
+    "you'll",
+    "you're",
+    "you've",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_lowercases_and_drops_stopwords() {
+        let a = Analyzer::english();
+        assert_eq!(
+            a.terms("The Supervisors are restarting failed children!"),
+            vec!["supervisor", "restart", "fail", "children"]
+        );
+        assert_eq!(a.terms("Caroline’s dog"), a.terms("Caroline's dog"));
+        assert_eq!(a.terms("caroline's"), vec!["carolin"]);
+        assert!(a.terms("what is it?").is_empty());
+        assert!(a.terms("...!!!").is_empty());
+    }
+
+    #[test]
+    fn analyze_counts_terms() {
+        let a = Analyzer::english();
+        let tf = a.analyze("run runs running fast");
+        assert_eq!(tf.len, 4);
+        assert_eq!(
+            tf.terms,
+            vec![("fast".to_owned(), 1), ("run".to_owned(), 3)]
+        );
+    }
+
+    #[test]
+    fn query_terms_are_a_sorted_set() {
+        let a = Analyzer::english();
+        assert_eq!(a.query_terms("dogs and cats and dogs"), vec!["cat", "dog"]);
+        assert_eq!(a.query_terms("cats dogs"), a.query_terms("dogs cats"));
+    }
+}

@@ -1,0 +1,351 @@
+//! The per-scope inverted index and BM25 scoring.
+//!
+//! One [`InvertedIndex`] holds one scope's documents, so every statistic
+//! BM25 uses (document count, average length, document frequencies) is the
+//! scope's own: one user's data never changes another user's scores.
+//! Inserts and removals update postings and statistics at once; there is no
+//! lazy deletion, so scores after a delete equal scores of an index that
+//! never held the document.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analyzer::TermFreqs;
+use crate::rank::{Candidate, Ranked};
+
+/// BM25 parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bm25Params {
+    /// Term-frequency saturation, 0 ..= 10 (default 1.2).
+    pub k1: f32,
+    /// Length normalisation, 0 ..= 1 (default 0.75).
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Self { k1: 1.2, b: 0.75 }
+    }
+}
+
+impl Bm25Params {
+    /// Checks the ranges; returns the name of the first bad parameter.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if !(0.0..=10.0).contains(&self.k1) {
+            return Err("k1");
+        }
+        if !(0.0..=1.0).contains(&self.b) {
+            return Err("b");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    slot: u32,
+    tf: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Doc<K> {
+    key: K,
+    recency: i64,
+    terms: Box<[u32]>,
+}
+
+/// Statistics of an index.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Documents.
+    pub docs: usize,
+    /// Distinct terms with at least one posting.
+    pub terms: usize,
+    /// Average document length in terms.
+    pub avg_len: f64,
+}
+
+/// An inverted index over documents keyed by `K`.
+///
+/// `recency` orders documents whose scores tie: newer (larger) first, then
+/// smaller keys first, so every ranking is deterministic.
+#[derive(Debug, Clone)]
+pub struct InvertedIndex<K> {
+    terms: HashMap<Box<str>, u32>,
+    postings: Vec<Vec<Posting>>,
+    live_terms: usize,
+    docs: Vec<Option<Doc<K>>>,
+    lens: Vec<u32>,
+    free: Vec<u32>,
+    slots: HashMap<K, u32>,
+    total_len: u64,
+}
+
+impl<K> Default for InvertedIndex<K> {
+    fn default() -> Self {
+        Self {
+            terms: HashMap::new(),
+            postings: Vec::new(),
+            live_terms: 0,
+            docs: Vec::new(),
+            lens: Vec::new(),
+            free: Vec::new(),
+            slots: HashMap::new(),
+            total_len: 0,
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the index holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether `key` is indexed.
+    pub fn contains(&self, key: &K) -> bool {
+        self.slots.contains_key(key)
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> IndexStats {
+        IndexStats {
+            docs: self.len(),
+            terms: self.live_terms,
+            avg_len: self.avg_len(),
+        }
+    }
+
+    fn avg_len(&self) -> f64 {
+        if self.slots.is_empty() {
+            0.0
+        } else {
+            self.total_len as f64 / self.slots.len() as f64
+        }
+    }
+
+    /// Indexes a document, replacing any document with the same key.
+    pub fn insert(&mut self, key: K, doc: &TermFreqs, recency: i64) {
+        self.remove(&key);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.docs.push(None);
+            self.lens.push(0);
+            u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
+        });
+        let mut term_ids = Vec::with_capacity(doc.terms.len());
+        for (term, tf) in &doc.terms {
+            let id = if let Some(&id) = self.terms.get(term.as_str()) {
+                id
+            } else {
+                let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+                self.terms.insert(term.as_str().into(), id);
+                self.postings.push(Vec::new());
+                id
+            };
+            let list = &mut self.postings[id as usize];
+            if list.is_empty() {
+                self.live_terms += 1;
+            }
+            list.push(Posting { slot, tf: *tf });
+            term_ids.push(id);
+        }
+        self.docs[slot as usize] = Some(Doc {
+            key,
+            recency,
+            terms: term_ids.into_boxed_slice(),
+        });
+        self.lens[slot as usize] = doc.len;
+        self.total_len += u64::from(doc.len);
+        self.slots.insert(key, slot);
+    }
+
+    /// Removes a document; returns whether it was present.
+    pub fn remove(&mut self, key: &K) -> bool {
+        let Some(slot) = self.slots.remove(key) else {
+            return false;
+        };
+        if let Some(doc) = self.docs[slot as usize].take() {
+            for &id in &doc.terms {
+                let list = &mut self.postings[id as usize];
+                if let Some(pos) = list.iter().position(|p| p.slot == slot) {
+                    list.swap_remove(pos);
+                }
+                if list.is_empty() {
+                    self.live_terms -= 1;
+                }
+            }
+        }
+        self.total_len -= u64::from(self.lens[slot as usize]);
+        self.lens[slot as usize] = 0;
+        self.free.push(slot);
+        true
+    }
+
+    /// BM25 scores of every document matching at least one of `terms`
+    /// (distinct analysed query terms), unordered.
+    ///
+    /// IDF is `ln(1 + (N - df + 0.5) / (df + 0.5))`, which stays positive
+    /// for terms in most documents, so every match scores above zero.
+    pub fn bm25(&self, terms: &[String], params: Bm25Params) -> Vec<Candidate<K>> {
+        let n = self.slots.len() as f32;
+        if n == 0.0 {
+            return Vec::new();
+        }
+        let avg_len = self.total_len as f32 / n;
+        let k1 = params.k1;
+        let b = params.b;
+        let mut acc = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for term in terms {
+            let Some(&id) = self.terms.get(term.as_str()) else {
+                continue;
+            };
+            let list = &self.postings[id as usize];
+            if list.is_empty() {
+                continue;
+            }
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for p in list {
+                let len = self.lens[p.slot as usize] as f32;
+                let norm = if avg_len > 0.0 {
+                    k1 * (1.0 - b + b * len / avg_len)
+                } else {
+                    k1
+                };
+                let tf = p.tf as f32;
+                let s = idf * tf * (k1 + 1.0) / (tf + norm);
+                let slot = &mut acc[p.slot as usize];
+                if *slot == 0.0 {
+                    touched.push(p.slot);
+                }
+                *slot += s;
+            }
+        }
+        touched
+            .into_iter()
+            .filter_map(|slot| {
+                let doc = self.docs[slot as usize].as_ref()?;
+                Some(Candidate {
+                    key: doc.key,
+                    score: acc[slot as usize],
+                    recency: doc.recency,
+                })
+            })
+            .collect()
+    }
+
+    /// Documents matching `terms`, best first.
+    pub fn search(&self, terms: &[String], params: Bm25Params) -> Ranked<K> {
+        Ranked::new(self.bm25(terms, params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyzer::Analyzer;
+
+    fn index(docs: &[&str]) -> (Analyzer, InvertedIndex<u32>) {
+        let a = Analyzer::english();
+        let mut idx = InvertedIndex::new();
+        for (i, d) in docs.iter().enumerate() {
+            idx.insert(u32::try_from(i).unwrap(), &a.analyze(d), 0);
+        }
+        (a, idx)
+    }
+
+    #[test]
+    fn ranks_by_bm25() {
+        let (a, idx) = index(&[
+            "the cat sat on the mat",
+            "dogs chase cats and cats chase mice",
+            "an unrelated sentence about weather",
+        ]);
+        let hits: Vec<u32> = idx
+            .search(&a.query_terms("cat"), Bm25Params::default())
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(hits, vec![1, 0]);
+        assert!(
+            idx.search(&a.query_terms("zebra"), Bm25Params::default())
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn known_bm25_value() {
+        // N = 2, df(cat) = 1, idf = ln(1 + 1.5/1.5) = ln 2.
+        // doc 0: len 1, avg 1 -> tf part = 1 * 2.2 / (1 + 1.2) = 1.
+        let (a, idx) = index(&["cat", "dog"]);
+        let c = idx.bm25(&a.query_terms("cat"), Bm25Params::default());
+        assert_eq!(c.len(), 1);
+        assert!((c[0].score - std::f32::consts::LN_2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn removal_restores_statistics() {
+        let a = Analyzer::english();
+        let mut with = InvertedIndex::new();
+        let mut without = InvertedIndex::new();
+        for (i, d) in ["red apple", "green apple", "red car"].iter().enumerate() {
+            with.insert(i, &a.analyze(d), 0);
+            if i != 1 {
+                without.insert(i, &a.analyze(d), 0);
+            }
+        }
+        with.insert(9, &a.analyze("apple apple pie"), 0);
+        without.insert(9, &a.analyze("apple apple pie"), 0);
+        assert!(with.remove(&1));
+        assert!(!with.remove(&1));
+        let q = a.query_terms("red apple");
+        let x: Vec<_> = with.search(&q, Bm25Params::default()).collect();
+        let y: Vec<_> = without.search(&q, Bm25Params::default()).collect();
+        assert_eq!(x, y);
+        assert_eq!(with.stats(), without.stats());
+    }
+
+    #[test]
+    fn reinsert_replaces() {
+        let a = Analyzer::english();
+        let mut idx = InvertedIndex::new();
+        idx.insert(1u8, &a.analyze("alpha"), 0);
+        idx.insert(1u8, &a.analyze("beta"), 0);
+        assert_eq!(idx.len(), 1);
+        assert!(
+            idx.search(&a.query_terms("alpha"), Bm25Params::default())
+                .next()
+                .is_none()
+        );
+        assert_eq!(idx.stats().terms, 1);
+    }
+
+    #[test]
+    fn params_are_checked() {
+        assert!(Bm25Params::default().validate().is_ok());
+        assert_eq!(Bm25Params { k1: -1.0, b: 0.5 }.validate(), Err("k1"));
+        assert_eq!(Bm25Params { k1: 1.0, b: 1.5 }.validate(), Err("b"));
+        assert_eq!(
+            Bm25Params {
+                k1: f32::NAN,
+                b: 0.5
+            }
+            .validate(),
+            Err("k1")
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! hippocamp's search engine: pure and I/O-free.
+//!
+//! - [`analyzer`]: text to terms (Unicode words, lowercase, English
+//!   stopwords, Snowball stemming), shared by documents and queries;
+//! - [`index`]: a per-scope inverted index with BM25 scoring, whose
+//!   statistics are the scope's own;
+//! - [`rank`]: deterministic, lazy ordering of scored candidates.
+//!
+//! Stores own persistence and concurrency; this crate only computes. A
+//! later vector stage produces [`rank::Candidate`]s too, and fusion combines
+//! candidate lists before ranking, so adding it does not reshape this API.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod analyzer;
+pub mod index;
+pub mod rank;
+
+pub use analyzer::{Analyzer, TermFreqs};
+pub use index::{Bm25Params, IndexStats, InvertedIndex};
+pub use rank::{Candidate, Ranked};
