@@ -1,1 +1,75 @@
+//! Retrieval evaluation against any [`MemoryStore`].
+//!
+//! - [`locomo`]: one scope per conversation, all conversations in one
+//!   store, every question searched verbatim; recall, MRR, nDCG, per
+//!   category, an isolation check, ingest rate and search latency.
+//! - [`cranfield`]: the classic BM25 sanity check: graded nDCG@10, MAP@100
+//!   and MRR.
+//!
+//! The protocol is `../shared/reference/evaluation.md`; metric definitions
+//! are in [`metrics`].
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hippocamp_memory::{MemoryConfig, MemoryStore};
+
+pub mod cranfield;
+pub mod locomo;
+pub mod metrics;
+
+/// An evaluation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The data could not be read.
+    #[error(transparent)]
+    Dataset(#[from] hippocamp_datasets::DatasetError),
+    /// A store operation failed.
+    #[error("store: {0}")]
+    Store(#[from] hippocamp_core::Error),
+}
+
+/// Opens empty stores for an evaluation run.
+#[async_trait]
+pub trait StoreOpener: Send + Sync {
+    /// A new, empty store with `config`; `label` names its purpose (e.g. a
+    /// conversation id for an isolation store) for backends that need a
+    /// location.
+    async fn open(
+        &self,
+        config: MemoryConfig,
+        label: &str,
+    ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error>;
+}
+
+/// Opens in-memory stores.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InMemoryOpener;
+
+#[async_trait]
+impl StoreOpener for InMemoryOpener {
+    async fn open(
+        &self,
+        config: MemoryConfig,
+        _label: &str,
+    ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error> {
+        Ok(Arc::new(hippocamp_memory::InMemoryStore::new(config)?))
+    }
+}
+
+pub(crate) fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg:>10} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
+    )
+    .map_or_else(
+        |_| indicatif::ProgressStyle::default_bar(),
+        |s| s.progress_chars("=> "),
+    );
+    bar.set_style(style);
+    bar.set_message(what.to_owned());
+    bar
+}

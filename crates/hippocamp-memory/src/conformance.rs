@@ -286,7 +286,7 @@ pub async fn search_finds_with_filter_and_provenance(f: &dyn StoreFactory) {
     assert_eq!(res.hits.len(), 1);
     assert!(!res.skipped_over_budget);
     let h = &res.hits[0];
-    assert_eq!(h.entry, hit);
+    assert_eq!(*h.entry, hit);
     assert_eq!(h.score_type, ScoreType::Bm25);
     assert!(h.score > 0.0 && h.score.is_finite());
     assert_eq!(h.entry.provenance, prov);

@@ -51,3 +51,8 @@ pub use store::{
     AddOutcome, Capabilities, MemoryStore, ScoreType, SearchHit, SearchRequest, SearchResults,
     StoreStatus, WriteOptions,
 };
+
+/// The README's library example compiles and runs as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

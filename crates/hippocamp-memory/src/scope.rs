@@ -6,6 +6,7 @@
 //! store can load one per active scope as its cache.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
 use hippocamp_search::{Bm25Params, InvertedIndex, TermFreqs};
@@ -16,7 +17,7 @@ use crate::store::{ScoreType, SearchHit, SearchResults};
 
 #[derive(Debug, Clone)]
 struct Stored {
-    entry: MemoryEntry,
+    entry: Arc<MemoryEntry>,
     bytes: u64,
 }
 
@@ -62,7 +63,7 @@ impl ScopeData {
 
     /// One entry.
     pub fn get(&self, id: &EntryId) -> Option<&MemoryEntry> {
-        self.entries.get(id).map(|s| &s.entry)
+        self.entries.get(id).map(|s| &*s.entry)
     }
 
     /// Compares `entry` with what is stored under its id.
@@ -83,11 +84,17 @@ impl ScopeData {
             self.sessions.entry(s.clone()).or_default().insert(entry.id);
         }
         self.bytes += bytes;
-        self.entries.insert(entry.id, Stored { entry, bytes });
+        self.entries.insert(
+            entry.id,
+            Stored {
+                entry: Arc::new(entry),
+                bytes,
+            },
+        );
     }
 
     /// Removes an entry; returns it with its byte count.
-    pub fn remove(&mut self, id: &EntryId) -> Option<(MemoryEntry, u64)> {
+    pub fn remove(&mut self, id: &EntryId) -> Option<(Arc<MemoryEntry>, u64)> {
         let stored = self.entries.remove(id)?;
         self.index.remove(id);
         if let Some(s) = &stored.entry.provenance.session_id
@@ -151,7 +158,7 @@ impl ScopeData {
             }
             used += stored.bytes;
             out.hits.push(SearchHit {
-                entry: stored.entry.clone(),
+                entry: Arc::clone(&stored.entry),
                 score: f64::from(c.score),
                 score_type: ScoreType::Bm25,
             });

@@ -8,6 +8,7 @@
 //! entries they removed.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, EntryId, LimitInfo, MemoryScope, Result, SessionId};
@@ -116,9 +117,11 @@ pub enum ScoreType {
 /// One search hit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchHit {
-    /// The entry.
+    /// The entry, shared with the store's copy (hits are read-only, and
+    /// sharing keeps a search from copying every hit's content and
+    /// metadata).
     #[serde(flatten)]
-    pub entry: MemoryEntry,
+    pub entry: Arc<MemoryEntry>,
     /// Its score; larger is better.
     pub score: f64,
     /// How the score was computed.

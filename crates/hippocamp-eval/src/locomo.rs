@@ -1,0 +1,452 @@
+//! LoCoMo turn-level retrieval.
+//!
+//! 1. One scope per conversation (app `locomo`, user = sample id), all in
+//!    one store. Each session is a session (`<sample>-s<n>`), each turn an
+//!    event with content `"<speaker>: <text>"` (plus the image caption),
+//!    metadata `dia_id`, `session`, `session_date_time`, `speaker`, ingested
+//!    session by session in order.
+//! 2. Every question with usable evidence searches its scope verbatim, top
+//!    50. R@k is the share of its evidence turns in the top k; MRR uses the
+//!    first evidence turn; nDCG@10 has binary gains. The headline averages
+//!    categories 1-4; category 5 (adversarial) is reported on its own.
+//! 3. Isolation: every hit must belong to the searched scope, and each
+//!    conversation's result lists must equal those of a store holding that
+//!    conversation alone.
+//! 4. Ingest events/s over the whole ingestion, and search latency
+//!    percentiles over a timed pass that follows a warm-up pass.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use hippocamp_core::{CallOptions, EntryId, MemoryScope, SessionId};
+use hippocamp_datasets::locomo::{Sample, Session};
+use hippocamp_memory::event::{Content, Event, Part};
+use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest, WriteOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::metrics::{mean, ndcg_at, percentile, recall_at, reciprocal_rank};
+use crate::{EvalError, StoreOpener, progress};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct LocomoOptions {
+    /// Store configuration.
+    pub config: MemoryConfig,
+    /// Hits per question (50).
+    pub top_k: u64,
+    /// Whether to run the per-conversation isolation comparison.
+    pub isolation_check: bool,
+    /// Whether to draw progress bars.
+    pub progress: bool,
+}
+
+impl Default for LocomoOptions {
+    fn default() -> Self {
+        Self {
+            config: MemoryConfig::default(),
+            top_k: 50,
+            isolation_check: true,
+            progress: true,
+        }
+    }
+}
+
+/// Figures of one category.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CategoryReport {
+    /// Questions.
+    pub questions: usize,
+    /// Mean R@10.
+    pub recall_at_10: f64,
+    /// Mean reciprocal rank.
+    pub mrr: f64,
+}
+
+/// What one question retrieved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionResult {
+    /// Conversation.
+    pub sample_id: String,
+    /// Category 1..=5.
+    pub category: u8,
+    /// R@10.
+    pub recall_at_10: f64,
+    /// Reciprocal rank.
+    pub rr: f64,
+}
+
+/// The run's figures. The first keys are a stable interface (`--json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocomoReport {
+    /// R@1, categories 1-4.
+    pub recall_at_1: f64,
+    /// R@5, categories 1-4.
+    pub recall_at_5: f64,
+    /// R@10, categories 1-4.
+    pub recall_at_10: f64,
+    /// R@20, categories 1-4.
+    pub recall_at_20: f64,
+    /// R@50, categories 1-4.
+    pub recall_at_50: f64,
+    /// MRR, categories 1-4.
+    pub mrr: f64,
+    /// nDCG@10 (binary gains), categories 1-4.
+    pub ndcg_at_10: f64,
+    /// Per category `"1"`..`"5"`.
+    pub per_category: BTreeMap<String, CategoryReport>,
+    /// Whether every conversation's results equal those of a store holding
+    /// it alone.
+    pub isolation_equal: bool,
+    /// Hits whose entry belongs to another scope (must be 0).
+    pub foreign_scope_hits: u64,
+    /// Events ingested per second.
+    pub ingest_events_per_s: f64,
+    /// Search latency percentiles, microseconds.
+    pub search_p50_us: f64,
+    /// 95th percentile.
+    pub search_p95_us: f64,
+    /// 99th percentile.
+    pub search_p99_us: f64,
+    /// Questions in categories 1-4.
+    pub questions: usize,
+    /// Questions of every category.
+    pub questions_all: usize,
+    /// Conversations.
+    pub conversations: usize,
+    /// Events offered.
+    pub events: usize,
+    /// Events skipped by ingestion (e.g. secret-looking text).
+    pub skipped_events: usize,
+    /// Per-question figures, for paired comparisons (not in `--json`).
+    #[serde(skip)]
+    pub per_question: Vec<QuestionResult>,
+}
+
+/// The events of one session.
+pub fn session_events(session: &Session) -> Vec<Event> {
+    let start = session.start_ms.unwrap_or(0);
+    session
+        .turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Event {
+            id: t.dia_id.clone(),
+            author: t.speaker.clone(),
+            timestamp_ms: start + i64::try_from(i).unwrap_or(0) * 1_000,
+            partial: false,
+            content: Some(Content {
+                role: "user".to_owned(),
+                parts: vec![Part::Text(t.memory_text())],
+            }),
+            metadata: json!({
+                "dia_id": t.dia_id,
+                "session": session.number,
+                "session_date_time": session.date_time,
+                "speaker": t.speaker,
+            })
+            .as_object()
+            .cloned(),
+        })
+        .collect()
+}
+
+fn scope_of(sample: &Sample) -> Result<MemoryScope, EvalError> {
+    Ok(MemoryScope::parse("locomo", &sample.sample_id)?)
+}
+
+/// Ingests conversations; returns (events offered, events skipped).
+pub async fn ingest(
+    store: &dyn MemoryStore,
+    samples: &[Sample],
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<(usize, usize), EvalError> {
+    let (mut events, mut skipped) = (0, 0);
+    for sample in samples {
+        let scope = scope_of(sample)?;
+        for session in &sample.sessions {
+            let evs = session_events(session);
+            let sid = SessionId::new(format!("{}-s{}", sample.sample_id, session.number))?;
+            let report = store
+                .add_events(&scope, &sid, &evs, &WriteOptions::default())
+                .await?;
+            events += evs.len();
+            skipped += report.skipped.len();
+            if let Some(b) = bar {
+                b.inc(evs.len() as u64);
+            }
+        }
+    }
+    Ok((events, skipped))
+}
+
+type Ranking = Vec<(EntryId, f64, String, MemoryScope)>;
+
+async fn search(
+    store: &dyn MemoryStore,
+    scope: &MemoryScope,
+    question: &str,
+    top_k: u64,
+) -> Result<Ranking, EvalError> {
+    let res = store
+        .search(
+            scope,
+            &SearchRequest::new(question).limit(top_k),
+            &CallOptions::default(),
+        )
+        .await?;
+    Ok(res
+        .hits
+        .into_iter()
+        .map(|h| {
+            let dia = h
+                .entry
+                .metadata
+                .get("dia_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (h.entry.id, h.score, dia, h.entry.scope.clone())
+        })
+        .collect())
+}
+
+/// Runs the evaluation.
+pub async fn run(
+    opener: &dyn StoreOpener,
+    samples: &[Sample],
+    opts: &LocomoOptions,
+) -> Result<LocomoReport, EvalError> {
+    let store = opener.open(opts.config.clone(), "locomo").await?;
+    let total_turns: usize = samples
+        .iter()
+        .flat_map(|s| s.sessions.iter().map(|x| x.turns.len()))
+        .sum();
+    let bar = opts
+        .progress
+        .then(|| progress(total_turns as u64, "ingest"));
+    let started = Instant::now();
+    let (events, skipped_events) = ingest(&*store, samples, bar.as_ref()).await?;
+    let ingest_secs = started.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+
+    let all: Vec<(&Sample, &hippocamp_datasets::locomo::Question)> = samples
+        .iter()
+        .flat_map(|s| s.questions.iter().map(move |q| (s, q)))
+        .collect();
+    // Warm-up pass, then the timed pass whose results are scored.
+    let bar = opts
+        .progress
+        .then(|| progress(2 * all.len() as u64, "search"));
+    for (s, q) in &all {
+        search(&*store, &scope_of(s)?, &q.text, opts.top_k).await?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    let mut latencies = Vec::with_capacity(all.len());
+    let mut rankings: Vec<Ranking> = Vec::with_capacity(all.len());
+    for (s, q) in &all {
+        let scope = scope_of(s)?;
+        let t = Instant::now();
+        let r = search(&*store, &scope, &q.text, opts.top_k).await?;
+        latencies.push(t.elapsed().as_secs_f64() * 1e6);
+        rankings.push(r);
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+
+    let (headline, per_question, foreign) = score(&all, &rankings)?;
+    let col = |i: usize| mean(headline.iter().map(|r| r[i]));
+    let mut per_category = BTreeMap::new();
+    for cat in 1..=5u8 {
+        let rows: Vec<&QuestionResult> =
+            per_question.iter().filter(|p| p.category == cat).collect();
+        per_category.insert(
+            cat.to_string(),
+            CategoryReport {
+                questions: rows.len(),
+                recall_at_10: mean(rows.iter().map(|p| p.recall_at_10)),
+                mrr: mean(rows.iter().map(|p| p.rr)),
+            },
+        );
+    }
+
+    let isolation_equal = if opts.isolation_check {
+        isolation(opener, samples, &all, &rankings, opts).await?
+    } else {
+        false
+    };
+
+    Ok(LocomoReport {
+        recall_at_1: col(0),
+        recall_at_5: col(1),
+        recall_at_10: col(2),
+        recall_at_20: col(3),
+        recall_at_50: col(4),
+        mrr: col(5),
+        ndcg_at_10: col(6),
+        per_category,
+        isolation_equal,
+        foreign_scope_hits: foreign,
+        ingest_events_per_s: events as f64 / ingest_secs.max(1e-9),
+        search_p50_us: percentile(&latencies, 50.0),
+        search_p95_us: percentile(&latencies, 95.0),
+        search_p99_us: percentile(&latencies, 99.0),
+        questions: headline.len(),
+        questions_all: all.len(),
+        conversations: samples.len(),
+        events,
+        skipped_events,
+        per_question,
+    })
+}
+
+type Scored = (Vec<[f64; 7]>, Vec<QuestionResult>, u64);
+
+/// Scores each question's ranking: the headline rows (R@1, 5, 10, 20, 50,
+/// RR, nDCG@10) of categories 1-4, per-question figures of every
+/// category, and the number of foreign-scope hits.
+fn score(
+    all: &[(&Sample, &hippocamp_datasets::locomo::Question)],
+    rankings: &[Ranking],
+) -> Result<Scored, EvalError> {
+    let mut foreign = 0u64;
+    let mut per_question = Vec::with_capacity(all.len());
+    let mut headline: Vec<[f64; 7]> = Vec::new();
+    for ((s, q), r) in all.iter().zip(rankings) {
+        let scope = scope_of(s)?;
+        foreign += r.iter().filter(|h| h.3 != scope).count() as u64;
+        let ranked: Vec<String> = r.iter().map(|h| h.2.clone()).collect();
+        let rr = reciprocal_rank(&ranked, |x| q.evidence.iter().any(|e| e == x));
+        let gain = |x: &str| {
+            if q.evidence.iter().any(|e| e == x) {
+                1.0
+            } else {
+                0.0
+            }
+        };
+        let ndcg = ndcg_at(&ranked, gain, &vec![1.0; q.evidence.len()], 10);
+        let row = [
+            recall_at(&ranked, &q.evidence, 1),
+            recall_at(&ranked, &q.evidence, 5),
+            recall_at(&ranked, &q.evidence, 10),
+            recall_at(&ranked, &q.evidence, 20),
+            recall_at(&ranked, &q.evidence, 50),
+            rr,
+            ndcg,
+        ];
+        per_question.push(QuestionResult {
+            sample_id: s.sample_id.clone(),
+            category: q.category,
+            recall_at_10: row[2],
+            rr,
+        });
+        if (1..=4).contains(&q.category) {
+            headline.push(row);
+        }
+    }
+    Ok((headline, per_question, foreign))
+}
+
+/// Re-runs each conversation's questions against a store holding only
+/// that conversation and compares ids and scores with the shared store.
+async fn isolation(
+    opener: &dyn StoreOpener,
+    samples: &[Sample],
+    all: &[(&Sample, &hippocamp_datasets::locomo::Question)],
+    rankings: &[Ranking],
+    opts: &LocomoOptions,
+) -> Result<bool, EvalError> {
+    let bar = opts
+        .progress
+        .then(|| progress(all.len() as u64, "isolation"));
+    let mut equal = true;
+    for sample in samples {
+        let alone = opener
+            .open(opts.config.clone(), &format!("locomo-{}", sample.sample_id))
+            .await?;
+        ingest(&*alone, std::slice::from_ref(sample), None).await?;
+        let scope = scope_of(sample)?;
+        for ((s, q), shared) in all.iter().zip(rankings) {
+            if s.sample_id != sample.sample_id {
+                continue;
+            }
+            let solo = search(&*alone, &scope, &q.text, opts.top_k).await?;
+            let key = |r: &Ranking| -> Vec<(EntryId, u64)> {
+                r.iter().map(|h| (h.0, h.1.to_bits())).collect()
+            };
+            if key(&solo) != key(shared) {
+                equal = false;
+            }
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(equal)
+}
+
+impl std::fmt::Display for LocomoReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "LoCoMo: {} conversations, {} events ({} skipped), {} questions in categories 1-4 ({} in all)",
+            self.conversations,
+            self.events,
+            self.skipped_events,
+            self.questions,
+            self.questions_all
+        )?;
+        writeln!(
+            f,
+            "categories 1-4: R@1 {:.3}  R@5 {:.3}  R@10 {:.3}  R@20 {:.3}  R@50 {:.3}  MRR {:.3}  nDCG@10 {:.3}",
+            self.recall_at_1,
+            self.recall_at_5,
+            self.recall_at_10,
+            self.recall_at_20,
+            self.recall_at_50,
+            self.mrr,
+            self.ndcg_at_10
+        )?;
+        let names = [
+            "",
+            "multi-hop",
+            "temporal",
+            "open-domain",
+            "single-hop",
+            "adversarial",
+        ];
+        for (cat, r) in &self.per_category {
+            let name = cat
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| names.get(i))
+                .unwrap_or(&"");
+            writeln!(
+                f,
+                "  category {cat} {name:<12} {:>4} questions  R@10 {:.3}  MRR {:.3}",
+                r.questions, r.recall_at_10, r.mrr
+            )?;
+        }
+        writeln!(
+            f,
+            "isolation: results equal to single-conversation stores: {}; foreign-scope hits: {}",
+            self.isolation_equal, self.foreign_scope_hits
+        )?;
+        write!(
+            f,
+            "ingest {:.0} events/s; search p50 {:.0} us, p95 {:.0} us, p99 {:.0} us",
+            self.ingest_events_per_s, self.search_p50_us, self.search_p95_us, self.search_p99_us
+        )
+    }
+}

@@ -1,0 +1,42 @@
+//! Engine-level search latency: analyse the query, score with BM25 and
+//! take the top 50, on one scope of 600, 10k and 100k entries built from
+//! LoCoMo turns and Cranfield sentences; queries are the LoCoMo questions.
+
+// Benchmark set-up may panic: a missing corpus is a usage error.
+#![allow(clippy::expect_used, clippy::cast_possible_wrap)]
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use hippocamp_search::{Analyzer, Bm25Params, InvertedIndex};
+
+fn search(c: &mut Criterion) {
+    let dir =
+        hippocamp_datasets::data_dir().expect("set HIPPOCAMP_DATA_DIR or provide ../shared/data");
+    let queries = hippocamp_datasets::corpus::queries(&dir).expect("LoCoMo questions");
+    let analyzer = Analyzer::english();
+    let mut group = c.benchmark_group("bm25_top50");
+    for n in [600usize, 10_000, 100_000] {
+        let texts = hippocamp_datasets::corpus::texts(&dir, n).expect("corpus");
+        let mut index = InvertedIndex::new();
+        for (i, t) in texts.iter().enumerate() {
+            index.insert(i as u64, &analyzer.analyze(t), i as i64);
+        }
+        let mut q = 0usize;
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                q = (q + 1) % queries.len();
+                let terms = analyzer.query_terms(&queries[q]);
+                let top: Vec<_> = index
+                    .search(&terms, Bm25Params::default())
+                    .take(50)
+                    .collect();
+                black_box(top)
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, search);
+criterion_main!(benches);
