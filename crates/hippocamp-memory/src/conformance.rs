@@ -45,6 +45,41 @@ pub trait StoreFactory: Send + Sync {
     async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore>;
 }
 
+/// A store that keeps something alive (a temporary directory, a server)
+/// for as long as the store is used.
+pub struct Guarded {
+    store: Box<dyn MemoryStore>,
+    _guard: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Guarded {
+    /// `store`, keeping `guard` alive until the store is dropped (the store
+    /// is dropped first).
+    pub fn new(store: impl MemoryStore + 'static, guard: impl std::any::Any + Send + Sync) -> Self {
+        Self {
+            store: Box::new(store),
+            _guard: Box::new(guard),
+        }
+    }
+}
+
+impl std::fmt::Debug for Guarded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guarded")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Guarded {
+    type Target = dyn MemoryStore;
+    fn deref(&self) -> &Self::Target {
+        &*self.store
+    }
+}
+
+crate::store::forward!([] Guarded);
+
 /// Factory of [`InMemoryStore`]s.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct InMemoryFactory;

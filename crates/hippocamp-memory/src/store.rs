@@ -306,44 +306,49 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     async fn status(&self) -> Result<StoreStatus>;
 }
 
-/// Forwards the trait through smart pointers so `Arc<dyn MemoryStore>` and
-/// `Box<dyn MemoryStore>` can be wrapped and passed where a store is needed.
+/// Forwards the trait through a pointer-like type (`**self` must be a
+/// store), so `Arc<dyn MemoryStore>` and `Box<dyn MemoryStore>` can be
+/// passed where a store is needed.
 macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: MemoryStore + ?Sized> MemoryStore for $ptr {
-            fn capabilities(&self) -> Capabilities {
+    ($([$($gen:tt)*] $ptr:ty),*) => {$(
+        #[::async_trait::async_trait]
+        impl<$($gen)*> $crate::store::MemoryStore for $ptr {
+            fn capabilities(&self) -> $crate::store::Capabilities {
                 (**self).capabilities()
             }
-            async fn add_entry(&self, scope: &MemoryScope, entry: NewEntry, opts: &WriteOptions) -> Result<AddOutcome> {
+            async fn add_entry(&self, scope: &::hippocamp_core::MemoryScope, entry: $crate::entry::NewEntry, opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::store::AddOutcome> {
                 (**self).add_entry(scope, entry, opts).await
             }
-            async fn add_events(&self, scope: &MemoryScope, session: &SessionId, events: &[Event], opts: &WriteOptions) -> Result<IngestReport> {
+            async fn add_events(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, events: &[$crate::event::Event], opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::event::IngestReport> {
                 (**self).add_events(scope, session, events, opts).await
             }
-            async fn search(&self, scope: &MemoryScope, request: &SearchRequest, opts: &CallOptions) -> Result<SearchResults> {
+            async fn search(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::SearchRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::SearchResults> {
                 (**self).search(scope, request, opts).await
             }
-            async fn get_entry(&self, scope: &MemoryScope, id: &EntryId, opts: &CallOptions) -> Result<MemoryEntry> {
+            async fn get_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::entry::MemoryEntry> {
                 (**self).get_entry(scope, id, opts).await
             }
-            async fn delete_entry(&self, scope: &MemoryScope, id: &EntryId, opts: &CallOptions) -> Result<u64> {
+            async fn delete_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).delete_entry(scope, id, opts).await
             }
-            async fn delete_session(&self, scope: &MemoryScope, session: &SessionId, opts: &CallOptions) -> Result<u64> {
+            async fn delete_session(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).delete_session(scope, session, opts).await
             }
-            async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+            async fn delete_user(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).delete_user(scope, opts).await
             }
-            async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+            async fn erasure_epoch(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).erasure_epoch(scope, opts).await
             }
-            async fn status(&self) -> Result<StoreStatus> {
+            async fn status(&self) -> ::hippocamp_core::Result<$crate::store::StoreStatus> {
                 (**self).status().await
             }
         }
     )*};
 }
 
-forward!(std::sync::Arc<T>, Box<T>);
+forward!(
+    [T: MemoryStore + ?Sized] std::sync::Arc<T>,
+    [T: MemoryStore + ?Sized] Box<T>
+);
+pub(crate) use forward;

@@ -6,12 +6,22 @@
 //! Snowball English (Porter2) stemmer. Curly apostrophes are folded to `'`
 //! first so `Caroline’s` and `Caroline's` analyse alike.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
 use unicode_segmentation::UnicodeSegmentation;
+
+/// Words already stemmed on this thread. Stemming is the most expensive
+/// step of ingestion and vocabulary repeats heavily, so a small per-thread
+/// memo (cleared when full, so memory stays bounded) pays for itself.
+const STEM_CACHE_CAPACITY: usize = 1 << 16;
+
+thread_local! {
+    static STEMS: RefCell<HashMap<Box<str>, String>> = RefCell::new(HashMap::new());
+}
 
 /// Terms of one document with their frequencies.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -67,16 +77,30 @@ impl Analyzer {
         } else {
             text
         };
-        for word in text.unicode_words() {
-            let lower = word.to_lowercase();
-            if self.stopwords.contains(lower.as_str()) {
-                continue;
+        STEMS.with_borrow_mut(|cache| {
+            let mut lower = String::new();
+            for word in text.unicode_words() {
+                lower.clear();
+                lower.extend(word.chars().flat_map(char::to_lowercase));
+                if self.stopwords.contains(lower.as_str()) {
+                    continue;
+                }
+                if let Some(stem) = cache.get(lower.as_str()) {
+                    if !stem.is_empty() {
+                        f(stem.clone());
+                    }
+                    continue;
+                }
+                let stem = self.stemmer.stem(&lower).into_owned();
+                if cache.len() >= STEM_CACHE_CAPACITY {
+                    cache.clear();
+                }
+                cache.insert(lower.as_str().into(), stem.clone());
+                if !stem.is_empty() {
+                    f(stem);
+                }
             }
-            let stem = self.stemmer.stem(&lower);
-            if !stem.is_empty() {
-                f(stem.into_owned());
-            }
-        }
+        });
     }
 
     /// The term frequencies and length of a document.

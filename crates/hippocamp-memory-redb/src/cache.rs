@@ -1,0 +1,170 @@
+//! Per-scope search state held in memory: the scope's entries and inverted
+//! index ([`ScopeData`]), built from the scope's records on first use and
+//! dropped when the scope is released.
+//!
+//! The writer thread never waits for a search. After each commit it
+//! appends the committed changes ([`CacheOp`]s) to the pending list of
+//! every cached scope they touch, and the next reader applies pending
+//! changes before reading. A write is acknowledged only after its changes
+//! are pending, so a caller always reads its own writes.
+//!
+//! Loading races with commits: a commit may land after the load's snapshot
+//! but before the loaded data is published. The slot exists (with its
+//! pending list) before the snapshot is taken, so every such commit is
+//! pending, and replaying a change already in the snapshot is harmless:
+//! every [`CacheOp`] is idempotent (insert-or-replace, remove, clear).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hippocamp_core::{EntryId, Result};
+use hippocamp_memory::MemoryEntry;
+use hippocamp_memory::scope::ScopeData;
+use hippocamp_search::TermFreqs;
+use parking_lot::Mutex;
+use tokio::sync::{OnceCell, RwLock, RwLockReadGuard};
+
+/// A committed change to one scope.
+#[derive(Debug, Clone)]
+pub(crate) enum CacheOp {
+    Insert(Box<(MemoryEntry, u64, TermFreqs)>),
+    Remove(EntryId),
+    Clear,
+}
+
+impl CacheOp {
+    fn apply(self, data: &mut ScopeData) {
+        match self {
+            CacheOp::Insert(b) => {
+                let (entry, bytes, terms) = *b;
+                data.insert(entry, bytes, &terms);
+            }
+            CacheOp::Remove(id) => {
+                data.remove(&id);
+            }
+            CacheOp::Clear => {
+                data.clear();
+            }
+        }
+    }
+}
+
+/// Pending changes are applied eagerly by the writer (without waiting)
+/// once this many have piled up on an idle scope.
+const EAGER_APPLY_AT: usize = 64;
+
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    data: OnceCell<RwLock<ScopeData>>,
+    pending: Mutex<Vec<CacheOp>>,
+    /// Loads in progress. Changes are kept for a slot only while it is
+    /// loaded or loading; a later load's snapshot includes them anyway.
+    loaders: AtomicUsize,
+}
+
+/// Counts a load in progress for as long as it lives, even if the load's
+/// future is dropped.
+struct Loading<'a>(&'a AtomicUsize);
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Slot {
+    /// Applies pending changes, then returns a read guard.
+    pub(crate) async fn read(&self) -> Option<RwLockReadGuard<'_, ScopeData>> {
+        let data = self.data.get()?;
+        if !self.pending.lock().is_empty() {
+            let mut w = data.write().await;
+            let ops = std::mem::take(&mut *self.pending.lock());
+            for op in ops {
+                op.apply(&mut w);
+            }
+        }
+        Some(data.read().await)
+    }
+}
+
+/// The cached scopes.
+#[derive(Debug, Default)]
+pub(crate) struct ScopeCache {
+    slots: Mutex<HashMap<[u8; 16], Arc<Slot>>>,
+}
+
+impl ScopeCache {
+    /// The scope's slot, loading it with `load` on first use. Concurrent
+    /// callers share one load; a cancelled load is retried by the next.
+    pub(crate) async fn get_or_load<F, Fut>(&self, key: [u8; 16], load: F) -> Result<Arc<Slot>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<ScopeData>>,
+    {
+        let slot = Arc::clone(self.slots.lock().entry(key).or_default());
+        if !slot.data.initialized() {
+            // Counted before the load takes its snapshot, so every commit
+            // after the snapshot finds a loader and keeps its changes.
+            slot.loaders.fetch_add(1, Ordering::SeqCst);
+            let _loading = Loading(&slot.loaders);
+            slot.data
+                .get_or_try_init(|| async {
+                    Ok::<_, hippocamp_core::Error>(RwLock::new(load().await?))
+                })
+                .await?;
+        }
+        Ok(slot)
+    }
+
+    /// Whether the scope is cached (loaded or loading).
+    pub(crate) fn contains(&self, key: &[u8; 16]) -> bool {
+        self.slots.lock().contains_key(key)
+    }
+
+    /// Drops a scope's cached state; the next use reloads it.
+    pub(crate) fn release(&self, key: &[u8; 16]) -> bool {
+        self.slots.lock().remove(key).is_some()
+    }
+
+    /// Records committed changes for the scopes that are cached.
+    pub(crate) fn push(&self, changes: Vec<([u8; 16], CacheOp)>) {
+        let slots = self.slots.lock();
+        let mut touched: Vec<Arc<Slot>> = Vec::new();
+        for (key, op) in changes {
+            if let Some(slot) = slots.get(&key) {
+                let mut pending = slot.pending.lock();
+                if !slot.data.initialized() && slot.loaders.load(Ordering::SeqCst) == 0 {
+                    // Neither loaded nor loading: the next load reads the
+                    // committed state, so nothing needs to be kept.
+                    pending.clear();
+                    continue;
+                }
+                pending.push(op);
+                drop(pending);
+                if !touched.iter().any(|s| Arc::ptr_eq(s, slot)) {
+                    touched.push(Arc::clone(slot));
+                }
+            }
+        }
+        drop(slots);
+        // Keep pending lists short on scopes nobody is reading, without ever
+        // waiting for a reader.
+        for slot in touched {
+            if slot.pending.lock().len() >= EAGER_APPLY_AT
+                && let Some(data) = slot.data.get()
+                && let Ok(mut w) = data.try_write()
+            {
+                let ops = std::mem::take(&mut *slot.pending.lock());
+                for op in ops {
+                    op.apply(&mut w);
+                }
+            }
+        }
+    }
+
+    /// Number of cached scopes.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.lock().len()
+    }
+}

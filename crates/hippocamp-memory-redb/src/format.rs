@@ -1,0 +1,224 @@
+//! The on-disk format: tables, keys and record encodings.
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `meta` | `"format"`, `"totals"` | format version (u32 LE); [`Totals`] |
+//! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch |
+//! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
+//! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
+//!
+//! The scope hash is the first 16 bytes of SHA-256 over the app and user;
+//! every record also stores the full scope and is checked against the
+//! requested scope when read, so a hash collision cannot cross scopes.
+//! Records are postcard-encoded; metadata is kept as JSON text inside them.
+//! The format version is written when a store is created and checked on
+//! every open: an unknown version is refused, never guessed at.
+
+use hippocamp_core::{
+    Author, EntryId, Error, EventId, MemoryScope, Result, SessionId, Sha256Digest,
+};
+use hippocamp_memory::{MemoryEntry, Provenance};
+use hippocamp_search::TermFreqs;
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// The format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub(crate) const SCOPES: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::new("scopes");
+pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("entries");
+pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
+
+pub(crate) const FORMAT_KEY: &str = "format";
+pub(crate) const TOTALS_KEY: &str = "totals";
+
+/// The 16-byte key prefix of a scope.
+pub(crate) fn scope_hash(scope: &MemoryScope) -> [u8; 16] {
+    let mut h = Sha256::new();
+    h.update(b"hippocamp-memory-scope\0");
+    h.update(scope.app().as_str().as_bytes());
+    h.update([0]);
+    h.update(scope.user().as_str().as_bytes());
+    first16(&h.finalize())
+}
+
+pub(crate) fn session_hash(session: &SessionId) -> [u8; 16] {
+    let mut h = Sha256::new();
+    h.update(b"hippocamp-memory-session\0");
+    h.update(session.as_str().as_bytes());
+    first16(&h.finalize())
+}
+
+fn first16(d: &[u8]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+pub(crate) fn entry_key(scope: &[u8; 16], id: &EntryId) -> [u8; 32] {
+    let mut k = [0u8; 32];
+    k[..16].copy_from_slice(scope);
+    k[16..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// The first and last entry keys of a scope.
+pub(crate) fn entry_range(scope: &[u8; 16]) -> ([u8; 32], [u8; 32]) {
+    let mut lo = [0u8; 32];
+    let mut hi = [0xffu8; 32];
+    lo[..16].copy_from_slice(scope);
+    hi[..16].copy_from_slice(scope);
+    (lo, hi)
+}
+
+pub(crate) fn session_key(scope: &[u8; 16], session: &[u8; 16], id: &EntryId) -> [u8; 48] {
+    let mut k = [0u8; 48];
+    k[..16].copy_from_slice(scope);
+    k[16..32].copy_from_slice(session);
+    k[32..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// The first and last session-index keys of `prefix` (16 or 32 bytes).
+pub(crate) fn session_range(prefix: &[u8]) -> ([u8; 48], [u8; 48]) {
+    let mut lo = [0u8; 48];
+    let mut hi = [0xffu8; 48];
+    lo[..prefix.len()].copy_from_slice(prefix);
+    hi[..prefix.len()].copy_from_slice(prefix);
+    (lo, hi)
+}
+
+/// Store-wide counters, kept in step with every write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Totals {
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+    pub(crate) scopes: u64,
+}
+
+/// One scope's counters and erasure epoch. The row outlives the scope's
+/// entries: it carries the epoch that fences erased data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ScopeRow {
+    pub(crate) app: String,
+    pub(crate) user: String,
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+    pub(crate) epoch: u64,
+}
+
+impl ScopeRow {
+    pub(crate) fn new(scope: &MemoryScope) -> Self {
+        Self {
+            app: scope.app().as_str().to_owned(),
+            user: scope.user().as_str().to_owned(),
+            entries: 0,
+            bytes: 0,
+            epoch: 0,
+        }
+    }
+}
+
+/// A stored entry with its analysed terms (its forward postings), so a
+/// scope's inverted index is rebuilt without analysing text again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EntryRecord {
+    pub(crate) app: String,
+    pub(crate) user: String,
+    pub(crate) id: [u8; 16],
+    pub(crate) content: String,
+    pub(crate) metadata_json: String,
+    pub(crate) session_id: Option<String>,
+    pub(crate) event_ids: Vec<String>,
+    pub(crate) author: Option<String>,
+    pub(crate) provenance_timestamp_ms: Option<u64>,
+    pub(crate) digest: [u8; 32],
+    pub(crate) timestamp_ms: u64,
+    pub(crate) epoch: u64,
+    pub(crate) storage_bytes: u64,
+    pub(crate) doc_len: u32,
+    pub(crate) terms: Vec<(String, u32)>,
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_stdvec(value).map_err(|e| Error::Corrupt(format!("cannot encode record: {e}")))
+}
+
+pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| Error::Corrupt(format!("undecodable {what} record: {e}")))
+}
+
+impl EntryRecord {
+    pub(crate) fn new(entry: &MemoryEntry, storage_bytes: u64, terms: &TermFreqs) -> Result<Self> {
+        let p = &entry.provenance;
+        Ok(Self {
+            app: entry.scope.app().as_str().to_owned(),
+            user: entry.scope.user().as_str().to_owned(),
+            id: *entry.id.as_bytes(),
+            content: entry.content.clone(),
+            metadata_json: serde_json::to_string(&entry.metadata)
+                .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?,
+            session_id: p.session_id.as_ref().map(|s| s.as_str().to_owned()),
+            event_ids: p.event_ids.iter().map(|e| e.as_str().to_owned()).collect(),
+            author: p.author.as_ref().map(|a| a.as_str().to_owned()),
+            provenance_timestamp_ms: p.timestamp_ms,
+            digest: *entry.digest.as_bytes(),
+            timestamp_ms: entry.timestamp_ms,
+            epoch: entry.epoch,
+            storage_bytes,
+            doc_len: terms.len,
+            terms: terms.terms.clone(),
+        })
+    }
+
+    /// Rebuilds the entry, checking that it belongs to `scope` and that its
+    /// content still matches its digest.
+    pub(crate) fn into_entry(self, scope: &MemoryScope) -> Result<(MemoryEntry, u64, TermFreqs)> {
+        if self.app != scope.app().as_str() || self.user != scope.user().as_str() {
+            return Err(Error::ScopeViolation);
+        }
+        let digest = Sha256Digest::from_bytes(self.digest);
+        if Sha256Digest::of(self.content.as_bytes()) != digest {
+            return Err(Error::Corrupt(format!(
+                "entry {} content does not match its digest",
+                EntryId::from_bytes(self.id)
+            )));
+        }
+        let corrupt = |e: Error| Error::Corrupt(format!("stored entry has an invalid field: {e}"));
+        let metadata = serde_json::from_str(&self.metadata_json)
+            .map_err(|e| Error::Corrupt(format!("stored metadata is not JSON: {e}")))?;
+        let provenance = Provenance {
+            session_id: self
+                .session_id
+                .map(SessionId::new)
+                .transpose()
+                .map_err(corrupt)?,
+            event_ids: self
+                .event_ids
+                .into_iter()
+                .map(EventId::new)
+                .collect::<Result<_>>()
+                .map_err(corrupt)?,
+            author: self.author.map(Author::new).transpose().map_err(corrupt)?,
+            timestamp_ms: self.provenance_timestamp_ms,
+        };
+        let entry = MemoryEntry {
+            id: EntryId::from_bytes(self.id),
+            scope: scope.clone(),
+            content: self.content,
+            metadata,
+            provenance,
+            digest,
+            timestamp_ms: self.timestamp_ms,
+            epoch: self.epoch,
+        };
+        let terms = TermFreqs {
+            terms: self.terms,
+            len: self.doc_len,
+        };
+        Ok((entry, self.storage_bytes, terms))
+    }
+}

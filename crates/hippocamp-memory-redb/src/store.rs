@@ -1,0 +1,427 @@
+//! [`RedbMemoryStore`]: opening, the directory lock, and the
+//! `MemoryStore` operations.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_memory::entry::prepare_entry;
+use hippocamp_memory::event::{Event, IngestReport, plan_events};
+use hippocamp_memory::scope::ScopeData;
+use hippocamp_memory::search::prepare_search;
+use hippocamp_memory::{
+    AddOutcome, Capabilities, MemoryConfig, MemoryEntry, MemoryStore, NewEntry, SearchRequest,
+    SearchResults, StoreStatus, WriteOptions,
+};
+use hippocamp_search::Analyzer;
+use parking_lot::Mutex;
+use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::cache::ScopeCache;
+use crate::format::{
+    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, SCOPES, SESSIONS, ScopeRow, TOTALS_KEY,
+    Totals, decode, entry_key, entry_range, scope_hash,
+};
+use crate::writer::{Op, Writer};
+
+/// The database file inside a store's directory.
+pub const DB_FILE: &str = "memory.redb";
+/// The lock file inside a store's directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Queued mutations before callers wait to enqueue.
+const QUEUE: usize = 1_024;
+
+/// A durable memory store on redb. See the crate docs.
+#[derive(Debug)]
+pub struct RedbMemoryStore {
+    config: MemoryConfig,
+    analyzer: Analyzer,
+    db: Arc<Database>,
+    cache: Arc<ScopeCache>,
+    tx: Option<mpsc::Sender<Op>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    _lock: Option<DirLock>,
+}
+
+/// Exclusive ownership of a data directory, held for the store's life.
+#[derive(Debug)]
+struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    fn acquire(dir: &Path) -> Result<Self> {
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Unavailable(format!(
+                "the data directory {} is in use by another process",
+                dir.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::Unavailable(format!(
+                "cannot lock {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+}
+
+fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::storage(e)
+}
+
+impl RedbMemoryStore {
+    /// Opens (creating if needed) the store in `dir`, taking the
+    /// directory's lock. A second process opening the same directory gets
+    /// `Unavailable`; a database of an unknown format version is refused.
+    pub fn open(dir: impl AsRef<Path>, config: MemoryConfig) -> Result<Self> {
+        config.validate()?;
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+        let lock = DirLock::acquire(dir)?;
+        let path: PathBuf = dir.join(DB_FILE);
+        let db = Database::builder().create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => {
+                Error::Unavailable(format!("{} is already open", path.display()))
+            }
+            other => storage(other),
+        })?;
+        Self::start(db, config, Some(lock))
+    }
+
+    /// Opens a store on a custom redb storage backend (no directory lock).
+    /// Tests use it to inject power loss; it also gives a purely in-memory
+    /// redb store with `redb::backends::InMemoryBackend`.
+    pub fn open_with_backend(backend: impl StorageBackend, config: MemoryConfig) -> Result<Self> {
+        config.validate()?;
+        let db = Database::builder()
+            .create_with_backend(backend)
+            .map_err(storage)?;
+        Self::start(db, config, None)
+    }
+
+    fn start(db: Database, config: MemoryConfig, lock: Option<DirLock>) -> Result<Self> {
+        init_format(&db)?;
+        let db = Arc::new(db);
+        let cache = Arc::new(ScopeCache::default());
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = Writer {
+            db: Arc::clone(&db),
+            cache: Arc::clone(&cache),
+            limits: config.limits.clone(),
+            rx,
+        };
+        let handle = std::thread::Builder::new()
+            .name("hippocamp-memory-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| Error::Unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            config,
+            analyzer: Analyzer::english(),
+            db,
+            cache,
+            tx: Some(tx),
+            writer: Mutex::new(Some(handle)),
+            _lock: lock,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    fn deadline(&self, opts: &CallOptions) -> Deadline {
+        opts.deadline(self.config.limits.call_timeout())
+    }
+
+    async fn submit<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op) -> Result<T> {
+        let (reply, rx) = oneshot::channel();
+        let stopped = || Error::Unavailable("the memory writer has stopped".into());
+        let tx = self.tx.as_ref().ok_or_else(stopped)?;
+        tx.send(make(reply)).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Loads a scope's search state now (a router does this when a scope
+    /// becomes active) rather than on its first search.
+    pub async fn preload(&self, scope: &MemoryScope) -> Result<()> {
+        self.slot(scope).await.map(drop)
+    }
+
+    /// Drops a scope's in-memory search state; its data stays on disk and
+    /// the next search reloads it. Returns whether it was cached.
+    pub fn release_scope(&self, scope: &MemoryScope) -> bool {
+        self.cache.release(&scope_hash(scope))
+    }
+
+    /// Whether a scope's search state is in memory.
+    pub fn is_cached(&self, scope: &MemoryScope) -> bool {
+        self.cache.contains(&scope_hash(scope))
+    }
+
+    /// Number of scopes whose search state is in memory.
+    pub fn cached_scopes(&self) -> usize {
+        self.cache.len()
+    }
+
+    async fn slot(&self, scope: &MemoryScope) -> Result<Arc<crate::cache::Slot>> {
+        let key = scope_hash(scope);
+        let db = Arc::clone(&self.db);
+        let scope = scope.clone();
+        self.cache
+            .get_or_load(key, move || async move {
+                tokio::task::spawn_blocking(move || load_scope(&db, &scope))
+                    .await
+                    .map_err(|e| Error::Unavailable(format!("scope load failed: {e}")))?
+            })
+            .await
+    }
+
+    /// Stops the writer after it finishes queued work.
+    fn stop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.writer.lock().take() {
+            // The writer exits once the queue is drained and closed.
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for RedbMemoryStore {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn init_format(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(storage)?;
+    {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let version = match meta.get(FORMAT_KEY).map_err(storage)? {
+            Some(v) => Some(u32::from_le_bytes(v.value().try_into().map_err(|_| {
+                Error::Corrupt("the format version record is malformed".into())
+            })?)),
+            None => None,
+        };
+        match version {
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(Error::Unavailable(format!(
+                    "the memory store uses on-disk format version {other}; this build reads version {FORMAT_VERSION}"
+                )));
+            }
+            None => {
+                meta.insert(FORMAT_KEY, FORMAT_VERSION.to_le_bytes().as_slice())
+                    .map_err(storage)?;
+            }
+        }
+        txn.open_table(SCOPES).map_err(storage)?;
+        txn.open_table(ENTRIES).map_err(storage)?;
+        txn.open_table(SESSIONS).map_err(storage)?;
+    }
+    txn.commit().map_err(storage)
+}
+
+/// Reads every record of a scope into a fresh [`ScopeData`].
+fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
+    let txn = db.begin_read().map_err(storage)?;
+    let entries = txn.open_table(ENTRIES).map_err(storage)?;
+    let (lo, hi) = entry_range(&scope_hash(scope));
+    let mut data = ScopeData::default();
+    for item in entries.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
+        let (_, v) = item.map_err(storage)?;
+        let rec: EntryRecord = decode(v.value(), "entry")?;
+        let (entry, bytes, terms) = rec.into_entry(scope)?;
+        data.insert(entry, bytes, &terms);
+    }
+    Ok(data)
+}
+
+#[async_trait]
+impl MemoryStore for RedbMemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        self.config.capabilities("redb", true)
+    }
+
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        let deadline = self.deadline(&opts.call);
+        let prepared = prepare_entry(scope, entry, &self.config.limits)?;
+        let terms = self.analyzer.analyze(&prepared.entry.content);
+        let scope = scope.clone();
+        let fence = opts.epoch;
+        self.submit(|reply| Op::AddEntry {
+            scope,
+            prepared: Box::new(prepared),
+            terms,
+            fence,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        let deadline = self.deadline(&opts.call);
+        let plan = plan_events(scope, session, events, &self.config.limits)?;
+        let terms: HashMap<_, _> = plan
+            .entries
+            .iter()
+            .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
+            .collect();
+        let scope = scope.clone();
+        let fence = opts.epoch;
+        self.submit(|reply| Op::AddEvents {
+            scope,
+            plan,
+            terms,
+            fence,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        let deadline = self.deadline(opts);
+        let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout)??;
+        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read())
+            .await
+            .map_err(|_| Error::Timeout)?
+            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        Ok(data.search(&prepared, self.config.bm25))
+    }
+
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        self.deadline(opts).check()?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let entries = txn.open_table(ENTRIES).map_err(storage)?;
+        let found = entries
+            .get(&entry_key(&scope_hash(scope), id))
+            .map_err(storage)?;
+        let Some(v) = found else {
+            return Err(Error::NotFound("entry"));
+        };
+        let rec: EntryRecord = decode(v.value(), "entry")?;
+        let (entry, _, _) = rec.into_entry(scope)?;
+        if entry.id != *id {
+            return Err(Error::Corrupt("entry stored under another id".into()));
+        }
+        Ok(entry)
+    }
+
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let (scope, id) = (scope.clone(), *id);
+        self.submit(|reply| Op::DeleteEntry {
+            scope,
+            id,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let (scope, session) = (scope.clone(), session.clone());
+        self.submit(|reply| Op::DeleteSession {
+            scope,
+            session,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        let deadline = self.deadline(opts);
+        let scope = scope.clone();
+        self.submit(|reply| Op::DeleteUser {
+            scope,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        self.deadline(opts).check()?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let scopes = txn.open_table(SCOPES).map_err(storage)?;
+        match scopes.get(&scope_hash(scope)).map_err(storage)? {
+            None => Ok(0),
+            Some(v) => {
+                let row: ScopeRow = decode(v.value(), "scope")?;
+                if row.app != scope.app().as_str() || row.user != scope.user().as_str() {
+                    return Err(Error::Corrupt("scope key collision".into()));
+                }
+                Ok(row.epoch)
+            }
+        }
+    }
+
+    async fn status(&self) -> Result<StoreStatus> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let meta = txn.open_table(META).map_err(storage)?;
+        let totals: Totals = match meta.get(TOTALS_KEY).map_err(storage)? {
+            Some(v) => decode(v.value(), "totals")?,
+            None => Totals::default(),
+        };
+        Ok(StoreStatus {
+            backend: "redb".to_owned(),
+            durable: true,
+            scopes: totals.scopes,
+            entries: totals.entries,
+            bytes: totals.bytes,
+            router: None,
+        })
+    }
+}

@@ -1,0 +1,24 @@
+//! The durable store runs the whole conformance suite and the model test,
+//! each store in its own temporary directory.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hippocamp_memory::conformance::{Guarded, StoreFactory};
+use hippocamp_memory::{MemoryConfig, MemoryStore};
+use hippocamp_memory_redb::RedbMemoryStore;
+
+struct RedbFactory;
+
+#[async_trait]
+impl StoreFactory for RedbFactory {
+    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbMemoryStore::open(dir.path(), config).unwrap();
+        Arc::new(Guarded::new(store, dir))
+    }
+}
+
+hippocamp_memory::memory_conformance_tests!(RedbFactory);

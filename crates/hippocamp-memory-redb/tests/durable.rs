@@ -1,0 +1,198 @@
+//! What only a durable store has: data and epochs survive a reopen, one
+//! process per directory, a versioned format, releasable search state.
+
+#![allow(clippy::unwrap_used)]
+
+use hippocamp_core::{CallOptions, Error, MemoryScope, SessionId};
+use hippocamp_memory::{
+    Event, MemoryConfig, MemoryStore, NewEntry, SearchRequest, SearchResults, WriteOptions,
+};
+use hippocamp_memory_redb::RedbMemoryStore;
+
+fn scope(u: &str) -> MemoryScope {
+    MemoryScope::parse("app", u).unwrap()
+}
+
+fn c() -> CallOptions {
+    CallOptions::default()
+}
+
+async fn search(store: &RedbMemoryStore, s: &MemoryScope, q: &str) -> SearchResults {
+    store.search(s, &SearchRequest::new(q), &c()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_epochs_and_counters_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (scope("alice"), scope("bob"));
+    let (kept, before) = {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        let kept = store
+            .add_entry(
+                &a,
+                NewEntry::new("alice sails every summer"),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap()
+            .entry;
+        store
+            .add_events(
+                &a,
+                &SessionId::new("s1").unwrap(),
+                &[Event::text("e1", "user", 5, "alice sails a blue boat")],
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        store
+            .add_entry(&b, NewEntry::new("bob sails too"), &WriteOptions::default())
+            .await
+            .unwrap();
+        store.delete_user(&b, &c()).await.unwrap();
+        let before = search(&store, &a, "sails boat").await;
+        (kept, before)
+    };
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    assert_eq!(store.get_entry(&a, &kept.id, &c()).await.unwrap(), kept);
+    assert_eq!(search(&store, &a, "sails boat").await, before);
+    assert!(search(&store, &b, "sails").await.hits.is_empty());
+    assert_eq!(store.erasure_epoch(&b, &c()).await.unwrap(), 1);
+    let stale = store
+        .add_entry(
+            &b,
+            NewEntry::new("queued before erasure"),
+            &WriteOptions::default().epoch(0),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        stale,
+        Error::StaleEpoch {
+            admitted: 0,
+            current: 1
+        }
+    ));
+    let status = store.status().await.unwrap();
+    assert_eq!((status.scopes, status.entries), (1, 2));
+    assert!(status.durable);
+}
+
+#[test]
+fn a_second_process_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    let err = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap_err();
+    match err {
+        Error::Unavailable(msg) => assert!(msg.contains("in use by another process"), "{msg}"),
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[test]
+fn an_unknown_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap());
+    {
+        let db = redb::Database::open(dir.path().join(hippocamp_memory_redb::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn
+                .open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
+                .unwrap();
+            meta.insert("format", 99u32.to_le_bytes().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap_err();
+    match err {
+        Error::Unavailable(msg) => {
+            assert!(msg.contains("format version 99"), "{msg}");
+            assert!(msg.contains("reads version 1"), "{msg}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_search_state_reloads_with_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    let s = scope("alice");
+    for i in 0..20 {
+        store
+            .add_entry(
+                &s,
+                NewEntry::new(format!("note {i} about gardening tomatoes")),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let first = search(&store, &s, "gardening tomatoes").await;
+    assert!(store.is_cached(&s));
+    assert!(store.release_scope(&s));
+    assert!(!store.is_cached(&s));
+    // Writes while released are seen after the reload.
+    let late = store
+        .add_entry(&s, NewEntry::new("late tomatoes"), &WriteOptions::default())
+        .await
+        .unwrap()
+        .entry;
+    let again = search(&store, &s, "gardening tomatoes").await;
+    assert_eq!(first.hits.len(), 20);
+    assert_eq!(again.hits.len(), 21);
+    assert!(again.hits.iter().any(|h| h.entry.id == late.id));
+    for h in &first.hits {
+        assert!(again.hits.iter().any(|g| g.entry == h.entry));
+    }
+    store.preload(&scope("bob")).await.unwrap();
+    assert_eq!(store.cached_scopes(), 2);
+}
+
+/// Close and reopen: identical search results on the LoCoMo development
+/// half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locomo_results_are_identical_after_reopen() {
+    let Some(data) = hippocamp_datasets::data_dir() else {
+        assert!(
+            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
+            "HIPPOCAMP_REQUIRE_EXTERNAL is set but the shared data folder is missing"
+        );
+        eprintln!("skipping: ../shared/data not found");
+        return;
+    };
+    let samples = hippocamp_datasets::locomo::load(&data.join("locomo/locomo-dev.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        hippocamp_eval::locomo::ingest(&store, &samples, None)
+            .await
+            .unwrap();
+        run_questions(&store, &samples).await
+    };
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    let after = run_questions(&store, &samples).await;
+    assert_eq!(before.len(), after.len());
+    assert!(before.iter().any(|r| !r.hits.is_empty()));
+    assert!(before == after, "search results changed across a reopen");
+}
+
+async fn run_questions(
+    store: &RedbMemoryStore,
+    samples: &[hippocamp_datasets::locomo::Sample],
+) -> Vec<SearchResults> {
+    let mut out = Vec::new();
+    for s in samples {
+        let scope = MemoryScope::parse("locomo", &s.sample_id).unwrap();
+        for q in &s.questions {
+            let r = store
+                .search(&scope, &SearchRequest::new(q.text.clone()).limit(50), &c())
+                .await
+                .unwrap();
+            out.push(r);
+        }
+    }
+    out
+}
