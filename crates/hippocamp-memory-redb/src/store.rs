@@ -424,4 +424,12 @@ impl MemoryStore for RedbMemoryStore {
             router: None,
         })
     }
+
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        self.preload(scope).await
+    }
+
+    fn release_scope(&self, scope: &MemoryScope) {
+        RedbMemoryStore::release_scope(self, scope);
+    }
 }

@@ -124,4 +124,12 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
     async fn status(&self) -> Result<StoreStatus> {
         self.inner.status().await
     }
+
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        self.inner.activate_scope(scope).await
+    }
+
+    fn release_scope(&self, scope: &MemoryScope) {
+        self.inner.release_scope(scope);
+    }
 }

@@ -35,6 +35,7 @@ pub mod entry;
 pub mod event;
 pub mod mem;
 pub mod quota;
+pub mod routed;
 pub mod scope;
 pub mod search;
 pub mod store;
@@ -47,6 +48,7 @@ pub use config::MemoryConfig;
 pub use entry::{MemoryEntry, NewEntry, Provenance};
 pub use event::{Event, IngestReport, SkipReason};
 pub use mem::InMemoryStore;
+pub use routed::RoutedMemory;
 pub use store::{
     AddOutcome, Capabilities, MemoryStore, ScoreType, SearchHit, SearchRequest, SearchResults,
     StoreStatus, WriteOptions,

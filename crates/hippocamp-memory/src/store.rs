@@ -304,6 +304,18 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
 
     /// Content-free counters.
     async fn status(&self) -> Result<StoreStatus>;
+
+    /// Brings a scope's in-memory state (e.g. a durable store's search
+    /// index) into memory ahead of its first operation. A router calls it
+    /// when a scope becomes active. Stores without such state do nothing.
+    async fn activate_scope(&self, _scope: &MemoryScope) -> Result<()> {
+        Ok(())
+    }
+
+    /// Releases a scope's in-memory state; its stored data stays and is
+    /// reloaded on next use. Only durable stores may release anything: a
+    /// router never calls this on a volatile store.
+    fn release_scope(&self, _scope: &MemoryScope) {}
 }
 
 /// Forwards the trait through a pointer-like type (`**self` must be a
@@ -342,6 +354,12 @@ macro_rules! forward {
             }
             async fn status(&self) -> ::hippocamp_core::Result<$crate::store::StoreStatus> {
                 (**self).status().await
+            }
+            async fn activate_scope(&self, scope: &::hippocamp_core::MemoryScope) -> ::hippocamp_core::Result<()> {
+                (**self).activate_scope(scope).await
+            }
+            fn release_scope(&self, scope: &::hippocamp_core::MemoryScope) {
+                (**self).release_scope(scope)
             }
         }
     )*};

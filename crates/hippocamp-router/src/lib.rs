@@ -1,0 +1,456 @@
+//! The exact-scope router: concurrency and admission in front of a store.
+//!
+//! With the `exact_scope` strategy every active scope has a worker: a
+//! FIFO read/write lock that orders the scope's operations (reads run
+//! together, writes one at a time, in arrival order) while different scopes
+//! run in parallel. A scope's worker is created on its first use
+//! (*activation*, which may load the scope's state), and the router bounds
+//! both the number of live workers (`max_active_scopes`, then
+//! `MaxActiveScopesReached`) and the activations in progress
+//! (`max_cold_activations`, then `Overloaded`).
+//!
+//! For a durable store, a worker idle for `idle_scope_timeout` is reclaimed:
+//! the least recently used one when a new scope needs room, and any idle
+//! one in a periodic sweep; reclaiming releases the scope's in-memory state
+//! (its data stays stored). A volatile store's workers are never reclaimed,
+//! since releasing its state would lose data.
+//!
+//! Everything a caller holds is a [`Lease`]; dropping it (including by
+//! dropping the caller's future mid-flight) returns the capacity, and a
+//! worker is reclaimed only while nobody holds a lease on it, so a stale
+//! caller can never revive a reclaimed worker. A worker whose activation
+//! failed or was abandoned is removed when its last lease goes.
+//!
+//! The `shared` strategy has one worker for every scope and adds no
+//! ordering of its own: the store's own concurrency applies.
+//!
+//! The router is generic over the scope type, so memory and artifacts use
+//! the same code.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use hippocamp_core::{Deadline, Error, Problem, Result};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{OnceCell, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore};
+
+/// How scopes map to workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// One worker per active exact scope.
+    #[default]
+    ExactScope,
+    /// One worker for every scope.
+    Shared,
+}
+
+impl Strategy {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::ExactScope => "exact_scope",
+            Strategy::Shared => "shared",
+        }
+    }
+}
+
+/// Router bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterConfig {
+    /// `exact_scope` (default) or `shared`.
+    pub strategy: Strategy,
+    /// Most live workers, 1 ..= 1,000,000 (default 1,024).
+    pub max_active_scopes: u64,
+    /// Most activations in progress, 1 ..= 100,000 (default 256).
+    pub max_cold_activations: u64,
+    /// Idle time before a durable scope's worker may be reclaimed, in
+    /// milliseconds, 1 ..= 86,400,000 (default 60,000).
+    pub idle_scope_timeout_ms: u64,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::ExactScope,
+            max_active_scopes: 1_024,
+            max_cold_activations: 256,
+            idle_scope_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl RouterConfig {
+    /// Checks every range.
+    pub fn validate(&self) -> Result<()> {
+        let check = |key: &str, v: u64, max: u64| {
+            if v == 0 || v > max {
+                return Err(Error::config(
+                    key,
+                    Problem::OutOfRange {
+                        value: i128::from(v),
+                        min: 1,
+                        max: i128::from(max),
+                    },
+                ));
+            }
+            Ok(())
+        };
+        check("max_active_scopes", self.max_active_scopes, 1_000_000)?;
+        check("max_cold_activations", self.max_cold_activations, 100_000)?;
+        check(
+            "idle_scope_timeout_ms",
+            self.idle_scope_timeout_ms,
+            86_400_000,
+        )
+    }
+}
+
+/// What the router asks of the store behind it.
+#[async_trait]
+pub trait ScopeState<K>: Send + Sync {
+    /// Brings a scope's state into memory before its first operation.
+    async fn activate(&self, key: &K) -> Result<()>;
+    /// Releases a reclaimed scope's in-memory state.
+    fn release(&self, key: &K);
+    /// Whether releasing would lose data; then workers are never reclaimed.
+    fn volatile(&self) -> bool;
+}
+
+/// How an operation uses its scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Runs alongside other reads of the scope.
+    Read,
+    /// Runs alone, after every operation that arrived before it.
+    Write,
+}
+
+/// Counters of a router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterStats {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Live workers (1 for `shared`).
+    pub active_scopes: u64,
+    /// Activations in progress.
+    pub cold_activations_in_flight: u64,
+    /// Workers reclaimed after idling.
+    pub idle_evictions: u64,
+    /// Most live workers.
+    pub max_active_scopes: u64,
+    /// Most activations in progress.
+    pub max_cold_activations: u64,
+    /// Idle timeout in milliseconds.
+    pub idle_scope_timeout_ms: u64,
+    /// Whether idle workers are reclaimed (never for a volatile store, nor
+    /// for `shared`).
+    pub idle_reclamation: bool,
+}
+
+struct Worker {
+    order: Arc<RwLock<()>>,
+    activated: OnceCell<()>,
+    use_: Mutex<Use>,
+}
+
+/// Changed only under the router's map lock, so reclaiming (which needs
+/// zero leases) and leasing never race.
+struct Use {
+    leases: usize,
+    last_used: Instant,
+}
+
+impl Worker {
+    fn new(activated: bool) -> Arc<Self> {
+        Arc::new(Self {
+            order: Arc::new(RwLock::new(())),
+            activated: OnceCell::new_with(activated.then_some(())),
+            use_: Mutex::new(Use {
+                leases: 0,
+                last_used: Instant::now(),
+            }),
+        })
+    }
+}
+
+type WorkerRef = Arc<Worker>;
+
+struct Shared<K> {
+    workers: Mutex<HashMap<K, WorkerRef>>,
+    evictions: AtomicU64,
+    state: Arc<dyn ScopeState<K>>,
+    idle: Duration,
+    reclaim: bool,
+}
+
+/// The router. Cheap to share behind an `Arc`.
+pub struct ScopeRouter<K> {
+    config: RouterConfig,
+    shared: Arc<Shared<K>>,
+    cold: Arc<Semaphore>,
+    one: Option<WorkerRef>,
+}
+
+impl<K> fmt::Debug for ScopeRouter<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopeRouter")
+            .field("config", &self.config)
+            .field("active_scopes", &self.shared.workers.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An admitted operation on one scope. Dropping it returns the capacity.
+pub struct Lease<K: Eq + Hash + Clone + Send + Sync + 'static> {
+    shared: Option<Arc<Shared<K>>>,
+    key: Option<K>,
+    worker: WorkerRef,
+    turn: Turn,
+}
+
+/// The lease's place in its scope's order, held until the lease drops.
+enum Turn {
+    None,
+    Read(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> fmt::Debug for Lease<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("write", &matches!(self.turn, Turn::Write(_)))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> Drop for Lease<K> {
+    fn drop(&mut self) {
+        let (Some(shared), Some(key)) = (&self.shared, &self.key) else {
+            return;
+        };
+        let mut map = shared.workers.lock();
+        let mut u = self.worker.use_.lock();
+        u.leases -= 1;
+        u.last_used = Instant::now();
+        let abandoned = u.leases == 0 && !self.worker.activated.initialized();
+        drop(u);
+        // A worker whose activation failed or was abandoned holds no state:
+        // it must not keep a slot.
+        if abandoned
+            && map
+                .get(key)
+                .is_some_and(|cur| Arc::ptr_eq(cur, &self.worker))
+        {
+            map.remove(key);
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
+    /// A router over `state` with `config`. With a Tokio runtime present,
+    /// durable scopes are also swept for idleness in the background.
+    pub fn new(config: RouterConfig, state: Arc<dyn ScopeState<K>>) -> Result<Self> {
+        config.validate()?;
+        let reclaim = config.strategy == Strategy::ExactScope && !state.volatile();
+        let idle = Duration::from_millis(config.idle_scope_timeout_ms);
+        let shared = Arc::new(Shared {
+            workers: Mutex::new(HashMap::new()),
+            evictions: AtomicU64::new(0),
+            state,
+            idle,
+            reclaim,
+        });
+        if reclaim && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(sweep(Arc::downgrade(&shared)));
+        }
+        let permits = usize::try_from(config.max_cold_activations).unwrap_or(usize::MAX);
+        let one = (config.strategy == Strategy::Shared).then(|| Worker::new(true));
+        Ok(Self {
+            config,
+            shared,
+            cold: Arc::new(Semaphore::new(permits)),
+            one,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RouterStats {
+        let active = if self.one.is_some() {
+            1
+        } else {
+            self.shared.workers.lock().len() as u64
+        };
+        let free = self.cold.available_permits() as u64;
+        RouterStats {
+            strategy: self.config.strategy,
+            active_scopes: active,
+            cold_activations_in_flight: self.config.max_cold_activations.saturating_sub(free),
+            idle_evictions: self.shared.evictions.load(Ordering::Relaxed),
+            max_active_scopes: self.config.max_active_scopes,
+            max_cold_activations: self.config.max_cold_activations,
+            idle_scope_timeout_ms: self.config.idle_scope_timeout_ms,
+            idle_reclamation: self.shared.reclaim,
+        }
+    }
+
+    /// Admits an operation on `key`: finds or activates its worker, then
+    /// waits for its turn, all within `deadline`.
+    pub async fn enter(&self, key: &K, deadline: Deadline, access: Access) -> Result<Lease<K>> {
+        deadline.check()?;
+        if let Some(one) = &self.one {
+            return Ok(Lease {
+                shared: None,
+                key: None,
+                worker: Arc::clone(one),
+                turn: Turn::None,
+            });
+        }
+        let until = tokio::time::Instant::from_std(deadline.instant());
+        let (mut lease, permit) = if let Some(lease) = self.warm(key) {
+            (lease, None)
+        } else {
+            let permit = Arc::clone(&self.cold)
+                .try_acquire_owned()
+                .map_err(|_| Error::Overloaded("too many scopes are activating"))?;
+            (self.cold_lease(key)?, Some(permit))
+        };
+        if !lease.worker.activated.initialized() {
+            // Concurrent first callers share one activation; if the caller
+            // running it goes away, the next one retries.
+            let state = &self.shared.state;
+            let activation = lease
+                .worker
+                .activated
+                .get_or_try_init(|| async { state.activate(key).await });
+            tokio::time::timeout_at(until, activation)
+                .await
+                .map_err(|_| Error::Timeout)??;
+        }
+        drop(permit);
+        let order = Arc::clone(&lease.worker.order);
+        match access {
+            Access::Read => {
+                lease.turn = Turn::Read(
+                    tokio::time::timeout_at(until, order.read_owned())
+                        .await
+                        .map_err(|_| Error::Timeout)?,
+                );
+            }
+            Access::Write => {
+                lease.turn = Turn::Write(
+                    tokio::time::timeout_at(until, order.write_owned())
+                        .await
+                        .map_err(|_| Error::Timeout)?,
+                );
+            }
+        }
+        Ok(lease)
+    }
+
+    fn lease(&self, key: &K, worker: &WorkerRef) -> Lease<K> {
+        let mut u = worker.use_.lock();
+        u.leases += 1;
+        u.last_used = Instant::now();
+        drop(u);
+        Lease {
+            shared: Some(Arc::clone(&self.shared)),
+            key: Some(key.clone()),
+            worker: Arc::clone(worker),
+            turn: Turn::None,
+        }
+    }
+
+    fn warm(&self, key: &K) -> Option<Lease<K>> {
+        let map = self.shared.workers.lock();
+        map.get(key).map(|w| self.lease(key, w))
+    }
+
+    fn cold_lease(&self, key: &K) -> Result<Lease<K>> {
+        let mut map = self.shared.workers.lock();
+        if let Some(w) = map.get(key) {
+            return Ok(self.lease(key, w));
+        }
+        let max = usize::try_from(self.config.max_active_scopes).unwrap_or(usize::MAX);
+        if map.len() >= max && !self.shared.evict_lru(&mut map) {
+            return Err(Error::MaxActiveScopesReached { max });
+        }
+        let worker = Worker::new(false);
+        map.insert(key.clone(), Arc::clone(&worker));
+        Ok(self.lease(key, &worker))
+    }
+}
+
+impl<K: Eq + Hash + Clone + Send + Sync + 'static> Shared<K> {
+    fn idle_since(&self, w: &Worker, now: Instant) -> Option<Instant> {
+        let u = w.use_.lock();
+        (u.leases == 0 && now.duration_since(u.last_used) >= self.idle).then_some(u.last_used)
+    }
+
+    /// Reclaims the least recently used idle worker; false if none is.
+    fn evict_lru(&self, map: &mut HashMap<K, WorkerRef>) -> bool {
+        if !self.reclaim {
+            return false;
+        }
+        let now = Instant::now();
+        let victim = map
+            .iter()
+            .filter_map(|(k, w)| self.idle_since(w, now).map(|t| (t, k.clone())))
+            .min_by_key(|(t, _)| *t)
+            .map(|(_, k)| k);
+        match victim {
+            Some(k) => {
+                map.remove(&k);
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+                self.state.release(&k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reclaims every idle worker.
+    fn sweep(&self) {
+        let now = Instant::now();
+        let mut map = self.workers.lock();
+        let idle: Vec<K> = map
+            .iter()
+            .filter(|(_, w)| self.idle_since(w, now).is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in idle {
+            map.remove(&k);
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+            self.state.release(&k);
+        }
+    }
+}
+
+async fn sweep<K: Eq + Hash + Clone + Send + Sync + 'static>(shared: Weak<Shared<K>>) {
+    let period = match shared.upgrade() {
+        Some(s) => (s.idle / 2).max(Duration::from_millis(5)),
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(period).await;
+        match shared.upgrade() {
+            Some(s) => s.sweep(),
+            None => return,
+        }
+    }
+}
