@@ -98,3 +98,149 @@ fn bad_arguments_are_rejected() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+fn memory(dir: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let out = hippocamp()
+        .args(["memory", "--data-dir"])
+        .arg(dir)
+        .args(["--app", "app", "--user", "alice"])
+        .args(args)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.success(),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn memory_commands_round_trip_on_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ok, added, err) = memory(
+        d,
+        &[
+            "add",
+            "I adopted a cat named Miso",
+            "--metadata",
+            r#"{"topic":"pets"}"#,
+            "--key",
+            "cat",
+        ],
+    );
+    assert!(ok, "{err}");
+    let id = added["entry"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(added["duplicate"], serde_json::json!(false));
+    let (_, again, _) = memory(
+        d,
+        &[
+            "add",
+            "I adopted a cat named Miso",
+            "--metadata",
+            r#"{"topic":"pets"}"#,
+            "--key",
+            "cat",
+        ],
+    );
+    assert_eq!(again["duplicate"], serde_json::json!(true));
+    let (ok, got, _) = memory(d, &["get", &id]);
+    assert!(ok);
+    assert_eq!(got["content"], "I adopted a cat named Miso");
+    let (ok, found, _) = memory(
+        d,
+        &[
+            "search",
+            "what is the cat called",
+            "--filter",
+            r#"{"topic":"pets"}"#,
+        ],
+    );
+    assert!(ok);
+    assert_eq!(found["hits"][0]["id"], id.as_str());
+    let events = d.join("events.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I love hiking"}]}}"#, "\n",
+            "not json\n",
+            r#"{"id":"e2","author":"tool","timestamp_ms":2,"content":{"role":"user","parts":[{"text":"tool output"}]}}"#, "\n",
+            r#"{"id":"e3","author":5}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let (ok, report, err) = memory(d, &["import", events.to_str().unwrap(), "--session", "s1"]);
+    assert!(ok, "{err}");
+    assert_eq!(report["added"], 1);
+    assert_eq!(report["skipped"], 3);
+    assert_eq!(report["skipped_by_reason"]["not_json"], 1);
+    let (_, report, _) = memory(d, &["import", events.to_str().unwrap(), "--session", "s1"]);
+    assert_eq!(
+        (report["added"].as_u64(), report["duplicates"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let (ok, n, _) = memory(d, &["delete-session", "s1"]);
+    assert!(ok);
+    assert_eq!(n["deleted"], 1);
+    let (_, n, _) = memory(d, &["delete", &id]);
+    assert_eq!(n["deleted"], 1);
+    let (_, n, _) = memory(d, &["delete", &id]);
+    assert_eq!(n["deleted"], 0);
+    let (_, n, _) = memory(d, &["delete-user"]);
+    assert_eq!(n["deleted"], 0);
+    // Bad input: a clear error and a non-zero exit, nothing else.
+    let (ok, _, err) = memory(d, &["get", "not-an-id"]);
+    assert!(!ok);
+    assert!(err.contains("entry_id"), "{err}");
+    let (ok, _, err) = memory(d, &["search", "x", "--filter", "[1]"]);
+    assert!(!ok);
+    assert!(err.contains("JSON object"), "{err}");
+}
+
+#[test]
+fn a_locked_data_directory_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = hippocamp_memory_redb::RedbMemoryStore::open(
+        dir.path().join("memory"),
+        hippocamp_memory::MemoryConfig::default(),
+    )
+    .unwrap();
+    let (ok, _, err) = memory(dir.path(), &["search", "anything"]);
+    assert!(!ok);
+    assert!(err.contains("in use by another process"), "{err}");
+}
+
+#[test]
+fn eval_on_the_durable_store_matches_the_in_memory_store() {
+    let Some(data) = data() else { return };
+    let run = |store: &str| -> serde_json::Value {
+        let out = hippocamp()
+            .args(["eval", "locomo", "--json", "--store", store])
+            .arg(data.join("locomo/locomo-dev.json"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let mem = run("memory");
+    let durable = run("durable");
+    for key in [
+        "recall_at_1",
+        "recall_at_5",
+        "recall_at_10",
+        "recall_at_20",
+        "recall_at_50",
+        "mrr",
+        "ndcg_at_10",
+        "per_category",
+        "isolation_equal",
+        "foreign_scope_hits",
+    ] {
+        assert_eq!(mem[key], durable[key], "{key}");
+    }
+}

@@ -369,4 +369,5 @@ forward!(
     [T: MemoryStore + ?Sized] std::sync::Arc<T>,
     [T: MemoryStore + ?Sized] Box<T>
 );
+#[cfg(feature = "conformance")]
 pub(crate) use forward;

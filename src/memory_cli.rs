@@ -1,0 +1,241 @@
+//! `hippocamp memory …`: the memory operations on a local data directory.
+//! Every command prints one JSON document on stdout.
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use hippocamp_core::{CallOptions, EntryId, IdempotencyKey, MemoryScope, SessionId};
+use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
+use hippocamp_memory::{
+    MemoryConfig, MemoryStore, NewEntry, Provenance, SearchRequest, WriteOptions,
+};
+use hippocamp_memory_redb::RedbMemoryStore;
+use serde_json::{Value, json};
+
+/// Where and whose memory.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The data directory (memory lives in its `memory/` folder).
+    #[arg(long, default_value = "./hippocamp-data", global = true)]
+    data_dir: PathBuf,
+    /// The application of the scope.
+    #[arg(long, global = true)]
+    app: Option<String>,
+    /// The user of the scope.
+    #[arg(long, global = true)]
+    user: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryCmd {
+    /// Add one entry.
+    Add {
+        /// The text to remember.
+        content: String,
+        /// Metadata as a JSON object.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// Idempotency key: the same key and data is a duplicate, not a second entry.
+        #[arg(long)]
+        key: Option<String>,
+        /// The session the entry belongs to.
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Show one entry.
+    Get {
+        /// The entry id (`mem-…`).
+        id: String,
+    },
+    /// Search the scope.
+    Search {
+        /// Free text.
+        query: String,
+        /// Most hits.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// A metadata filter as a JSON object.
+        #[arg(long)]
+        filter: Option<String>,
+    },
+    /// Delete one entry (prints how many were removed: 1 or 0).
+    Delete {
+        /// The entry id.
+        id: String,
+    },
+    /// Delete every entry of a session.
+    DeleteSession {
+        /// The session id.
+        session: String,
+    },
+    /// Delete every entry of the scope and advance its erasure epoch.
+    DeleteUser,
+    /// Ingest events from a JSON-lines file (one event per line).
+    Import {
+        /// The file.
+        file: PathBuf,
+        /// The session the events belong to.
+        #[arg(long)]
+        session: String,
+    },
+}
+
+pub(crate) fn memory_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("memory")
+}
+
+fn scope(t: &Target) -> anyhow::Result<MemoryScope> {
+    let (Some(app), Some(user)) = (&t.app, &t.user) else {
+        bail!("--app and --user are required");
+    };
+    Ok(MemoryScope::parse(app, user)?)
+}
+
+fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(arg).with_context(|| format!("{what} is not JSON"))? {
+        Value::Object(m) => Ok(m),
+        _ => bail!("{what} must be a JSON object"),
+    }
+}
+
+pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
+    let scope = scope(target)?;
+    let dir = memory_dir(&target.data_dir);
+    let store =
+        tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, MemoryConfig::default()))
+            .await??;
+    let c = CallOptions::default();
+    let w = WriteOptions::default();
+    Ok(match cmd {
+        MemoryCmd::Add {
+            content,
+            metadata,
+            key,
+            session,
+        } => {
+            let mut entry = NewEntry::new(content);
+            if let Some(m) = metadata {
+                entry.metadata = json_object(&m, "--metadata")?;
+            }
+            if let Some(k) = key {
+                entry.idempotency_key = Some(IdempotencyKey::new(k)?);
+            }
+            entry.provenance = Provenance {
+                session_id: session.map(SessionId::new).transpose()?,
+                ..Provenance::default()
+            };
+            serde_json::to_value(store.add_entry(&scope, entry, &w).await?)?
+        }
+        MemoryCmd::Get { id } => {
+            let id: EntryId = id.parse()?;
+            serde_json::to_value(store.get_entry(&scope, &id, &c).await?)?
+        }
+        MemoryCmd::Search {
+            query,
+            limit,
+            filter,
+        } => {
+            let mut req = SearchRequest::new(query);
+            req.limit = limit;
+            if let Some(f) = filter {
+                req.filter = Some(Value::Object(json_object(&f, "--filter")?));
+            }
+            serde_json::to_value(store.search(&scope, &req, &c).await?)?
+        }
+        MemoryCmd::Delete { id } => {
+            let id: EntryId = id.parse()?;
+            json!({"deleted": store.delete_entry(&scope, &id, &c).await?})
+        }
+        MemoryCmd::DeleteSession { session } => {
+            let session = SessionId::new(session)?;
+            json!({"deleted": store.delete_session(&scope, &session, &c).await?})
+        }
+        MemoryCmd::DeleteUser => json!({"deleted": store.delete_user(&scope, &c).await?}),
+        MemoryCmd::Import { file, session } => {
+            let session = SessionId::new(session)?;
+            import(&store, &scope, &session, &file).await?
+        }
+    })
+}
+
+/// Streams a JSON-lines file in batches of `max_events_per_request`.
+async fn import(
+    store: &dyn MemoryStore,
+    scope: &MemoryScope,
+    session: &SessionId,
+    file: &Path,
+) -> anyhow::Result<Value> {
+    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let size = f.metadata().map_or(0, |m| m.len());
+    let bar = indicatif::ProgressBar::new(size);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "import [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+        )
+        .map_or_else(
+            |_| indicatif::ProgressStyle::default_bar(),
+            |s| s.progress_chars("=> "),
+        ),
+    );
+    let batch_size =
+        usize::try_from(MemoryConfig::default().limits.max_events_per_request).unwrap_or(1_000);
+    let mut totals = (0usize, 0usize, 0usize);
+    let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut batch: Vec<Value> = Vec::with_capacity(batch_size);
+    let mut not_json = 0usize;
+    let flush = |batch: Vec<Value>| async {
+        let (events, positions, parse_skipped) = parse_events(batch);
+        let report = store
+            .add_events(scope, session, &events, &WriteOptions::default())
+            .await?;
+        Ok::<IngestReport, hippocamp_core::Error>(merge_report(report, &positions, parse_skipped))
+    };
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.context("reading the import file")?;
+        bar.inc(line.len() as u64 + 1);
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(&line) {
+            Ok(v) => batch.push(v),
+            Err(_) => not_json += 1,
+        }
+        if batch.len() == batch_size {
+            let r = flush(std::mem::take(&mut batch)).await?;
+            tally(&r, &mut totals, &mut reasons);
+        }
+    }
+    if !batch.is_empty() {
+        let r = flush(batch).await?;
+        tally(&r, &mut totals, &mut reasons);
+    }
+    bar.finish_and_clear();
+    if not_json > 0 {
+        *reasons.entry("not_json".to_owned()).or_default() += not_json;
+    }
+    Ok(json!({
+        "added": totals.0,
+        "duplicates": totals.1,
+        "skipped": totals.2 + not_json,
+        "skipped_by_reason": reasons,
+    }))
+}
+
+fn tally(
+    r: &IngestReport,
+    totals: &mut (usize, usize, usize),
+    reasons: &mut std::collections::BTreeMap<String, usize>,
+) {
+    totals.0 += r.added.len();
+    totals.1 += r.duplicates.len();
+    totals.2 += r.skipped.len();
+    for s in &r.skipped {
+        let name = serde_json::to_value(&s.reason)
+            .ok()
+            .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| "other".to_owned());
+        *reasons.entry(name).or_default() += 1;
+    }
+}
