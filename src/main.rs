@@ -120,13 +120,11 @@ impl Common {
         Ok(match self.store {
             StoreKind::Memory => Box::new(InMemoryOpener),
             StoreKind::Durable => {
-                let (root, temp) = match &self.data_dir {
-                    Some(d) => (d.clone(), None),
-                    None => {
-                        let t =
-                            tempfile::tempdir().context("creating a temporary data directory")?;
-                        (t.path().to_owned(), Some(t))
-                    }
+                let (root, temp) = if let Some(d) = &self.data_dir {
+                    (d.clone(), None)
+                } else {
+                    let t = tempfile::tempdir().context("creating a temporary data directory")?;
+                    (t.path().to_owned(), Some(t))
                 };
                 Box::new(DurableOpener { root, _temp: temp })
             }
