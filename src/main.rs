@@ -30,6 +30,9 @@ enum Command {
     /// Measure retrieval quality and speed on evaluation data.
     #[command(subcommand)]
     Eval(Eval),
+    /// System benchmarks (build with --release); each prints JSON.
+    #[command(subcommand)]
+    Bench(Bench),
     /// Memory operations on a local data directory.
     Memory {
         #[command(flatten)]
@@ -58,6 +61,99 @@ enum Eval {
         #[command(flatten)]
         common: Common,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// One acknowledged add_entry on the durable store next to a raw
+    /// write + fsync of the same bytes, interleaved in one run.
+    DurableWrite {
+        /// Samples of each.
+        #[arg(long, default_value_t = 1_000)]
+        samples: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// add_events batches of 1,000 ~200-byte turns next to raw redb batch
+    /// inserts of the same entries.
+    DurableIngest {
+        /// Batches of each.
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// 64 scopes, 90% search / 10% add_entry through the router over the
+    /// durable store, with 1 and 2 runtime worker threads.
+    Router {
+        /// Seconds per run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Entries per scope before the run.
+        #[arg(long, default_value_t = 1_000)]
+        entries_per_scope: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Open time of a durable store of scopes × entries (built in the
+    /// folder on first use and reused after).
+    Open {
+        /// Scopes.
+        #[arg(long, default_value_t = 10_000)]
+        scopes: usize,
+        /// Entries per scope.
+        #[arg(long, default_value_t = 100)]
+        per_scope: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// A working folder: the one given, or a temporary one removed afterwards.
+fn workdir(dir: Option<PathBuf>) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    if let Some(d) = dir {
+        std::fs::create_dir_all(&d)?;
+        return Ok((d, None));
+    }
+    let t = tempfile::tempdir_in(".").context("creating a working folder")?;
+    Ok((t.path().to_owned(), Some(t)))
+}
+
+async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
+    Ok(match cmd {
+        Bench::DurableWrite { samples, dir } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(hippocamp_bench::durable_write(&d, samples).await?)?
+        }
+        Bench::DurableIngest { batches, dir } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(hippocamp_bench::durable_ingest(&d, batches).await?)?
+        }
+        Bench::Router {
+            seconds,
+            entries_per_scope,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            let r = tokio::task::spawn_blocking(move || {
+                hippocamp_bench::router(&d, seconds, entries_per_scope)
+            })
+            .await??;
+            serde_json::to_value(r)?
+        }
+        Bench::Open {
+            scopes,
+            per_scope,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(hippocamp_bench::open(&d, scopes, per_scope).await?)?
+        }
+    })
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +298,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     runtime.block_on(async {
         match cli.command {
             Command::Eval(cmd) => eval(cmd).await,
+            Command::Bench(cmd) => {
+                println!("{}", serde_json::to_string_pretty(&bench(cmd).await?)?);
+                Ok(())
+            }
             Command::Memory { target, cmd } => {
                 let out = memory_cli::run(&target, cmd).await?;
                 println!("{}", serde_json::to_string_pretty(&out)?);

@@ -2,7 +2,7 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `meta` | `"format"`, `"totals"` | format version (u32 LE); [`Totals`] |
+//! | `meta` | `"format"`, `"wal_seq"` | format version (u32 LE); last log record applied at a checkpoint (u64 LE) |
 //! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch |
 //! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
@@ -32,7 +32,8 @@ pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::n
 pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
 
 pub(crate) const FORMAT_KEY: &str = "format";
-pub(crate) const TOTALS_KEY: &str = "totals";
+/// Sequence number of the last log record applied to the database.
+pub(crate) const WAL_SEQ_KEY: &str = "wal_seq";
 
 /// The 16-byte key prefix of a scope.
 pub(crate) fn scope_hash(scope: &MemoryScope) -> [u8; 16] {
@@ -90,8 +91,9 @@ pub(crate) fn session_range(prefix: &[u8]) -> ([u8; 48], [u8; 48]) {
     (lo, hi)
 }
 
-/// Store-wide counters, kept in step with every write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Store-wide counters: the sums of the scope rows, rebuilt on open and
+/// kept in memory by the writer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     pub(crate) entries: u64,
     pub(crate) bytes: u64,

@@ -12,8 +12,12 @@
 //!
 //! Writes go through one writer thread that commits concurrent writes
 //! together (group commit): they share one transaction and one fsync, and
-//! an `add_events` batch is always one transaction. A write is acknowledged
-//! only after its commit returned.
+//! an `add_events` batch is always one transaction. The fsync is that of a
+//! write-ahead log record holding the transaction's changes ([`wal`]); the
+//! transaction is committed (visible) only after the record is durable, and
+//! a write is acknowledged only after both. Checkpoints make the database
+//! file itself durable and empty the log; opening replays what the last
+//! checkpoint did not cover.
 //!
 //! One process owns a store's directory (a lock file); the on-disk format
 //! carries a version, and an unknown version is refused. See [`format`]
@@ -25,6 +29,8 @@
 mod cache;
 pub mod format;
 mod store;
+pub mod wal;
 mod writer;
 
-pub use store::{DB_FILE, LOCK_FILE, RedbMemoryStore};
+pub use store::{DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, WAL_FILE};
+pub use wal::{FileWal, WalStorage};

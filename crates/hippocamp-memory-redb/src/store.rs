@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
@@ -20,22 +19,41 @@ use hippocamp_memory::{
 use hippocamp_search::Analyzer;
 use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, SCOPES, SESSIONS, ScopeRow, TOTALS_KEY,
-    Totals, decode, entry_key, entry_range, scope_hash,
+    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, SCOPES, SESSIONS, ScopeRow, Totals,
+    WAL_SEQ_KEY, decode, entry_key, entry_range, scope_hash,
 };
-use crate::writer::{Op, Writer};
+use crate::wal::{FileWal, Mutation, WalStorage, decode_log};
+use crate::writer::{Committer, Op, Writer};
 
 /// The database file inside a store's directory.
 pub const DB_FILE: &str = "memory.redb";
 /// The lock file inside a store's directory.
 pub const LOCK_FILE: &str = "LOCK";
+/// The write-ahead log inside a store's directory.
+pub const WAL_FILE: &str = "memory.wal";
 
-/// Queued mutations before callers wait to enqueue.
-const QUEUE: usize = 1_024;
+/// Tuning of the durable store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurableOptions {
+    /// Checkpoint (durable database commit, empty log) after this many
+    /// logged write groups (default 1,024).
+    pub checkpoint_groups: usize,
+    /// ...or once the log holds this many bytes (default 32 MiB).
+    pub checkpoint_bytes: u64,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        Self {
+            checkpoint_groups: 1_024,
+            checkpoint_bytes: 32 << 20,
+        }
+    }
+}
 
 /// A durable memory store on redb. See the crate docs.
 #[derive(Debug)]
@@ -44,8 +62,8 @@ pub struct RedbMemoryStore {
     analyzer: Analyzer,
     db: Arc<Database>,
     cache: Arc<ScopeCache>,
-    tx: Option<mpsc::Sender<Op>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    committer: Committer,
+    totals: Arc<Mutex<Totals>>,
     _lock: Option<DirLock>,
 }
 
@@ -87,54 +105,83 @@ impl RedbMemoryStore {
     /// directory's lock. A second process opening the same directory gets
     /// `Unavailable`; a database of an unknown format version is refused.
     pub fn open(dir: impl AsRef<Path>, config: MemoryConfig) -> Result<Self> {
+        Self::open_with_options(dir, config, DurableOptions::default())
+    }
+
+    /// [`open`](Self::open) with tuning options.
+    pub fn open_with_options(
+        dir: impl AsRef<Path>,
+        config: MemoryConfig,
+        options: DurableOptions,
+    ) -> Result<Self> {
         config.validate()?;
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
         let lock = DirLock::acquire(dir)?;
         let path: PathBuf = dir.join(DB_FILE);
-        let db = Database::builder().create(&path).map_err(|e| match e {
+        if !path.exists() {
+            create_atomically(dir, &path)?;
+        }
+        let db = Database::builder().open(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => {
                 Error::Unavailable(format!("{} is already open", path.display()))
             }
             other => storage(other),
         })?;
-        Self::start(db, config, Some(lock))
+        let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(storage)?;
+        Self::start(db, Box::new(wal), config, options, Some(lock))
     }
 
-    /// Opens a store on a custom redb storage backend (no directory lock).
-    /// Tests use it to inject power loss; it also gives a purely in-memory
-    /// redb store with `redb::backends::InMemoryBackend`.
-    pub fn open_with_backend(backend: impl StorageBackend, config: MemoryConfig) -> Result<Self> {
+    /// Opens a store on a custom redb storage backend and log storage (no
+    /// directory lock). Tests use it to inject power loss; with
+    /// `redb::backends::InMemoryBackend` it is a purely in-memory redb store.
+    pub fn open_with_backend(
+        backend: impl StorageBackend,
+        wal: impl WalStorage + 'static,
+        config: MemoryConfig,
+        options: DurableOptions,
+    ) -> Result<Self> {
         config.validate()?;
         let db = Database::builder()
             .create_with_backend(backend)
             .map_err(storage)?;
-        Self::start(db, config, None)
+        Self::start(db, Box::new(wal), config, options, None)
     }
 
-    fn start(db: Database, config: MemoryConfig, lock: Option<DirLock>) -> Result<Self> {
+    fn start(
+        db: Database,
+        mut wal: Box<dyn WalStorage>,
+        config: MemoryConfig,
+        options: DurableOptions,
+        lock: Option<DirLock>,
+    ) -> Result<Self> {
         init_format(&db)?;
+        let seq = replay(&db, &mut *wal)?;
+        let totals = count(&db)?;
+        let published = Arc::new(Mutex::new(totals));
         let db = Arc::new(db);
         let cache = Arc::new(ScopeCache::default());
-        let (tx, rx) = mpsc::channel(QUEUE);
         let writer = Writer {
             db: Arc::clone(&db),
             cache: Arc::clone(&cache),
             limits: config.limits.clone(),
-            rx,
+            wal,
+            seq,
+            since_checkpoint: 0,
+            wal_bytes: 0,
+            poisoned: None,
+            options,
+            totals,
+            published: Arc::clone(&published),
         };
-        let handle = std::thread::Builder::new()
-            .name("hippocamp-memory-writer".into())
-            .spawn(move || writer.run())
-            .map_err(|e| Error::Unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             config,
             analyzer: Analyzer::english(),
             db,
             cache,
-            tx: Some(tx),
-            writer: Mutex::new(Some(handle)),
+            committer: Committer::new(writer),
+            totals: published,
             _lock: lock,
         })
     }
@@ -150,10 +197,9 @@ impl RedbMemoryStore {
 
     async fn submit<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op) -> Result<T> {
         let (reply, rx) = oneshot::channel();
-        let stopped = || Error::Unavailable("the memory writer has stopped".into());
-        let tx = self.tx.as_ref().ok_or_else(stopped)?;
-        tx.send(make(reply)).await.map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        self.committer.submit(make(reply));
+        rx.await
+            .map_err(|_| Error::Unavailable("the memory writer has stopped".into()))?
     }
 
     /// Loads a scope's search state now (a router does this when a scope
@@ -190,21 +236,33 @@ impl RedbMemoryStore {
             })
             .await
     }
-
-    /// Stops the writer after it finishes queued work.
-    fn stop(&mut self) {
-        self.tx = None;
-        if let Some(h) = self.writer.lock().take() {
-            // The writer exits once the queue is drained and closed.
-            let _ = h.join();
-        }
-    }
 }
 
 impl Drop for RedbMemoryStore {
     fn drop(&mut self) {
-        self.stop();
+        self.committer.close();
     }
+}
+
+/// Creates a new database under a temporary name and renames it into
+/// place once it is complete and synced, so a crash during creation never
+/// leaves a half-written database behind (only a temporary file, replaced
+/// on the next attempt).
+fn create_atomically(dir: &Path, path: &Path) -> Result<()> {
+    let io = |what: &str, e: std::io::Error| Error::Unavailable(format!("{what}: {e}"));
+    let tmp = dir.join(format!("{DB_FILE}.creating"));
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot remove a stale temporary database", e)),
+    }
+    let db = Database::builder().create(&tmp).map_err(storage)?;
+    init_format(&db)?;
+    drop(db);
+    std::fs::rename(&tmp, path).map_err(|e| io("cannot move the new database into place", e))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("cannot sync the data directory", e))
 }
 
 fn init_format(db: &Database) -> Result<()> {
@@ -234,6 +292,95 @@ fn init_format(db: &Database) -> Result<()> {
         txn.open_table(SESSIONS).map_err(storage)?;
     }
     txn.commit().map_err(storage)
+}
+
+/// Applies the log records newer than the last checkpoint, in order, in
+/// one durable transaction, then empties the log. Returns the sequence
+/// number of the last applied record.
+fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
+    let records = decode_log(&wal.read_all().map_err(storage)?);
+    let txn = db.begin_write().map_err(storage)?;
+    let last = {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let applied = match meta.get(WAL_SEQ_KEY).map_err(storage)? {
+            Some(v) => u64::from_le_bytes(
+                v.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("the log position record is malformed".into()))?,
+            ),
+            None => 0,
+        };
+        let mut scopes = txn.open_table(SCOPES).map_err(storage)?;
+        let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
+        let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
+        let mut last = applied;
+        let key = |k: &[u8]| Error::Corrupt(format!("a log record has a key of {} bytes", k.len()));
+        for (seq, mutations) in records {
+            if seq <= applied {
+                continue;
+            }
+            for m in mutations {
+                match m {
+                    Mutation::PutEntry(k, v) => {
+                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        entries.insert(&k, v.as_slice()).map_err(storage)?;
+                    }
+                    Mutation::DelEntry(k) => {
+                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        entries.remove(&k).map_err(storage)?;
+                    }
+                    Mutation::DelEntries(lo, hi) => {
+                        let lo: [u8; 32] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
+                        let hi: [u8; 32] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
+                        entries
+                            .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)
+                            .map_err(storage)?;
+                    }
+                    Mutation::PutSession(k) => {
+                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        sessions.insert(&k, ()).map_err(storage)?;
+                    }
+                    Mutation::DelSession(k) => {
+                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        sessions.remove(&k).map_err(storage)?;
+                    }
+                    Mutation::DelSessions(lo, hi) => {
+                        let lo: [u8; 48] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
+                        let hi: [u8; 48] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
+                        sessions
+                            .retain_in::<&[u8; 48], _>(&lo..=&hi, |_, ()| false)
+                            .map_err(storage)?;
+                    }
+                    Mutation::PutScope(k, v) => {
+                        let k: [u8; 16] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        scopes.insert(&k, v.as_slice()).map_err(storage)?;
+                    }
+                }
+            }
+            last = seq;
+        }
+        meta.insert(WAL_SEQ_KEY, last.to_le_bytes().as_slice())
+            .map_err(storage)?;
+        last
+    };
+    txn.commit().map_err(storage)?;
+    wal.truncate().map_err(storage)?;
+    Ok(last)
+}
+
+/// Sums the scope rows into the store-wide counters.
+fn count(db: &Database) -> Result<Totals> {
+    let txn = db.begin_read().map_err(storage)?;
+    let scopes = txn.open_table(SCOPES).map_err(storage)?;
+    let mut t = Totals::default();
+    for item in scopes.iter().map_err(storage)? {
+        let (_, v) = item.map_err(storage)?;
+        let row: ScopeRow = decode(v.value(), "scope")?;
+        t.entries += row.entries;
+        t.bytes += row.bytes;
+        t.scopes += u64::from(row.entries > 0);
+    }
+    Ok(t)
 }
 
 /// Reads every record of a scope into a fresh [`ScopeData`].
@@ -409,12 +556,7 @@ impl MemoryStore for RedbMemoryStore {
     }
 
     async fn status(&self) -> Result<StoreStatus> {
-        let txn = self.db.begin_read().map_err(storage)?;
-        let meta = txn.open_table(META).map_err(storage)?;
-        let totals: Totals = match meta.get(TOTALS_KEY).map_err(storage)? {
-            Some(v) => decode(v.value(), "totals")?,
-            None => Totals::default(),
-        };
+        let totals = *self.totals.lock();
         Ok(StoreStatus {
             backend: "redb".to_owned(),
             durable: true,

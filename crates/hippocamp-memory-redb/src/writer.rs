@@ -1,9 +1,13 @@
-//! The writer thread: every mutation goes through it, and concurrent
-//! mutations share one transaction and one fsync (group commit).
+//! The committer: every mutation goes through it, and concurrent mutations
+//! share one transaction and one fsync (group commit).
 //!
-//! The thread takes the first queued operation, drains whatever else is
-//! queued (up to [`MAX_GROUP`]), applies each to one write transaction, and
-//! commits once. Each operation is checked (epoch fence, duplicates,
+//! A caller queues its operation and, if no commit is running, becomes the
+//! leader: on its own thread (Tokio's `block_in_place`, so no thread is
+//! woken on the way in or out) it takes everything queued (up to
+//! [`MAX_GROUP`]), applies each operation to one write transaction, commits
+//! once, and repeats while operations keep arriving. Callers that find a
+//! commit running just wait for their reply; the leader takes their
+//! operations in its next group. Each operation is checked (epoch fence, duplicates,
 //! quotas, then its deadline, immediately before it writes) against the
 //! transaction as the earlier operations of the group left it, and either
 //! writes or fails on its own without touching the others. A storage
@@ -22,14 +26,15 @@ use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, MemoryEntry};
 use hippocamp_search::TermFreqs;
-use redb::{Database, ReadableTable, Table};
-use tokio::sync::{mpsc, oneshot};
+use redb::{Database, Durability, ReadableTable, Table};
+use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, EntryRecord, META, SCOPES, SESSIONS, ScopeRow, TOTALS_KEY, Totals, decode, encode,
+    ENTRIES, EntryRecord, META, SCOPES, SESSIONS, ScopeRow, Totals, WAL_SEQ_KEY, decode, encode,
     entry_key, entry_range, scope_hash, session_hash, session_key, session_range,
 };
+use crate::wal::{Mutation, WalStorage, encode_record};
 
 /// Committed changes, by scope key, for the cache.
 type Changes = Vec<([u8; 16], CacheOp)>;
@@ -146,6 +151,8 @@ struct Tx<'t> {
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
+    /// Every write, in order, for the log record.
+    log: Vec<Mutation>,
 }
 
 impl Tx<'_> {
@@ -163,7 +170,9 @@ impl Tx<'_> {
     }
 
     fn put_row(&mut self, h: &[u8; 16], row: &ScopeRow) -> Result<(), Fail> {
-        self.scopes.insert(h, encode(row).txn()?.as_slice())?;
+        let bytes = encode(row).txn()?;
+        self.scopes.insert(h, bytes.as_slice())?;
+        self.log.push(Mutation::PutScope(h.to_vec(), bytes));
         Ok(())
     }
 
@@ -206,12 +215,14 @@ impl Tx<'_> {
         terms: TermFreqs,
     ) -> Result<MemoryEntry, Fail> {
         entry.epoch = row.epoch;
-        let rec = EntryRecord::new(&entry, bytes, &terms).txn()?;
-        self.entries
-            .insert(&entry_key(h, &entry.id), encode(&rec).txn()?.as_slice())?;
+        let rec = encode(&EntryRecord::new(&entry, bytes, &terms).txn()?).txn()?;
+        let key = entry_key(h, &entry.id);
+        self.entries.insert(&key, rec.as_slice())?;
+        self.log.push(Mutation::PutEntry(key.to_vec(), rec));
         if let Some(s) = &entry.provenance.session_id {
-            self.sessions
-                .insert(&session_key(h, &session_hash(s), &entry.id), ())?;
+            let key = session_key(h, &session_hash(s), &entry.id);
+            self.sessions.insert(&key, ())?;
+            self.log.push(Mutation::PutSession(key.to_vec()));
         }
         if row.entries == 0 {
             self.totals.scopes += 1;
@@ -242,10 +253,12 @@ impl Tx<'_> {
             return Err(Fail::Txn(Error::Corrupt("entry key collision".into())));
         }
         self.entries.remove(&key)?;
+        self.log.push(Mutation::DelEntry(key.to_vec()));
         if let Some(s) = &rec.session_id {
             let s = SessionId::new(s.as_str()).txn()?;
-            self.sessions
-                .remove(&session_key(h, &session_hash(&s), id))?;
+            let key = session_key(h, &session_hash(&s), id);
+            self.sessions.remove(&key)?;
+            self.log.push(Mutation::DelSession(key.to_vec()));
         }
         row.entries = row.entries.saturating_sub(1);
         row.bytes = row.bytes.saturating_sub(rec.storage_bytes);
@@ -391,9 +404,13 @@ impl Tx<'_> {
         let (lo, hi) = entry_range(&h);
         self.entries
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
+        self.log
+            .push(Mutation::DelEntries(lo.to_vec(), hi.to_vec()));
         let (slo, shi) = session_range(&h);
         self.sessions
             .retain_in::<&[u8; 48], _>(&slo..=&shi, |_, ()| false)?;
+        self.log
+            .push(Mutation::DelSessions(slo.to_vec(), shi.to_vec()));
         let removed = row.entries;
         if removed > 0 {
             self.totals.scopes = self.totals.scopes.saturating_sub(1);
@@ -411,28 +428,137 @@ impl Tx<'_> {
     }
 }
 
+/// Queued operations and the single writer state.
+pub(crate) struct Committer {
+    queue: parking_lot::Mutex<Vec<Op>>,
+    writer: parking_lot::Mutex<Writer>,
+}
+
+impl std::fmt::Debug for Committer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Committer")
+            .field("queued", &self.queue.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Committer {
+    pub(crate) fn new(writer: Writer) -> Self {
+        Self {
+            queue: parking_lot::Mutex::new(Vec::new()),
+            writer: parking_lot::Mutex::new(writer),
+        }
+    }
+
+    /// Queues `op` and commits it (and whatever else is queued) unless a
+    /// leader is already committing, which will then take it.
+    pub(crate) fn submit(&self, op: Op) {
+        self.queue.lock().push(op);
+        loop {
+            let Some(mut writer) = self.writer.try_lock() else {
+                // The leader holding the lock looks at the queue again after
+                // releasing it, so this operation is not stranded.
+                return;
+            };
+            blocking(|| {
+                loop {
+                    let group: Vec<Op> = {
+                        let mut q = self.queue.lock();
+                        let n = q.len().min(MAX_GROUP);
+                        q.drain(..n).collect()
+                    };
+                    if group.is_empty() {
+                        break;
+                    }
+                    writer.commit_group(group);
+                    writer.maybe_checkpoint();
+                }
+            });
+            drop(writer);
+            if self.queue.lock().is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Waits for any running commit, then checkpoints: the database is left
+    /// durable and the log empty.
+    pub(crate) fn close(&self) {
+        let mut writer = self.writer.lock();
+        if writer.poisoned.is_none() && writer.since_checkpoint > 0 {
+            let _ = writer.checkpoint();
+        }
+    }
+}
+
+/// Runs blocking work on this thread, telling a multi-threaded Tokio
+/// runtime to move its other tasks elsewhere meanwhile.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 pub(crate) struct Writer {
     pub(crate) db: Arc<Database>,
     pub(crate) cache: Arc<ScopeCache>,
     pub(crate) limits: MemoryLimits,
-    pub(crate) rx: mpsc::Receiver<Op>,
+    pub(crate) wal: Box<dyn WalStorage>,
+    /// Sequence number of the last logged group.
+    pub(crate) seq: u64,
+    pub(crate) since_checkpoint: usize,
+    pub(crate) wal_bytes: u64,
+    /// Set once the log or the database failed in a way that leaves their
+    /// agreement uncertain; every later write is refused until reopen,
+    /// which replays the log.
+    pub(crate) poisoned: Option<Error>,
+    pub(crate) options: crate::store::DurableOptions,
+    /// Store-wide counters, in memory only: rebuilt from the scope rows
+    /// on open, so no write has to touch a shared counter row.
+    pub(crate) totals: Totals,
+    /// The counters as of the last commit, for `status`.
+    pub(crate) published: Arc<parking_lot::Mutex<Totals>>,
 }
 
 impl Writer {
-    pub(crate) fn run(mut self) {
-        while let Some(first) = self.rx.blocking_recv() {
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match self.rx.try_recv() {
-                    Ok(op) => group.push(op),
-                    Err(_) => break,
-                }
-            }
-            self.commit_group(group);
+    fn maybe_checkpoint(&mut self) {
+        if self.poisoned.is_none()
+            && (self.since_checkpoint >= self.options.checkpoint_groups
+                || self.wal_bytes >= self.options.checkpoint_bytes)
+            && let Err(e) = self.checkpoint()
+        {
+            self.poisoned = Some(e);
         }
     }
 
-    fn commit_group(&self, group: Vec<Op>) {
+    /// Makes every logged group durable in the database and empties the log.
+    fn checkpoint(&mut self) -> hippocamp_core::Result<()> {
+        let txn = self.db.begin_write().map_err(Error::storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(Error::storage)?;
+            meta.insert(WAL_SEQ_KEY, self.seq.to_le_bytes().as_slice())
+                .map_err(Error::storage)?;
+        }
+        txn.commit().map_err(Error::storage)?;
+        self.wal.truncate().map_err(Error::storage)?;
+        self.since_checkpoint = 0;
+        self.wal_bytes = 0;
+        Ok(())
+    }
+
+    fn commit_group(&mut self, group: Vec<Op>) {
+        if let Some(e) = &self.poisoned {
+            let e = Error::Unavailable(format!(
+                "the memory store stopped writing after a storage failure ({e}); reopen it"
+            ));
+            for op in group {
+                Self::reply(op, Err(Fail::Txn(e.clone()))).send();
+            }
+            return;
+        }
         let (mut replies, result) = self.apply_group(group);
         match result {
             Ok(changes) => self.cache.push(changes),
@@ -449,24 +575,20 @@ impl Writer {
 
     /// Applies and commits a group; on a storage failure every reply that
     /// was going to succeed is turned into that failure by the caller.
-    fn apply_group(&self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
+    fn apply_group(&mut self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
         let mut replies = Vec::with_capacity(group.len());
-        let txn = match self.db.begin_write() {
+        let txn = match self.begin() {
             Ok(t) => t,
-            Err(e) => {
-                let err = Error::storage(e);
+            Err(err) => {
                 for op in group {
                     replies.push(Self::reply(op, Err(Fail::Txn(err.clone()))));
                 }
                 return (replies, Err(err));
             }
         };
-        let result = (|| -> hippocamp_core::Result<Changes> {
-            let mut meta = txn.open_table(META).map_err(Error::storage)?;
-            let totals: Totals = match meta.get(TOTALS_KEY).map_err(Error::storage)? {
-                Some(v) => decode(v.value(), "totals")?,
-                None => Totals::default(),
-            };
+        let seq = self.seq + 1;
+        let totals = self.totals;
+        let result = (|| -> hippocamp_core::Result<(Changes, Vec<Mutation>, Totals)> {
             let mut tx = Tx {
                 scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
                 entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
@@ -474,6 +596,7 @@ impl Writer {
                 totals,
                 limits: &self.limits,
                 changes: Vec::new(),
+                log: Vec::new(),
             };
             let mut fatal: Option<Error> = None;
             for op in group {
@@ -481,67 +604,25 @@ impl Writer {
                     replies.push(Self::reply(op, Err(Fail::Txn(e.clone()))));
                     continue;
                 }
-                let reply = match op {
-                    Op::AddEntry {
-                        scope,
-                        prepared,
-                        terms,
-                        fence,
-                        deadline,
-                        reply,
-                    } => {
-                        let r = tx.add_entry(&scope, *prepared, terms, fence, deadline);
-                        Self::collect(&mut fatal, r, |r| Reply::Add(reply, r))
-                    }
-                    Op::AddEvents {
-                        scope,
-                        plan,
-                        terms,
-                        fence,
-                        deadline,
-                        reply,
-                    } => {
-                        let r = tx.add_events(&scope, plan, terms, fence, deadline);
-                        Self::collect(&mut fatal, r, |r| Reply::Events(reply, r))
-                    }
-                    Op::DeleteEntry {
-                        scope,
-                        id,
-                        deadline,
-                        reply,
-                    } => {
-                        let r = tx.delete_entry(&scope, &id, deadline);
-                        Self::collect(&mut fatal, r, |r| Reply::Count(reply, r))
-                    }
-                    Op::DeleteSession {
-                        scope,
-                        session,
-                        deadline,
-                        reply,
-                    } => {
-                        let r = tx.delete_session(&scope, &session, deadline);
-                        Self::collect(&mut fatal, r, |r| Reply::Count(reply, r))
-                    }
-                    Op::DeleteUser {
-                        scope,
-                        deadline,
-                        reply,
-                    } => {
-                        let r = tx.delete_user(&scope, deadline);
-                        Self::collect(&mut fatal, r, |r| Reply::Count(reply, r))
-                    }
-                };
+                let reply = Self::apply_op(&mut tx, op, &mut fatal);
                 replies.push(reply);
             }
             if let Some(e) = fatal {
                 return Err(e);
             }
-            meta.insert(TOTALS_KEY, encode(&tx.totals)?.as_slice())
-                .map_err(Error::storage)?;
-            Ok(tx.changes)
+            Ok((tx.changes, tx.log, tx.totals))
         })();
         let result = match result {
-            Ok(changes) => txn.commit().map(|()| changes).map_err(Error::storage),
+            // Nothing written (failures, duplicates): nothing to log.
+            Ok((changes, log, _)) if log.is_empty() => {
+                drop(txn);
+                Ok(changes)
+            }
+            Ok((changes, log, totals)) => self.log_and_commit(txn, seq, &log).map(|()| {
+                self.totals = totals;
+                *self.published.lock() = totals;
+                changes
+            }),
             Err(e) => {
                 // Dropping an uncommitted transaction aborts it.
                 drop(txn);
@@ -549,6 +630,101 @@ impl Writer {
             }
         };
         (replies, result)
+    }
+
+    /// A write transaction whose commit does not fsync: durability comes
+    /// from the log, and the database is made durable at checkpoints.
+    fn begin(&self) -> hippocamp_core::Result<redb::WriteTransaction> {
+        let mut txn = self.db.begin_write().map_err(Error::storage)?;
+        txn.set_durability(Durability::None)
+            .map_err(Error::storage)?;
+        Ok(txn)
+    }
+
+    /// Logs the group durably, then commits it; only then may it be seen
+    /// or acknowledged.
+    fn log_and_commit(
+        &mut self,
+        txn: redb::WriteTransaction,
+        seq: u64,
+        log: &[Mutation],
+    ) -> hippocamp_core::Result<()> {
+        let record = encode_record(seq, log)?;
+        let logged = self.wal.append(&record).and_then(|()| self.wal.sync());
+        if let Err(e) = logged {
+            // The log's tail is now unknown: stop writing until a reopen
+            // replays whatever did reach the disk.
+            let e = Error::storage(e);
+            self.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        self.seq = seq;
+        self.since_checkpoint += 1;
+        self.wal_bytes += record.len() as u64;
+        if let Err(e) = txn.commit() {
+            // Logged but not applied: a reopen replays it. Until then the
+            // store refuses writes rather than serve a view that disagrees
+            // with its log.
+            let e = Error::Unavailable(format!(
+                "a logged write could not be applied ({e}); it is durable and reappears when the store is reopened"
+            ));
+            self.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn apply_op(tx: &mut Tx<'_>, op: Op, fatal: &mut Option<Error>) -> Reply {
+        match op {
+            Op::AddEntry {
+                scope,
+                prepared,
+                terms,
+                fence,
+                deadline,
+                reply,
+            } => {
+                let r = tx.add_entry(&scope, *prepared, terms, fence, deadline);
+                Self::collect(fatal, r, |r| Reply::Add(reply, r))
+            }
+            Op::AddEvents {
+                scope,
+                plan,
+                terms,
+                fence,
+                deadline,
+                reply,
+            } => {
+                let r = tx.add_events(&scope, plan, terms, fence, deadline);
+                Self::collect(fatal, r, |r| Reply::Events(reply, r))
+            }
+            Op::DeleteEntry {
+                scope,
+                id,
+                deadline,
+                reply,
+            } => {
+                let r = tx.delete_entry(&scope, &id, deadline);
+                Self::collect(fatal, r, |r| Reply::Count(reply, r))
+            }
+            Op::DeleteSession {
+                scope,
+                session,
+                deadline,
+                reply,
+            } => {
+                let r = tx.delete_session(&scope, &session, deadline);
+                Self::collect(fatal, r, |r| Reply::Count(reply, r))
+            }
+            Op::DeleteUser {
+                scope,
+                deadline,
+                reply,
+            } => {
+                let r = tx.delete_user(&scope, deadline);
+                Self::collect(fatal, r, |r| Reply::Count(reply, r))
+            }
+        }
     }
 
     fn collect<T>(

@@ -196,3 +196,15 @@ async fn run_questions(
     }
     out
 }
+
+#[test]
+fn an_interrupted_creation_leaves_no_half_written_database() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a crash during creation leaves: only the temporary file.
+    std::fs::write(dir.path().join("memory.redb.creating"), b"partial").unwrap();
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    drop(store);
+    assert!(!dir.path().join("memory.redb.creating").exists());
+    assert!(dir.path().join(hippocamp_memory_redb::DB_FILE).exists());
+    RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+}

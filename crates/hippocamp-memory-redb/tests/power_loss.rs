@@ -1,17 +1,18 @@
-//! Power loss: only synced data survives. A backend that drops everything
-//! written since the last sync (optionally keeping a torn prefix) is cut at
-//! random syncs of a write workload; the reopened store must hold every
-//! write acknowledged before the cut. The backend also counts syncs: every
-//! acknowledged write is followed by at least one before its ack.
+//! Power loss: only synced data survives. A simulated disk that drops
+//! everything written since each device's last sync (optionally keeping a
+//! torn prefix) is cut at random syncs of a write workload; the reopened
+//! store must hold every write acknowledged before the cut. The disk also
+//! counts syncs: every acknowledged write is followed by at least one
+//! before its ack.
 
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 use hippocamp_memory::MemoryConfig;
-use hippocamp_memory_redb::RedbMemoryStore;
+use hippocamp_memory_redb::{DurableOptions, RedbMemoryStore};
 use rand::{Rng, SeedableRng};
-use support::power::PowerLossBackend;
+use support::power::PowerLoss;
 use support::workload::{self, WOp};
 
 const OPS: usize = 60;
@@ -23,17 +24,37 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Checkpoints every few groups, so cuts also land in checkpoints and log
+/// truncations.
+fn open(disk: &PowerLoss) -> hippocamp_core::Result<RedbMemoryStore> {
+    let options = DurableOptions {
+        checkpoint_groups: 7,
+        ..DurableOptions::default()
+    };
+    RedbMemoryStore::open_with_backend(disk.backend(), disk.wal(), MemoryConfig::default(), options)
+}
+
+/// A disk holding a freshly created, cleanly closed store. (Creating a
+/// store on a file is atomic: it is built under a temporary name and
+/// renamed into place; a raw backend has no rename, so power-loss trials
+/// start from a created store.)
+fn created() -> PowerLoss {
+    let d = PowerLoss::new();
+    drop(open(&d).unwrap());
+    let (db, wal) = d.surviving();
+    PowerLoss::with_images(db, wal)
+}
+
 /// Runs the workload; returns the sync count at each acknowledgement.
-fn run(backend: &PowerLossBackend, ops: &[WOp]) -> Vec<u64> {
+fn run(disk: &PowerLoss, ops: &[WOp]) -> Vec<u64> {
     let rt = runtime();
     rt.block_on(async {
-        let store =
-            RedbMemoryStore::open_with_backend(backend.clone(), MemoryConfig::default()).unwrap();
+        let store = open(disk).unwrap();
         let mut at_ack = Vec::with_capacity(ops.len());
         for op in ops {
-            let before = backend.syncs();
+            let before = disk.syncs();
             workload::run(&store, 0, op).await;
-            let after = backend.syncs();
+            let after = disk.syncs();
             assert!(after > before, "{op:?} was acknowledged without a sync");
             at_ack.push(after);
         }
@@ -44,10 +65,10 @@ fn run(backend: &PowerLossBackend, ops: &[WOp]) -> Vec<u64> {
 #[test]
 fn every_acknowledged_write_is_synced_before_its_ack() {
     let ops = workload::ops(7, 0, OPS);
-    let backend = PowerLossBackend::new();
-    let at_ack = run(&backend, &ops);
+    let disk = PowerLoss::new();
+    let at_ack = run(&disk, &ops);
     assert_eq!(at_ack.len(), OPS);
-    eprintln!("{} syncs for {OPS} acknowledged writes", backend.syncs());
+    eprintln!("{} syncs for {OPS} acknowledged writes", disk.syncs());
 }
 
 #[test]
@@ -55,28 +76,24 @@ fn power_cut_at_random_syncs_loses_no_acknowledged_write() {
     let ops = workload::ops(11, 0, OPS);
     let all = workload::universe(0, &ops);
     let total_syncs = {
-        let b = PowerLossBackend::new();
-        run(&b, &ops);
-        b.syncs()
+        let d = created();
+        run(&d, &ops);
+        d.syncs()
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let trials = 60;
-    for t in 0..trials {
+    for t in 0..80 {
         let cut = rng.random_range(0..total_syncs);
         let tear = rng.random_bool(0.5);
-        let backend = PowerLossBackend::new();
-        backend.arm(cut, tear, t);
-        let at_ack = run(&backend, &ops);
-        assert!(backend.cut(), "trial {t}: the power never failed");
+        let disk = created();
+        disk.arm(cut, tear, t);
+        let at_ack = run(&disk, &ops);
+        assert!(disk.cut(), "trial {t}: the power never failed");
         let acked = at_ack.iter().take_while(|&&s| s <= cut).count();
-        let image = backend.surviving_image();
+        let (db, wal) = disk.surviving();
         let rt = runtime();
         let result = rt.block_on(async {
-            let store = RedbMemoryStore::open_with_backend(
-                PowerLossBackend::with_image(image),
-                MemoryConfig::default(),
-            )
-            .map_err(|e| format!("reopen failed: {e}"))?;
+            let after = PowerLoss::with_images(db, wal);
+            let store = open(&after).map_err(|e| format!("reopen failed: {e}"))?;
             let seen = workload::observe(&store, 0, &all).await?;
             workload::check(0, &ops, acked, &seen)
         });
@@ -86,10 +103,44 @@ fn power_cut_at_random_syncs_loses_no_acknowledged_write() {
     }
 }
 
+/// A second power cut during the recovery of the first loses nothing
+/// either: replaying the log is itself crash-safe.
+#[test]
+fn power_cut_during_recovery_loses_nothing() {
+    let ops = workload::ops(13, 0, OPS);
+    let all = workload::universe(0, &ops);
+    let disk = created();
+    let at_ack = run(&disk, &ops[..40]);
+    let acked = at_ack.len();
+    let (db, wal) = disk.surviving();
+    // Count the syncs a clean recovery takes, then cut at each of them.
+    let recovery_syncs = {
+        let d = PowerLoss::with_images(db.clone(), wal.clone());
+        drop(open(&d).unwrap());
+        d.syncs()
+    };
+    for cut in 0..recovery_syncs {
+        let first = PowerLoss::with_images(db.clone(), wal.clone());
+        first.arm(cut, true, cut);
+        drop(open(&first).unwrap());
+        let (db2, wal2) = first.surviving();
+        let second = PowerLoss::with_images(db2, wal2);
+        let rt = runtime();
+        let result = rt.block_on(async {
+            let store = open(&second).map_err(|e| e.to_string())?;
+            let seen = workload::observe(&store, 0, &all).await?;
+            workload::check(0, &ops, acked, &seen)
+        });
+        if let Err(e) = result {
+            panic!("cut at recovery sync {cut}: {e}");
+        }
+    }
+}
+
 /// Concurrent writers share fsyncs: many acknowledged writes, fewer syncs.
 #[test]
 fn concurrent_writes_share_syncs() {
-    let backend = PowerLossBackend::new();
+    let disk = PowerLoss::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -97,10 +148,8 @@ fn concurrent_writes_share_syncs() {
         .unwrap();
     let writes = 400;
     let syncs = rt.block_on(async {
-        let store = std::sync::Arc::new(
-            RedbMemoryStore::open_with_backend(backend.clone(), MemoryConfig::default()).unwrap(),
-        );
-        let before = backend.syncs();
+        let store = std::sync::Arc::new(open(&disk).unwrap());
+        let before = disk.syncs();
         let mut tasks = Vec::new();
         for i in 0..writes {
             let store = store.clone();
@@ -120,7 +169,7 @@ fn concurrent_writes_share_syncs() {
         for t in tasks {
             t.await.unwrap();
         }
-        backend.syncs() - before
+        disk.syncs() - before
     });
     eprintln!("{writes} concurrent acknowledged writes took {syncs} syncs");
     assert!(syncs < writes, "no write shared a sync");

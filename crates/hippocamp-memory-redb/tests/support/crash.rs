@@ -41,7 +41,15 @@ pub fn child_main() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let store = Arc::new(RedbMemoryStore::open(&dir, MemoryConfig::default()).unwrap());
+        // Half the trials checkpoint often, so kills also land in
+        // checkpoints and log truncations.
+        let options = hippocamp_memory_redb::DurableOptions {
+            checkpoint_groups: if seed.is_multiple_of(2) { 8 } else { 1_024 },
+            ..hippocamp_memory_redb::DurableOptions::default()
+        };
+        let store = Arc::new(
+            RedbMemoryStore::open_with_options(&dir, MemoryConfig::default(), options).unwrap(),
+        );
         let out = Arc::new(Mutex::new(std::io::stdout()));
         let mut tasks = Vec::new();
         for stream in 0..STREAMS {

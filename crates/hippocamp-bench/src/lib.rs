@@ -1,0 +1,549 @@
+//! System benchmarks run by `hippocamp bench …` (release builds).
+//!
+//! Each benchmark measures its floor in the same run, next to the figure,
+//! because the machine is shared and noisy: a ratio to a floor measured
+//! minutes apart means little.
+//!
+//! - [`durable_write`]: one acknowledged `add_entry` on the durable store,
+//!   interleaved with a raw write + fsync of the same bytes.
+//! - [`durable_ingest`]: `add_events` batches of 1,000 ~200-byte turns,
+//!   next to raw redb batch inserts of the same entries (no postings).
+//! - [`router`]: 64 scopes, 90% search / 10% `add_entry`, on a runtime with
+//!   1 and then 2 worker threads.
+//! - [`open`]: opening a durable store that holds many entries.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hippocamp_core::{CallOptions, MemoryScope, SessionId};
+use hippocamp_memory::{
+    Event, MemoryConfig, MemoryStore, NewEntry, RoutedMemory, SearchRequest, WriteOptions,
+};
+use hippocamp_memory_redb::RedbMemoryStore;
+use hippocamp_router::RouterConfig;
+use serde::Serialize;
+
+/// A benchmark failed to run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] hippocamp_core::Error),
+    /// The data could not be read.
+    #[error(transparent)]
+    Dataset(#[from] hippocamp_datasets::DatasetError),
+    /// Raw I/O for a floor failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// The raw redb floor failed.
+    #[error("redb: {0}")]
+    Redb(String),
+    /// The shared data folder is missing.
+    #[error("the evaluation data folder is missing (set HIPPOCAMP_DATA_DIR)")]
+    NoData,
+}
+
+type Result<T> = std::result::Result<T, BenchError>;
+
+fn redb_err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Redb(e.to_string())
+}
+
+/// Percentiles of a latency sample, microseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+}
+
+fn latency(mut us: Vec<f64>) -> Latency {
+    us.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        if us.is_empty() {
+            return 0.0;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let i = ((p / 100.0) * us.len() as f64).ceil().max(1.0) as usize;
+        us[i.min(us.len()) - 1]
+    };
+    Latency {
+        p50_us: at(50.0),
+        p90_us: at(90.0),
+        p99_us: at(99.0),
+    }
+}
+
+/// ~200-byte conversation turns from the evaluation data.
+pub fn turns(n: usize) -> Result<Vec<String>> {
+    let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
+    Ok(hippocamp_datasets::corpus::texts(&dir, n)?
+        .into_iter()
+        .map(|t| {
+            let mut t = format!("{t} {t} {t}");
+            let mut cut = 200.min(t.len());
+            while !t.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            t.truncate(cut);
+            t
+        })
+        .collect())
+}
+
+fn big_config() -> MemoryConfig {
+    let mut c = MemoryConfig::default();
+    c.limits.max_entries_per_scope = 10_000_000;
+    c.limits.max_bytes_per_scope = 10_737_418_240;
+    c
+}
+
+/// `durable_write` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct DurableWrite {
+    /// Samples of each.
+    pub samples: usize,
+    /// Bytes written by each raw sample.
+    pub raw_bytes: usize,
+    /// One acknowledged `add_entry`.
+    pub add_entry: Latency,
+    /// Append the same bytes to a file and `fdatasync` (the floor).
+    pub raw_write_fsync: Latency,
+    /// Overwrite the same bytes in pre-written space and `fdatasync` (the
+    /// technique the store's log uses; a lower floor than an append).
+    pub raw_overwrite_fsync: Latency,
+    /// `add_entry` p50 / append floor p50.
+    pub ratio_p50: f64,
+    /// `add_entry` p50 / overwrite floor p50.
+    pub ratio_p50_to_overwrite: f64,
+}
+
+/// Single acknowledged writes against raw write + fsync, interleaved.
+pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
+    let texts = turns(samples)?;
+    let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
+    let scope = MemoryScope::parse("bench", "writer")?;
+    let raw_path = dir.join("raw.bin");
+    let mut raw = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&raw_path)?;
+    let pre = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(dir.join("pre.bin"))?;
+    let probe = store
+        .add_entry(
+            &scope,
+            NewEntry::new(texts[0].clone()),
+            &WriteOptions::default(),
+        )
+        .await?;
+    // The raw floor writes as many bytes as the entry carries.
+    let bytes = serde_json::to_vec(&probe.entry).map_err(|e| BenchError::Redb(e.to_string()))?;
+    {
+        use std::os::unix::fs::FileExt as _;
+        pre.write_all_at(&vec![0u8; bytes.len() * (samples + 1)], 0)?;
+        pre.sync_all()?;
+    }
+    let (mut store_us, mut raw_us, mut over_us) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in texts.iter().take(samples).enumerate() {
+        let started = Instant::now();
+        raw.write_all(&bytes)?;
+        raw.sync_data()?;
+        raw_us.push(started.elapsed().as_secs_f64() * 1e6);
+        let started = Instant::now();
+        {
+            use std::os::unix::fs::FileExt as _;
+            pre.write_all_at(&bytes, (i * bytes.len()) as u64)?;
+        }
+        pre.sync_data()?;
+        over_us.push(started.elapsed().as_secs_f64() * 1e6);
+        let started = Instant::now();
+        store
+            .add_entry(&scope, NewEntry::new(t.clone()), &WriteOptions::default())
+            .await?;
+        store_us.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    let add_entry = latency(store_us);
+    let raw_write_fsync = latency(raw_us);
+    let raw_overwrite_fsync = latency(over_us);
+    Ok(DurableWrite {
+        samples,
+        raw_bytes: bytes.len(),
+        ratio_p50: add_entry.p50_us / raw_write_fsync.p50_us,
+        ratio_p50_to_overwrite: add_entry.p50_us / raw_overwrite_fsync.p50_us,
+        add_entry,
+        raw_write_fsync,
+        raw_overwrite_fsync,
+    })
+}
+
+/// `durable_ingest` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct DurableIngest {
+    /// Batches of each.
+    pub batches: usize,
+    /// Events per batch.
+    pub batch_size: usize,
+    /// Mean event size in bytes.
+    pub event_bytes: usize,
+    /// `add_events` events per second.
+    pub add_events_per_s: f64,
+    /// Raw redb inserts of the same entries, records per second.
+    pub raw_redb_records_per_s: f64,
+    /// `add_events` / raw.
+    pub ratio: f64,
+}
+
+/// Batched ingestion against raw redb batch inserts of the same entries.
+pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest> {
+    const BATCH: usize = 1_000;
+    let texts = turns(BATCH)?;
+    let event_bytes = texts.iter().map(String::len).sum::<usize>() / texts.len().max(1);
+    let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
+    let session = SessionId::new("bench")?;
+    let raw_db = redb::Database::create(dir.join("raw.redb")).map_err(redb_err)?;
+    let table: redb::TableDefinition<&[u8; 32], &[u8]> = redb::TableDefinition::new("raw");
+    let (mut store_secs, mut raw_secs) = (0.0, 0.0);
+    for b in 0..batches {
+        let scope = MemoryScope::parse("bench", &format!("ingest{}", b % 8))?;
+        let events: Vec<Event> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Event::text(format!("b{b}e{i}"), "user", 1, t.clone()))
+            .collect();
+        let started = Instant::now();
+        let report = store
+            .add_events(&scope, &session, &events, &WriteOptions::default())
+            .await?;
+        store_secs += started.elapsed().as_secs_f64();
+        debug_assert_eq!(report.added.len(), BATCH);
+        // The same entries, as plain records in one redb transaction.
+        let records: Vec<([u8; 32], Vec<u8>)> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut k = [0u8; 32];
+                k[..8].copy_from_slice(&(b as u64).to_be_bytes());
+                k[8..16].copy_from_slice(&(i as u64).to_be_bytes());
+                let v = serde_json::to_vec(&serde_json::json!({
+                    "content": t, "metadata": {}, "provenance": {"session_id": "bench", "event_ids": [format!("b{b}e{i}")], "author": "user", "timestamp_ms": 1}
+                }))
+                .unwrap_or_default();
+                (k, v)
+            })
+            .collect();
+        let started = Instant::now();
+        let txn = raw_db.begin_write().map_err(redb_err)?;
+        {
+            let mut t = txn.open_table(table).map_err(redb_err)?;
+            for (k, v) in &records {
+                t.insert(k, v.as_slice()).map_err(redb_err)?;
+            }
+        }
+        txn.commit().map_err(redb_err)?;
+        raw_secs += started.elapsed().as_secs_f64();
+    }
+    let n = (batches * BATCH) as f64;
+    let add_events_per_s = n / store_secs;
+    let raw_redb_records_per_s = n / raw_secs;
+    Ok(DurableIngest {
+        batches,
+        batch_size: BATCH,
+        event_bytes,
+        add_events_per_s,
+        raw_redb_records_per_s,
+        ratio: add_events_per_s / raw_redb_records_per_s,
+    })
+}
+
+/// One `router` run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterRun {
+    /// Runtime worker threads.
+    pub threads: usize,
+    /// Operations per second.
+    pub ops_per_s: f64,
+    /// Searches done.
+    pub searches: u64,
+    /// Adds done.
+    pub adds: u64,
+}
+
+/// `router` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterBench {
+    /// Scopes.
+    pub scopes: usize,
+    /// Entries per scope before the run.
+    pub entries_per_scope: usize,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seconds per run.
+    pub seconds: f64,
+    /// One run per thread count.
+    pub runs: Vec<RouterRun>,
+    /// 2 threads / 1 thread.
+    pub speedup: f64,
+}
+
+const ROUTER_SCOPES: usize = 64;
+const ROUTER_CLIENTS: usize = 64;
+
+fn bench_scope(i: usize) -> Result<MemoryScope> {
+    Ok(MemoryScope::parse("bench", &format!("scope{i}"))?)
+}
+
+/// Fills the router benchmark's scopes once.
+fn fill_router_scopes(store_dir: &Path, texts: &[String], per_scope: usize) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let store = RedbMemoryStore::open(store_dir, big_config())?;
+        let session = SessionId::new("fill")?;
+        for s in 0..ROUTER_SCOPES {
+            let events: Vec<Event> = texts[s * per_scope..(s + 1) * per_scope]
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Event::text(format!("f{i}"), "user", 1, t.clone()))
+                .collect();
+            store
+                .add_events(
+                    &bench_scope(s)?,
+                    &session,
+                    &events,
+                    &WriteOptions::default(),
+                )
+                .await?;
+        }
+        Ok(())
+    })
+}
+
+/// One client: 1 in 10 operations adds, the others search.
+async fn router_client(
+    routed: Arc<RoutedMemory>,
+    start: usize,
+    stop: Instant,
+    queries: Arc<Vec<String>>,
+    texts: Arc<Vec<String>>,
+    counts: Arc<(AtomicU64, AtomicU64)>,
+) -> Result<()> {
+    let mut i = start;
+    while Instant::now() < stop {
+        i += 1;
+        let scope = bench_scope(i % ROUTER_SCOPES)?;
+        if i.is_multiple_of(10) {
+            let entry = NewEntry::new(texts[i % texts.len()].clone());
+            routed
+                .add_entry(&scope, entry, &WriteOptions::default())
+                .await?;
+            counts.1.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let req = SearchRequest::new(queries[i % queries.len()].clone()).limit(10);
+            routed.search(&scope, &req, &CallOptions::default()).await?;
+            counts.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// One run of the router workload on a runtime with `threads` workers.
+fn router_run(
+    store_dir: &Path,
+    threads: usize,
+    seconds: f64,
+    queries: &Arc<Vec<String>>,
+    texts: &Arc<Vec<String>>,
+) -> Result<RouterRun> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let inner = Arc::new(RedbMemoryStore::open(store_dir, big_config())?);
+        let routed = Arc::new(RoutedMemory::new(inner, RouterConfig::default())?);
+        // Warm every scope's search state first.
+        for s in 0..ROUTER_SCOPES {
+            routed
+                .search(
+                    &bench_scope(s)?,
+                    &SearchRequest::new("warm"),
+                    &CallOptions::default(),
+                )
+                .await?;
+        }
+        let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let stop = Instant::now() + Duration::from_secs_f64(seconds);
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..ROUTER_CLIENTS)
+            .map(|c| {
+                tokio::spawn(router_client(
+                    routed.clone(),
+                    c * 7_919,
+                    stop,
+                    queries.clone(),
+                    texts.clone(),
+                    counts.clone(),
+                ))
+            })
+            .collect();
+        for t in tasks {
+            t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let (searches, adds) = (
+            counts.0.load(Ordering::Relaxed),
+            counts.1.load(Ordering::Relaxed),
+        );
+        Ok(RouterRun {
+            threads,
+            ops_per_s: (searches + adds) as f64 / secs,
+            searches,
+            adds,
+        })
+    })
+}
+
+/// 64 scopes, 90% search / 10% `add_entry`, through the exact-scope router
+/// over the durable store, with 1 and then 2 runtime worker threads.
+pub fn router(dir: &Path, seconds: f64, entries_per_scope: usize) -> Result<RouterBench> {
+    let per_scope = entries_per_scope.max(1);
+    let texts = Arc::new(turns(ROUTER_SCOPES * per_scope)?);
+    let queries = {
+        let d = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
+        Arc::new(hippocamp_datasets::corpus::queries(&d)?)
+    };
+    let store_dir = dir.join("store");
+    fill_router_scopes(&store_dir, &texts, per_scope)?;
+    let runs = vec![
+        router_run(&store_dir, 1, seconds, &queries, &texts)?,
+        router_run(&store_dir, 2, seconds, &queries, &texts)?,
+    ];
+    let speedup = runs[1].ops_per_s / runs[0].ops_per_s;
+    Ok(RouterBench {
+        scopes: ROUTER_SCOPES,
+        entries_per_scope: per_scope,
+        clients: ROUTER_CLIENTS,
+        seconds,
+        runs,
+        speedup,
+    })
+}
+
+/// `open` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenBench {
+    /// Entries in the store.
+    pub entries: u64,
+    /// Scopes in the store.
+    pub scopes: u64,
+    /// Database file size in bytes.
+    pub file_bytes: u64,
+    /// Seconds to build it.
+    pub build_seconds: f64,
+    /// Milliseconds to open it (clean shutdown before), median of 5.
+    pub open_ms: f64,
+    /// Milliseconds for the first search of a cold scope after opening.
+    pub first_search_ms: f64,
+}
+
+/// Builds (or reuses) a store of `scopes × per_scope` entries in `dir` and
+/// times opening it.
+pub async fn open(dir: &Path, scopes: usize, per_scope: usize) -> Result<OpenBench> {
+    let store_dir: PathBuf = dir.join("store");
+    let texts = turns(per_scope.max(1) * 4)?;
+    let mut build_seconds = 0.0;
+    {
+        let store = RedbMemoryStore::open(&store_dir, big_config())?;
+        let have = store.status().await?.entries;
+        let want = (scopes * per_scope) as u64;
+        if have < want {
+            let bar = indicatif::ProgressBar::new(scopes as u64);
+            let started = Instant::now();
+            let session = SessionId::new("fill")?;
+            let mut tasks = Vec::new();
+            let store = Arc::new(store);
+            for s in 0..scopes {
+                let scope = MemoryScope::parse("bench", &format!("scope{s}"))?;
+                let events: Vec<Event> = (0..per_scope)
+                    .map(|i| {
+                        Event::text(
+                            format!("e{i}"),
+                            "user",
+                            1,
+                            texts[(s + i) % texts.len()].clone(),
+                        )
+                    })
+                    .collect();
+                let (store, session) = (store.clone(), session.clone());
+                tasks.push(tokio::spawn(async move {
+                    store
+                        .add_events(&scope, &session, &events, &WriteOptions::default())
+                        .await
+                        .map(drop)
+                }));
+                // A few batches in flight keep the writer busy.
+                if tasks.len() >= 16 {
+                    for t in tasks.drain(..) {
+                        t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+                    }
+                    bar.inc(16);
+                }
+            }
+            for t in tasks {
+                t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+            }
+            bar.finish_and_clear();
+            build_seconds = started.elapsed().as_secs_f64();
+        }
+    }
+    let mut opens = Vec::new();
+    let mut first_search_ms = 0.0;
+    let mut entries = 0;
+    let mut n_scopes = 0;
+    for round in 0..5 {
+        let started = Instant::now();
+        let store = RedbMemoryStore::open(&store_dir, big_config())?;
+        opens.push(started.elapsed().as_secs_f64() * 1e3);
+        let status = store.status().await?;
+        entries = status.entries;
+        n_scopes = status.scopes;
+        if round == 0 {
+            let scope = MemoryScope::parse("bench", "scope7")?;
+            let started = Instant::now();
+            store
+                .search(
+                    &scope,
+                    &SearchRequest::new("what did they talk about"),
+                    &CallOptions::default(),
+                )
+                .await?;
+            first_search_ms = started.elapsed().as_secs_f64() * 1e3;
+        }
+    }
+    opens.sort_by(f64::total_cmp);
+    let file_bytes = std::fs::metadata(store_dir.join(hippocamp_memory_redb::DB_FILE))?.len();
+    Ok(OpenBench {
+        entries,
+        scopes: n_scopes,
+        file_bytes,
+        build_seconds,
+        open_ms: opens[opens.len() / 2],
+        first_search_ms,
+    })
+}

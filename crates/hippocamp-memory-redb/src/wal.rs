@@ -1,0 +1,255 @@
+//! The write-ahead log: the durability point of every acknowledged write.
+//!
+//! Why a log in front of redb: a durable redb commit flushes every B-tree
+//! page the transaction touched (entries, scope rows, totals, allocator
+//! state) scattered over the file; measured here that costs 1.4-1.9x a
+//! plain append + fdatasync of the same bytes, while an `add_entry` must
+//! stay within 1.5x. So each group of writes is applied to a redb
+//! transaction, its resulting mutations are appended to this log as one
+//! checksummed record and fsynced, and only then is the transaction
+//! committed without fsync (`Durability::None`) and the writes
+//! acknowledged. Visibility therefore never precedes durability.
+//! Periodically (and on close) a durable redb commit checkpoints everything
+//! and the log is emptied.
+//!
+//! On open, records newer than the checkpoint (`wal_seq` in the `meta`
+//! table) are replayed in order in one durable transaction. A record is
+//! `len u32 LE | seq u64 LE | first 8 bytes of SHA-256(seq, payload) |
+//! payload`; the log ends at the first record that is short, fails its
+//! checksum, or does not follow its predecessor's sequence number (a torn
+//! tail was never acknowledged, since appends are sequential and each is
+//! synced before its writes are acknowledged).
+//!
+//! The log file is written ahead of use in zero-filled 1 MiB steps and
+//! reused from its start after each checkpoint, so a sync flushes only the
+//! appended bytes, never a changed file size (measured here: overwriting
+//! pre-written space and syncing takes about 0.7-0.8x appending and
+//! syncing).
+//! Emptying it only invalidates its first record; what follows is ignored,
+//! as it breaks the sequence.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _, Seek as _, SeekFrom};
+use std::os::unix::fs::FileExt as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// Storage for the log. The file implementation is [`FileWal`]; tests
+/// substitute one that simulates power loss.
+pub trait WalStorage: Send + fmt::Debug {
+    /// The whole log.
+    fn read_all(&mut self) -> io::Result<Vec<u8>>;
+    /// Appends bytes at the end.
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Makes everything appended so far durable.
+    fn sync(&mut self) -> io::Result<()>;
+    /// Empties the log, durably.
+    fn truncate(&mut self) -> io::Result<()>;
+}
+
+/// Pre-written space is added in steps of this size.
+const PREALLOCATE: u64 = 1 << 20;
+
+/// The log in a file.
+#[derive(Debug)]
+pub struct FileWal {
+    file: File,
+    /// Where the next record goes.
+    end: u64,
+    /// Bytes of the file already written (zeros beyond `end`).
+    len: u64,
+}
+
+impl FileWal {
+    /// Opens (creating) the log at `path`. Appends start after `truncate`,
+    /// which the store calls once it has replayed the log.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Self { file, end: 0, len })
+    }
+
+    /// Writes zeros ahead so appends up to `need` overwrite written space.
+    fn reserve(&mut self, need: u64) -> io::Result<()> {
+        if need <= self.len {
+            return Ok(());
+        }
+        let new_len = need.div_ceil(PREALLOCATE) * PREALLOCATE;
+        let zeros = vec![0u8; usize::try_from(new_len - self.len).unwrap_or(0)];
+        self.file.write_all_at(&zeros, self.len)?;
+        // The size changes here, so this sync covers the metadata too.
+        self.file.sync_all()?;
+        self.len = new_len;
+        Ok(())
+    }
+}
+
+impl WalStorage for FileWal {
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        let end = self.end + data.len() as u64;
+        self.reserve(end)?;
+        self.file.write_all_at(data, self.end)?;
+        self.end = end;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn truncate(&mut self) -> io::Result<()> {
+        // Invalidating the first record empties the log; the rest of the
+        // file stays written for reuse.
+        self.reserve(HEADER as u64)?;
+        self.file.write_all_at(&[0u8; HEADER], 0)?;
+        self.file.sync_data()?;
+        self.end = 0;
+        Ok(())
+    }
+}
+
+/// One change to one table, replayable in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Mutation {
+    PutEntry(Vec<u8>, Vec<u8>),
+    DelEntry(Vec<u8>),
+    DelEntries(Vec<u8>, Vec<u8>),
+    PutSession(Vec<u8>),
+    DelSession(Vec<u8>),
+    DelSessions(Vec<u8>, Vec<u8>),
+    PutScope(Vec<u8>, Vec<u8>),
+}
+
+const HEADER: usize = 4 + 8 + 8;
+
+fn checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
+    let mut h = Sha256::new();
+    h.update(seq.to_le_bytes());
+    h.update(payload);
+    let d = h.finalize();
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&d[..8]);
+    out
+}
+
+/// Encodes one record.
+pub(crate) fn encode_record(seq: u64, mutations: &[Mutation]) -> hippocamp_core::Result<Vec<u8>> {
+    let payload = crate::format::encode(&mutations)?;
+    let len = u32::try_from(payload.len()).map_err(|_| {
+        hippocamp_core::Error::Unavailable("a write group is too large for the log".into())
+    })?;
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&checksum(seq, &payload));
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Decodes the valid prefix of a log: its records in order.
+pub(crate) fn decode_log(bytes: &[u8]) -> Vec<(u64, Vec<Mutation>)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while bytes.len() >= at + HEADER {
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&bytes[at..at + 4]);
+        let len = u32::from_le_bytes(len) as usize;
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&bytes[at + 4..at + 12]);
+        let seq = u64::from_le_bytes(seq);
+        let sum = &bytes[at + 12..at + HEADER];
+        let Some(payload) = bytes.get(at + HEADER..at + HEADER + len) else {
+            break;
+        };
+        if checksum(seq, payload) != sum {
+            break;
+        }
+        if out.last().is_some_and(|(prev, _)| seq != prev + 1) {
+            // A stale record from before the log was last emptied.
+            break;
+        }
+        let Ok(mutations) = crate::format::decode::<Vec<Mutation>>(payload, "log") else {
+            break;
+        };
+        out.push((seq, mutations));
+        at += HEADER + len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_ends_the_log() {
+        let a = vec![
+            Mutation::PutScope(vec![1, 2], vec![5]),
+            Mutation::DelEntry(vec![3; 32]),
+        ];
+        let b = vec![Mutation::PutSession(vec![4; 48])];
+        let mut log = encode_record(1, &a).unwrap();
+        log.extend(encode_record(2, &b).unwrap());
+        assert_eq!(decode_log(&log), vec![(1, a.clone()), (2, b)]);
+        for cut in 0..log.len() {
+            let got = decode_log(&log[..cut]);
+            assert!(got.len() <= 1);
+            if let Some((seq, m)) = got.first() {
+                assert_eq!((*seq, m), (1, &a));
+            }
+        }
+        let mut flipped = log.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert_eq!(decode_log(&flipped).len(), 1);
+        // A valid record that breaks the sequence ends the log.
+        let mut stale = encode_record(5, &a).unwrap();
+        stale.extend(encode_record(3, &a).unwrap());
+        assert_eq!(decode_log(&stale).len(), 1);
+    }
+
+    #[test]
+    fn file_log_reuses_its_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let mut wal = FileWal::open(&path).unwrap();
+        wal.truncate().unwrap();
+        let rec = |seq| {
+            encode_record(
+                seq,
+                &[Mutation::DelEntry(vec![u8::try_from(seq).unwrap(); 32])],
+            )
+            .unwrap()
+        };
+        for seq in 1..=3 {
+            wal.append(&rec(seq)).unwrap();
+        }
+        wal.sync().unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(size % PREALLOCATE, 0);
+        assert_eq!(decode_log(&wal.read_all().unwrap()).len(), 3);
+        // Emptied, then one new record: the old ones after it are ignored.
+        wal.truncate().unwrap();
+        wal.append(&rec(4)).unwrap();
+        wal.sync().unwrap();
+        let mut reopened = FileWal::open(&path).unwrap();
+        let got = decode_log(&reopened.read_all().unwrap());
+        assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![4]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+    }
+}
