@@ -19,7 +19,6 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hippocamp_core::{CallOptions, MemoryScope, SessionId};
@@ -269,13 +268,42 @@ pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest>
     })
 }
 
+/// CPU seconds this process has used (user + system), from `/proc`.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here;
+    // the kernel reports them in 1/100 s on Linux.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// One `router` run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RouterRun {
     /// Runtime worker threads.
     pub threads: usize,
+    /// CPUs the process was confined to (`None`: not confined).
+    pub pinned_cpus: Option<usize>,
     /// Operations per second.
     pub ops_per_s: f64,
+    /// Cores busy on average (process CPU time / wall time).
+    pub cores_used: f64,
+    /// Search latency (client side, under load).
+    pub search: Latency,
+    /// `add_entry` latency (client side, under load).
+    pub add_entry: Latency,
     /// Searches done.
     pub searches: u64,
     /// Adds done.
@@ -285,88 +313,156 @@ pub struct RouterRun {
 /// `router` results.
 #[derive(Debug, Clone, Serialize)]
 pub struct RouterBench {
+    /// What ran.
+    pub workload: RouterWorkload,
     /// Scopes.
     pub scopes: usize,
-    /// Entries per scope before the run.
-    pub entries_per_scope: usize,
-    /// Concurrent clients.
-    pub clients: usize,
-    /// Seconds per run.
-    pub seconds: f64,
-    /// One run per thread count.
+    /// 1 thread on 1 CPU, 1 thread unconfined, 2 threads on 2 CPUs.
     pub runs: Vec<RouterRun>,
-    /// 2 threads / 1 thread.
+    /// 2 threads on 2 CPUs / 1 thread on 1 CPU: how the workload scales
+    /// with cores.
     pub speedup: f64,
+    /// 2 threads / 1 unconfined thread (the store's commits and the
+    /// kernel's fsync work may use the second core even then).
+    pub speedup_unconfined: f64,
+}
+
+/// Runs `f` on a fresh thread confined to the first `cpus` CPUs this
+/// process may use (threads it starts inherit the confinement).
+fn on_cpus<R: Send>(cpus: Option<usize>, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                if let Some(n) = cpus {
+                    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+                    use nix::unistd::Pid;
+                    let allowed = sched_getaffinity(Pid::from_raw(0))
+                        .map_err(|e| BenchError::Redb(e.to_string()))?;
+                    let mut set = CpuSet::new();
+                    let mut taken = 0;
+                    for cpu in 0..CpuSet::count() {
+                        if taken < n && allowed.is_set(cpu).unwrap_or(false) {
+                            set.set(cpu).map_err(|e| BenchError::Redb(e.to_string()))?;
+                            taken += 1;
+                        }
+                    }
+                    sched_setaffinity(Pid::from_raw(0), &set)
+                        .map_err(|e| BenchError::Redb(e.to_string()))?;
+                }
+                f()
+            })
+            .join()
+            .map_err(|_| BenchError::Redb("benchmark thread panicked".into()))?
+    })
 }
 
 const ROUTER_SCOPES: usize = 64;
-const ROUTER_CLIENTS: usize = 64;
+
+/// The router workload.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RouterWorkload {
+    /// Seconds per run.
+    pub seconds: f64,
+    /// Entries per scope before the run.
+    pub entries_per_scope: usize,
+    /// Concurrent clients (closed loop).
+    pub clients: usize,
+    /// Share of `add_entry`, percent (the rest are searches).
+    pub write_percent: usize,
+    /// The durable store (else the in-memory one) behind the router.
+    pub durable: bool,
+}
+
+impl Default for RouterWorkload {
+    fn default() -> Self {
+        Self {
+            seconds: 10.0,
+            entries_per_scope: 1_000,
+            clients: 64,
+            write_percent: 10,
+            durable: true,
+        }
+    }
+}
 
 fn bench_scope(i: usize) -> Result<MemoryScope> {
     Ok(MemoryScope::parse("bench", &format!("scope{i}"))?)
 }
 
-/// Fills the router benchmark's scopes once.
-fn fill_router_scopes(store_dir: &Path, texts: &[String], per_scope: usize) -> Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let store = RedbMemoryStore::open(store_dir, big_config())?;
-        let session = SessionId::new("fill")?;
-        for s in 0..ROUTER_SCOPES {
-            let events: Vec<Event> = texts[s * per_scope..(s + 1) * per_scope]
-                .iter()
-                .enumerate()
-                .map(|(i, t)| Event::text(format!("f{i}"), "user", 1, t.clone()))
-                .collect();
-            store
-                .add_events(
-                    &bench_scope(s)?,
-                    &session,
-                    &events,
-                    &WriteOptions::default(),
-                )
-                .await?;
-        }
-        Ok(())
-    })
+fn fill_events(texts: &[String], s: usize, per_scope: usize) -> Vec<Event> {
+    texts[s * per_scope..(s + 1) * per_scope]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Event::text(format!("f{i}"), "user", 1, t.clone()))
+        .collect()
 }
 
-/// One client: 1 in 10 operations adds, the others search.
-async fn router_client(
+async fn fill(store: &dyn MemoryStore, texts: &[String], per_scope: usize) -> Result<()> {
+    let session = SessionId::new("fill")?;
+    for s in 0..ROUTER_SCOPES {
+        let events = fill_events(texts, s, per_scope);
+        store
+            .add_events(
+                &bench_scope(s)?,
+                &session,
+                &events,
+                &WriteOptions::default(),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Shared state of one run's clients.
+struct Clients {
     routed: Arc<RoutedMemory>,
-    start: usize,
     stop: Instant,
+    write_percent: usize,
     queries: Arc<Vec<String>>,
     texts: Arc<Vec<String>>,
-    counts: Arc<(AtomicU64, AtomicU64)>,
-) -> Result<()> {
+    /// Search and add latencies, microseconds.
+    latencies: parking_lot::Mutex<(Vec<f64>, Vec<f64>)>,
+}
+
+/// One client: a fixed share of its operations add, the others search.
+async fn router_client(clients: Arc<Clients>, start: usize) -> Result<()> {
+    let c = &*clients;
     let mut i = start;
-    while Instant::now() < stop {
+    let (mut searches, mut adds): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    while Instant::now() < c.stop {
         i += 1;
         let scope = bench_scope(i % ROUTER_SCOPES)?;
-        if i.is_multiple_of(10) {
-            let entry = NewEntry::new(texts[i % texts.len()].clone());
-            routed
+        let t = Instant::now();
+        // 37 is coprime with 100, so writes are spread evenly.
+        if (i * 37) % 100 < c.write_percent {
+            let entry = NewEntry::new(c.texts[i % c.texts.len()].clone());
+            c.routed
                 .add_entry(&scope, entry, &WriteOptions::default())
                 .await?;
-            counts.1.fetch_add(1, Ordering::Relaxed);
+            adds.push(t.elapsed().as_secs_f64() * 1e6);
         } else {
-            let req = SearchRequest::new(queries[i % queries.len()].clone()).limit(10);
-            routed.search(&scope, &req, &CallOptions::default()).await?;
-            counts.0.fetch_add(1, Ordering::Relaxed);
+            let req = SearchRequest::new(c.queries[i % c.queries.len()].clone()).limit(10);
+            c.routed
+                .search(&scope, &req, &CallOptions::default())
+                .await?;
+            searches.push(t.elapsed().as_secs_f64() * 1e6);
         }
+        // A request boundary: a server task would wait for its next request
+        // here, letting other ready tasks (woken writers among them) run.
+        tokio::task::yield_now().await;
     }
+    let mut l = c.latencies.lock();
+    l.0.extend(searches);
+    l.1.extend(adds);
     Ok(())
 }
 
 /// One run of the router workload on a runtime with `threads` workers.
 fn router_run(
     store_dir: &Path,
+    w: RouterWorkload,
     threads: usize,
-    seconds: f64,
+    pinned_cpus: Option<usize>,
     queries: &Arc<Vec<String>>,
     texts: &Arc<Vec<String>>,
 ) -> Result<RouterRun> {
@@ -375,7 +471,13 @@ fn router_run(
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let inner = Arc::new(RedbMemoryStore::open(store_dir, big_config())?);
+        let inner: Arc<dyn MemoryStore> = if w.durable {
+            Arc::new(RedbMemoryStore::open(store_dir, big_config())?)
+        } else {
+            let store = Arc::new(hippocamp_memory::InMemoryStore::new(big_config())?);
+            fill(&*store, texts, w.entries_per_scope).await?;
+            store
+        };
         let routed = Arc::new(RoutedMemory::new(inner, RouterConfig::default())?);
         // Warm every scope's search state first.
         for s in 0..ROUTER_SCOPES {
@@ -387,61 +489,75 @@ fn router_run(
                 )
                 .await?;
         }
-        let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-        let stop = Instant::now() + Duration::from_secs_f64(seconds);
+        let clients = Arc::new(Clients {
+            routed,
+            stop: Instant::now() + Duration::from_secs_f64(w.seconds),
+            write_percent: w.write_percent,
+            queries: queries.clone(),
+            texts: texts.clone(),
+            latencies: parking_lot::Mutex::new((Vec::new(), Vec::new())),
+        });
         let started = Instant::now();
-        let tasks: Vec<_> = (0..ROUTER_CLIENTS)
-            .map(|c| {
-                tokio::spawn(router_client(
-                    routed.clone(),
-                    c * 7_919,
-                    stop,
-                    queries.clone(),
-                    texts.clone(),
-                    counts.clone(),
-                ))
-            })
+        let cpu_before = cpu_seconds();
+        let tasks: Vec<_> = (0..w.clients)
+            .map(|c| tokio::spawn(router_client(clients.clone(), c * 7_919)))
             .collect();
         for t in tasks {
             t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
         }
         let secs = started.elapsed().as_secs_f64();
-        let (searches, adds) = (
-            counts.0.load(Ordering::Relaxed),
-            counts.1.load(Ordering::Relaxed),
-        );
+        let cpu = cpu_seconds() - cpu_before;
+        let (searches, adds) = std::mem::take(&mut *clients.latencies.lock());
         Ok(RouterRun {
             threads,
-            ops_per_s: (searches + adds) as f64 / secs,
-            searches,
-            adds,
+            pinned_cpus,
+            ops_per_s: (searches.len() + adds.len()) as f64 / secs,
+            cores_used: cpu / secs,
+            searches: searches.len() as u64,
+            adds: adds.len() as u64,
+            search: latency(searches),
+            add_entry: latency(adds),
         })
     })
 }
 
-/// 64 scopes, 90% search / 10% `add_entry`, through the exact-scope router
-/// over the durable store, with 1 and then 2 runtime worker threads.
-pub fn router(dir: &Path, seconds: f64, entries_per_scope: usize) -> Result<RouterBench> {
-    let per_scope = entries_per_scope.max(1);
-    let texts = Arc::new(turns(ROUTER_SCOPES * per_scope)?);
+/// 64 scopes, by default 90% search / 10% `add_entry`, through the
+/// exact-scope router over the durable (or in-memory) store: 1 runtime
+/// worker thread confined to 1 CPU, 1 unconfined, then 2 on 2 CPUs.
+pub fn router(dir: &Path, w: RouterWorkload) -> Result<RouterBench> {
+    let w = RouterWorkload {
+        entries_per_scope: w.entries_per_scope.max(1),
+        write_percent: w.write_percent.min(100),
+        ..w
+    };
+    let texts = Arc::new(turns(ROUTER_SCOPES * w.entries_per_scope)?);
     let queries = {
         let d = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
         Arc::new(hippocamp_datasets::corpus::queries(&d)?)
     };
     let store_dir = dir.join("store");
-    fill_router_scopes(&store_dir, &texts, per_scope)?;
-    let runs = vec![
-        router_run(&store_dir, 1, seconds, &queries, &texts)?,
-        router_run(&store_dir, 2, seconds, &queries, &texts)?,
-    ];
-    let speedup = runs[1].ops_per_s / runs[0].ops_per_s;
+    if w.durable {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let store = RedbMemoryStore::open(&store_dir, big_config())?;
+            fill(&store, &texts, w.entries_per_scope).await
+        })?;
+    }
+    let run = |threads, cpus| {
+        on_cpus(cpus, || {
+            router_run(&store_dir, w, threads, cpus, &queries, &texts)
+        })
+    };
+    let runs = vec![run(1, Some(1))?, run(1, None)?, run(2, Some(2))?];
     Ok(RouterBench {
+        workload: w,
         scopes: ROUTER_SCOPES,
-        entries_per_scope: per_scope,
-        clients: ROUTER_CLIENTS,
-        seconds,
+        speedup: runs[2].ops_per_s / runs[0].ops_per_s,
+        speedup_unconfined: runs[2].ops_per_s / runs[1].ops_per_s,
         runs,
-        speedup,
     })
 }
 

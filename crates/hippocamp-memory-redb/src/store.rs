@@ -49,8 +49,8 @@ pub struct DurableOptions {
 impl Default for DurableOptions {
     fn default() -> Self {
         Self {
-            checkpoint_groups: 1_024,
-            checkpoint_bytes: 32 << 20,
+            checkpoint_groups: 16_384,
+            checkpoint_bytes: 64 << 20,
         }
     }
 }
@@ -62,7 +62,7 @@ pub struct RedbMemoryStore {
     analyzer: Analyzer,
     db: Arc<Database>,
     cache: Arc<ScopeCache>,
-    committer: Committer,
+    committer: Arc<Committer>,
     totals: Arc<Mutex<Totals>>,
     _lock: Option<DirLock>,
 }
@@ -180,7 +180,7 @@ impl RedbMemoryStore {
             analyzer: Analyzer::english(),
             db,
             cache,
-            committer: Committer::new(writer),
+            committer: Arc::new(Committer::new(writer)),
             totals: published,
             _lock: lock,
         })
@@ -197,9 +197,7 @@ impl RedbMemoryStore {
 
     async fn submit<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op) -> Result<T> {
         let (reply, rx) = oneshot::channel();
-        self.committer.submit(make(reply));
-        rx.await
-            .map_err(|_| Error::Unavailable("the memory writer has stopped".into()))?
+        self.committer.submit(make(reply), rx).await
     }
 
     /// Loads a scope's search state now (a router does this when a scope

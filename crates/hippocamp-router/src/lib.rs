@@ -1,9 +1,11 @@
 //! The exact-scope router: concurrency and admission in front of a store.
 //!
-//! With the `exact_scope` strategy every active scope has a worker: a
-//! FIFO read/write lock that orders the scope's operations (reads run
-//! together, writes one at a time, in arrival order) while different scopes
-//! run in parallel. A scope's worker is created on its first use
+//! With the `exact_scope` strategy every active scope has a worker: a FIFO
+//! lock that orders the scope's writes (one at a time, in arrival order)
+//! while different scopes run in parallel. Reads hold a lease on the worker
+//! but take no turn: they see the store's committed state and never wait
+//! behind the scope's queued writes (a read that starts after a write was
+//! acknowledged sees it). A scope's worker is created on its first use
 //! (*activation*, which may load the scope's state), and the router bounds
 //! both the number of live workers (`max_active_scopes`, then
 //! `MaxActiveScopesReached`) and the activations in progress
@@ -41,7 +43,7 @@ use async_trait::async_trait;
 use hippocamp_core::{Deadline, Error, Problem, Result};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OnceCell, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore};
+use tokio::sync::{OnceCell, Semaphore};
 
 /// How scopes map to workers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,9 +132,10 @@ pub trait ScopeState<K>: Send + Sync {
 /// How an operation uses its scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Runs alongside other reads of the scope.
+    /// Runs at once, alongside anything else on the scope.
     Read,
-    /// Runs alone, after every operation that arrived before it.
+    /// Runs alone among the scope's writes, after every write that arrived
+    /// before it.
     Write,
 }
 
@@ -159,7 +162,7 @@ pub struct RouterStats {
 }
 
 struct Worker {
-    order: Arc<RwLock<()>>,
+    order: Arc<tokio::sync::Mutex<()>>,
     activated: OnceCell<()>,
     use_: Mutex<Use>,
 }
@@ -174,7 +177,7 @@ struct Use {
 impl Worker {
     fn new(activated: bool) -> Arc<Self> {
         Arc::new(Self {
-            order: Arc::new(RwLock::new(())),
+            order: Arc::new(tokio::sync::Mutex::new(())),
             activated: OnceCell::new_with(activated.then_some(())),
             use_: Mutex::new(Use {
                 leases: 0,
@@ -219,12 +222,14 @@ pub struct Lease<K: Eq + Hash + Clone + Send + Sync + 'static> {
     turn: Turn,
 }
 
-/// The lease's place in its scope's order, held until the lease drops.
+/// The lease's place in its scope's write order, held until the lease
+/// drops.
 enum Turn {
     None,
-    Read(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
-    Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+    Write(#[allow(dead_code)] OwnedWriteGuard),
 }
+
+type OwnedWriteGuard = tokio::sync::OwnedMutexGuard<()>;
 
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> fmt::Debug for Lease<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -345,16 +350,12 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
         drop(permit);
         let order = Arc::clone(&lease.worker.order);
         match access {
-            Access::Read => {
-                lease.turn = Turn::Read(
-                    tokio::time::timeout_at(until, order.read_owned())
-                        .await
-                        .map_err(|_| Error::Timeout)?,
-                );
-            }
+            // Reads see the store's committed state and need no turn: a
+            // read never waits for the scope's queued writes.
+            Access::Read => {}
             Access::Write => {
                 lease.turn = Turn::Write(
-                    tokio::time::timeout_at(until, order.write_owned())
+                    tokio::time::timeout_at(until, order.lock_owned())
                         .await
                         .map_err(|_| Error::Timeout)?,
                 );
