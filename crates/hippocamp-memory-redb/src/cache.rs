@@ -2,7 +2,7 @@
 //! index ([`ScopeData`]), built from the scope's records on first use and
 //! dropped when the scope is released.
 //!
-//! The writer thread never waits for a search. After each commit it
+//! A commit never waits for a search. After each commit the committer
 //! appends the committed changes ([`CacheOp`]s) to the pending list of
 //! every cached scope they touch, and the next reader applies pending
 //! changes before reading. A write is acknowledged only after its changes

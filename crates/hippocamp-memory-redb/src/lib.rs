@@ -1,27 +1,29 @@
 //! Durable memory on [redb](https://docs.rs/redb): an embedded, crash-safe,
-//! transactional store with fsync on commit.
+//! transactional store.
 //!
-//! An entry, its analysed terms (its forward postings), its scope's
-//! counters and statistics, the store's totals and the scope's erasure
-//! epoch all change in one transaction, so a delete leaves search
-//! atomically and a restart never shows an entry search cannot find, or the
-//! reverse. Searches run on a per-scope inverted index rebuilt in memory
-//! from the stored terms when the scope is first used (no text is analysed
-//! again) and kept in step with every commit; a router releases it when
-//! the scope goes idle.
+//! An entry, its analysed terms (its forward postings), its scope's row
+//! (counters, the statistics search needs, the erasure epoch) all change in
+//! one transaction, so a delete leaves search atomically and a restart
+//! never shows an entry search cannot find, or the reverse. Store-wide
+//! totals are the sums of the scope rows, recomputed on open. Searches run
+//! on a per-scope inverted index rebuilt in memory from the stored terms
+//! when the scope is first used (no text is analysed again) and kept in
+//! step with every commit; a router releases it when the scope goes idle.
 //!
-//! Writes go through one writer thread that commits concurrent writes
-//! together (group commit): they share one transaction and one fsync, and
-//! an `add_events` batch is always one transaction. The fsync is that of a
-//! write-ahead log record holding the transaction's changes ([`wal`]); the
-//! transaction is committed (visible) only after the record is durable, and
-//! a write is acknowledged only after both. Checkpoints make the database
-//! file itself durable and empty the log; opening replays what the last
-//! checkpoint did not cover.
+//! Writes go through one committer that commits concurrent writes together
+//! (group commit): they share one transaction and one fsync, and an
+//! `add_events` batch is always one transaction. Callers run the commits
+//! themselves, one at a time, so an uncontended write wakes no thread. The
+//! fsync is that of a write-ahead log record holding the transaction's
+//! changes ([`wal`]); the transaction is committed (made visible) only
+//! after the record is durable, and a write is acknowledged only after
+//! both. Checkpoints make the database file itself durable and empty the
+//! log; opening replays what the last checkpoint did not cover.
 //!
-//! One process owns a store's directory (a lock file); the on-disk format
-//! carries a version, and an unknown version is refused. See [`format`]
-//! for the tables.
+//! One process owns a store's directory (a lock file); a new database is
+//! created under a temporary name and renamed into place once complete; the
+//! on-disk format carries a version, and an unknown version is refused. See
+//! [`format`] for the tables.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
