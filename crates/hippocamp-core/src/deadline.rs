@@ -15,8 +15,10 @@ use crate::error::{Error, Field, Problem, Result};
 
 /// The shortest accepted timeout.
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
-/// The longest accepted timeout.
+/// The longest accepted timeout of a memory or other short call.
 pub const MAX_TIMEOUT: Duration = Duration::from_mins(1);
+/// The longest accepted timeout of a transfer (artifacts).
+pub const MAX_TRANSFER_TIMEOUT: Duration = Duration::from_mins(5);
 /// The default of a store's configured call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -85,13 +87,24 @@ impl Default for CallOptions {
 impl CallOptions {
     /// Options with `timeout`, which must be within 1 ms ..= 60 s.
     pub fn timeout(timeout: Duration) -> Result<Self> {
-        if timeout < MIN_TIMEOUT || timeout > MAX_TIMEOUT {
+        Self::bounded(timeout, MAX_TIMEOUT)
+    }
+
+    /// Options for a transfer with `timeout`, which must be within 1 ms ..=
+    /// 300 s.
+    pub fn transfer_timeout(timeout: Duration) -> Result<Self> {
+        Self::bounded(timeout, MAX_TRANSFER_TIMEOUT)
+    }
+
+    fn bounded(timeout: Duration, max: Duration) -> Result<Self> {
+        if timeout < MIN_TIMEOUT || timeout > max {
+            let ms = |d: Duration| i128::try_from(d.as_millis()).unwrap_or(i128::MAX);
             return Err(Error::invalid(
                 Field::Timeout,
                 Problem::OutOfRange {
-                    value: i128::try_from(timeout.as_millis()).unwrap_or(i128::MAX),
-                    min: i128::from(u64::try_from(MIN_TIMEOUT.as_millis()).unwrap_or(1)),
-                    max: i128::from(u64::try_from(MAX_TIMEOUT.as_millis()).unwrap_or(60_000)),
+                    value: ms(timeout),
+                    min: ms(MIN_TIMEOUT),
+                    max: ms(max),
                 },
             ));
         }

@@ -175,6 +175,18 @@ pub enum Field {
     Events,
     /// One event of a batch.
     Event,
+    /// An artifact name.
+    Name,
+    /// A MIME type.
+    MimeType,
+    /// An artifact version.
+    Version,
+    /// A byte range.
+    Range,
+    /// A page cursor.
+    Cursor,
+    /// A request body.
+    Body,
 }
 
 impl Field {
@@ -199,6 +211,12 @@ impl Field {
             Field::Timeout => "timeout",
             Field::Events => "events",
             Field::Event => "event",
+            Field::Name => "name",
+            Field::MimeType => "mime_type",
+            Field::Version => "version",
+            Field::Range => "range",
+            Field::Cursor => "cursor",
+            Field::Body => "body",
         }
     }
 }
@@ -308,6 +326,16 @@ pub enum QuotaLimit {
     EntriesTotal(u64),
     /// `max_bytes_total`.
     BytesTotal(u64),
+    /// `max_artifact_bytes`: one artifact.
+    ArtifactBytes(u64),
+    /// `max_scope_artifacts`: live versions in one scope.
+    ArtifactsPerScope(u64),
+    /// `max_scope_bytes`: artifact bytes in one scope.
+    ArtifactBytesPerScope(u64),
+    /// `max_total_artifacts`: live versions in the store.
+    ArtifactsTotal(u64),
+    /// `max_total_bytes`: artifact bytes in the store.
+    ArtifactBytesTotal(u64),
 }
 
 impl QuotaLimit {
@@ -318,6 +346,11 @@ impl QuotaLimit {
             QuotaLimit::BytesPerScope(_) => "max_bytes_per_scope",
             QuotaLimit::EntriesTotal(_) => "max_entries_total",
             QuotaLimit::BytesTotal(_) => "max_bytes_total",
+            QuotaLimit::ArtifactBytes(_) => "max_artifact_bytes",
+            QuotaLimit::ArtifactsPerScope(_) => "max_scope_artifacts",
+            QuotaLimit::ArtifactBytesPerScope(_) => "max_scope_bytes",
+            QuotaLimit::ArtifactsTotal(_) => "max_total_artifacts",
+            QuotaLimit::ArtifactBytesTotal(_) => "max_total_bytes",
         }
     }
 
@@ -327,7 +360,12 @@ impl QuotaLimit {
             QuotaLimit::EntriesPerScope(v)
             | QuotaLimit::BytesPerScope(v)
             | QuotaLimit::EntriesTotal(v)
-            | QuotaLimit::BytesTotal(v) => v,
+            | QuotaLimit::BytesTotal(v)
+            | QuotaLimit::ArtifactBytes(v)
+            | QuotaLimit::ArtifactsPerScope(v)
+            | QuotaLimit::ArtifactBytesPerScope(v)
+            | QuotaLimit::ArtifactsTotal(v)
+            | QuotaLimit::ArtifactBytesTotal(v) => v,
         }
     }
 }

@@ -1,0 +1,36 @@
+//! Versioned artifacts: immutable, never-reused versions of named binary
+//! objects under an app, user or session scope.
+//!
+//! - [`model`]: scopes, names, MIME types, records, selectors, pages;
+//! - [`integrity`]: per-chunk and whole SHA-256, verified streaming reads;
+//! - [`store`]: the [`ArtifactStore`] contract and its limits;
+//! - [`mem`]: the in-memory store;
+//! - [`routed`]: any store behind the exact-scope router;
+//! - `conformance` (feature): the suite every store and wrapper runs.
+//!
+//! The filesystem store (`hippocamp-artifacts-fs`) and the object-store
+//! store (`hippocamp-artifacts-object`) implement the same contract.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod integrity;
+pub mod mem;
+pub mod model;
+pub mod routed;
+pub mod store;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use integrity::{ChunkHasher, Integrity};
+pub use mem::InMemoryArtifacts;
+pub use model::{
+    ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, MimeType, Page,
+    PageRequest, PutOptions, Selector,
+};
+pub use routed::RoutedArtifacts;
+pub use store::{
+    ArtifactCapabilities, ArtifactLimits, ArtifactRead, ArtifactStatus, ArtifactStore, Body,
+    ByteStream,
+};

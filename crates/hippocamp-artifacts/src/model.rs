@@ -1,0 +1,548 @@
+//! Artifact scopes, names, MIME types, metadata records, selectors and
+//! pages: the validated vocabulary of the artifact contract.
+
+use std::fmt;
+
+use hippocamp_core::{
+    AppName, Error, Field, Metadata, Problem, Result, SessionId, Sha256Digest, UserId,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// Who owns an artifact. The same name in two scopes is two independent
+/// artifacts with separate version counters; there is no inheritance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ArtifactScope {
+    /// Shared by the whole application.
+    App {
+        /// The application.
+        app: AppName,
+    },
+    /// One user of an application.
+    User {
+        /// The application.
+        app: AppName,
+        /// The user.
+        user: UserId,
+    },
+    /// One session of a user.
+    Session {
+        /// The application.
+        app: AppName,
+        /// The user.
+        user: UserId,
+        /// The session.
+        session: SessionId,
+    },
+}
+
+impl ArtifactScope {
+    /// An application scope.
+    pub fn app(app: &str) -> Result<Self> {
+        Ok(Self::App {
+            app: AppName::new(app)?,
+        })
+    }
+
+    /// A user scope.
+    pub fn user(app: &str, user: &str) -> Result<Self> {
+        Ok(Self::User {
+            app: AppName::new(app)?,
+            user: UserId::new(user)?,
+        })
+    }
+
+    /// A session scope.
+    pub fn session(app: &str, user: &str, session: &str) -> Result<Self> {
+        Ok(Self::Session {
+            app: AppName::new(app)?,
+            user: UserId::new(user)?,
+            session: SessionId::new(session)?,
+        })
+    }
+
+    /// The application of any scope.
+    pub fn app_name(&self) -> &AppName {
+        match self {
+            Self::App { app } | Self::User { app, .. } | Self::Session { app, .. } => app,
+        }
+    }
+
+    /// `app`, `user` or `session`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::App { .. } => "app",
+            Self::User { .. } => "user",
+            Self::Session { .. } => "session",
+        }
+    }
+
+    /// A canonical, versioned byte encoding: a domain tag, the kind, then
+    /// each part length-prefixed. Stores hash it to name storage locations,
+    /// so it never changes for a given scope.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut out = b"hippocamp-artifact-scope-v1\0".to_vec();
+        let parts: Vec<&str> = match self {
+            Self::App { app } => {
+                out.push(b'a');
+                vec![app.as_str()]
+            }
+            Self::User { app, user } => {
+                out.push(b'u');
+                vec![app.as_str(), user.as_str()]
+            }
+            Self::Session { app, user, session } => {
+                out.push(b's');
+                vec![app.as_str(), user.as_str(), session.as_str()]
+            }
+        };
+        for p in parts {
+            out.extend_from_slice(&(p.len() as u64).to_be_bytes());
+            out.extend_from_slice(p.as_bytes());
+        }
+        out
+    }
+
+    /// SHA-256 of [`canonical_bytes`](Self::canonical_bytes).
+    pub fn hash(&self) -> [u8; 32] {
+        Sha256::digest(self.canonical_bytes()).into()
+    }
+}
+
+impl fmt::Display for ArtifactScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::App { app } => write!(f, "app:{app}"),
+            Self::User { app, user } => write!(f, "user:{app}/{user}"),
+            Self::Session { app, user, session } => write!(f, "session:{app}/{user}/{session}"),
+        }
+    }
+}
+
+/// The longest artifact name, in bytes.
+pub const MAX_NAME_BYTES: usize = 1_024;
+
+/// A logical artifact name: 1..=1,024 bytes of UTF-8, `/`-separated
+/// segments none of which is empty, `.` or `..`, no NUL. Names are never
+/// used as paths or object keys; they sort bytewise.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ArtifactName(String);
+
+impl ArtifactName {
+    /// Validates `name`.
+    pub fn new(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        let bad = |m: &str| Error::invalid(Field::Name, Problem::Malformed(m.to_owned()));
+        if name.is_empty() {
+            return Err(Error::invalid(Field::Name, Problem::Empty));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(Error::invalid(
+                Field::Name,
+                Problem::TooLong {
+                    len: name.len(),
+                    max: MAX_NAME_BYTES,
+                },
+            ));
+        }
+        if name.contains('\0') {
+            return Err(Error::invalid(Field::Name, Problem::ContainsNul));
+        }
+        for seg in name.split('/') {
+            match seg {
+                "" => {
+                    return Err(bad(
+                        "a name must not have an empty segment (leading, trailing or double /)",
+                    ));
+                }
+                "." | ".." => return Err(bad("a name must not have a `.` or `..` segment")),
+                _ => {}
+            }
+        }
+        Ok(Self(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// SHA-256 of the name's bytes with a domain tag.
+    pub fn hash(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(b"hippocamp-artifact-name-v1\0");
+        h.update(self.0.as_bytes());
+        h.finalize().into()
+    }
+}
+
+impl TryFrom<String> for ArtifactName {
+    type Error = Error;
+    fn try_from(v: String) -> Result<Self> {
+        Self::new(v)
+    }
+}
+
+impl From<ArtifactName> for String {
+    fn from(v: ArtifactName) -> String {
+        v.0
+    }
+}
+
+impl fmt::Display for ArtifactName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ArtifactName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ArtifactName({:?})", self.0)
+    }
+}
+
+/// The default MIME type.
+pub const DEFAULT_MIME_TYPE: &str = "application/octet-stream";
+/// Shortest and longest MIME types, in bytes.
+pub const MIME_TYPE_BYTES: (usize, usize) = (3, 255);
+
+/// A MIME type: 3..=255 bytes of UTF-8 with a `/`, no CR, LF or NUL.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MimeType(String);
+
+impl MimeType {
+    /// Validates `value`.
+    pub fn new(value: impl Into<String>) -> Result<Self> {
+        let v = value.into();
+        let (min, max) = MIME_TYPE_BYTES;
+        if v.len() < min || v.len() > max {
+            return Err(Error::invalid(
+                Field::MimeType,
+                Problem::OutOfRange {
+                    value: v.len() as i128,
+                    min: min as i128,
+                    max: max as i128,
+                },
+            ));
+        }
+        if !v.contains('/') || v.contains(['\r', '\n', '\0']) {
+            return Err(Error::invalid(
+                Field::MimeType,
+                Problem::Malformed("a MIME type contains `/` and no CR, LF or NUL".into()),
+            ));
+        }
+        Ok(Self(v))
+    }
+
+    /// The MIME type.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for MimeType {
+    fn default() -> Self {
+        Self(DEFAULT_MIME_TYPE.to_owned())
+    }
+}
+
+impl TryFrom<String> for MimeType {
+    type Error = Error;
+    fn try_from(v: String) -> Result<Self> {
+        Self::new(v)
+    }
+}
+
+impl From<MimeType> for String {
+    fn from(v: MimeType) -> String {
+        v.0
+    }
+}
+
+impl fmt::Debug for MimeType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MimeType({:?})", self.0)
+    }
+}
+
+/// Bounds on custom metadata.
+pub const MAX_METADATA_BYTES: usize = 16_384;
+/// Aggregate map pairs and list elements.
+pub const MAX_METADATA_ENTRIES: usize = 128;
+/// Nesting depth; the top-level object is depth 1.
+pub const MAX_METADATA_DEPTH: usize = 8;
+
+/// Checks custom metadata: at most 16,384 bytes as compact JSON, 128
+/// entries (every map pair and list element, summed over the tree), and 8
+/// levels of nesting (the top object is level 1).
+pub fn check_metadata(m: &Metadata) -> Result<()> {
+    fn walk(v: &Value, depth: usize, entries: &mut usize) -> Result<()> {
+        let (children, n): (Box<dyn Iterator<Item = &Value>>, usize) = match v {
+            Value::Object(o) => (Box::new(o.values()), o.len()),
+            Value::Array(a) => (Box::new(a.iter()), a.len()),
+            _ => return Ok(()),
+        };
+        if depth > MAX_METADATA_DEPTH {
+            return Err(Error::invalid(
+                Field::Metadata,
+                Problem::TooDeep {
+                    max: MAX_METADATA_DEPTH,
+                },
+            ));
+        }
+        *entries += n;
+        if *entries > MAX_METADATA_ENTRIES {
+            return Err(Error::invalid(
+                Field::Metadata,
+                Problem::TooMany {
+                    count: *entries,
+                    max: MAX_METADATA_ENTRIES,
+                },
+            ));
+        }
+        children
+            .into_iter()
+            .try_for_each(|c| walk(c, depth + 1, entries))
+    }
+    let mut entries = 0;
+    let top = Value::Object(m.clone());
+    walk(&top, 1, &mut entries)?;
+    let len = hippocamp_core::json::encoded_len(m);
+    if len > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            Field::Metadata,
+            Problem::TooLong {
+                len,
+                max: MAX_METADATA_BYTES,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The record of one version: what `put` returns and listings carry.
+/// Never carries the bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactMeta {
+    /// The exact scope.
+    pub scope: ArtifactScope,
+    /// The name.
+    pub name: ArtifactName,
+    /// A positive version, never reused.
+    pub version: u64,
+    /// The MIME type.
+    pub mime_type: MimeType,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the whole artifact.
+    pub sha256: Sha256Digest,
+    /// Bytes per integrity chunk; each chunk has its own SHA-256.
+    pub chunk_size: u64,
+    /// When it was stored, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Custom metadata.
+    pub metadata: Metadata,
+}
+
+/// Which version to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selector {
+    /// The highest existing version.
+    Latest,
+    /// One version.
+    Version(u64),
+}
+
+/// Which versions to delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteSelector {
+    /// The highest existing version.
+    Latest,
+    /// One version.
+    Version(u64),
+    /// Every version.
+    All,
+}
+
+/// A byte range of an artifact: `len` bytes from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByteRange {
+    /// First byte.
+    pub offset: u64,
+    /// Number of bytes (at least 1).
+    pub len: u64,
+}
+
+impl ByteRange {
+    /// Checks the range against an artifact of `size` bytes.
+    pub fn check(&self, size: u64) -> Result<()> {
+        let end = self.offset.checked_add(self.len);
+        if self.len == 0 || end.is_none_or(|e| e > size) {
+            return Err(Error::invalid(
+                Field::Range,
+                Problem::Malformed(format!(
+                    "{} bytes from offset {} do not lie within {size} bytes",
+                    self.len, self.offset
+                )),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A page request: items strictly after `cursor`, at most `limit` of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageRequest<C> {
+    /// Exclusive cursor: the last item of the previous page.
+    #[serde(default = "none")]
+    pub cursor: Option<C>,
+    /// Most items (default: the store's default page size).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+fn none<C>() -> Option<C> {
+    None
+}
+
+impl<C> Default for PageRequest<C> {
+    fn default() -> Self {
+        Self {
+            cursor: None,
+            limit: None,
+        }
+    }
+}
+
+impl<C> PageRequest<C> {
+    /// A first page of `limit` items.
+    pub fn first(limit: u64) -> Self {
+        Self {
+            cursor: None,
+            limit: Some(limit),
+        }
+    }
+
+    /// The page after `cursor`.
+    pub fn after(cursor: C, limit: u64) -> Self {
+        Self {
+            cursor: Some(cursor),
+            limit: Some(limit),
+        }
+    }
+}
+
+/// A page of items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T, C> {
+    /// The scope listed.
+    pub scope: ArtifactScope,
+    /// The items, in order.
+    pub items: Vec<T>,
+    /// The cursor of the next page, when there are more items.
+    pub next_cursor: Option<C>,
+}
+
+/// Options of a put.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PutOptions {
+    /// The MIME type (default `application/octet-stream`).
+    pub mime_type: MimeType,
+    /// Custom JSON-safe metadata.
+    pub metadata: Metadata,
+    /// The deadline.
+    pub call: hippocamp_core::CallOptions,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(ArtifactName::new("reports/summary.txt").is_ok());
+        assert!(ArtifactName::new("nested/café.txt").is_ok());
+        assert!(ArtifactName::new("x".repeat(1_024)).is_ok());
+        for bad in ["", "/a", "a/", "a//b", "../escape", "a/./b", "a\0b"] {
+            assert!(ArtifactName::new(bad).is_err(), "{bad:?}");
+        }
+        assert!(matches!(
+            ArtifactName::new("x".repeat(1_025)),
+            Err(Error::InvalidArgument {
+                field: Field::Name,
+                problem: Problem::TooLong { .. }
+            })
+        ));
+    }
+
+    #[test]
+    fn mime_types() {
+        assert!(MimeType::new("text/plain").is_ok());
+        assert!(MimeType::new("a/b").is_ok());
+        assert!(MimeType::new("a/").is_err());
+        assert!(MimeType::new("bad\r\nvalue").is_err());
+        assert!(MimeType::new("textplain").is_err());
+        assert!(MimeType::new(format!("a/{}", "b".repeat(254))).is_err());
+        assert_eq!(MimeType::default().as_str(), "application/octet-stream");
+    }
+
+    #[test]
+    fn metadata_bounds() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        // Depth 8 is allowed, 9 is not (the top object is depth 1).
+        let mut v = json!({});
+        for _ in 0..7 {
+            v = json!({ "k": v });
+        }
+        assert!(check_metadata(&m(v.clone())).is_ok());
+        assert!(check_metadata(&m(json!({ "k": v }))).is_err());
+        let keys = |n: usize| (0..n).map(|i| (format!("k{i}"), json!(i))).collect();
+        assert!(check_metadata(&keys(128)).is_ok());
+        assert!(check_metadata(&keys(129)).is_err());
+        assert!(check_metadata(&m(json!({"s": "x".repeat(17_000)}))).is_err());
+        // Entries count list elements across the tree.
+        assert!(check_metadata(&m(json!({"a": vec![1; 127]}))).is_ok());
+        assert!(check_metadata(&m(json!({"a": vec![1; 128]}))).is_err());
+    }
+
+    #[test]
+    fn scopes_hash_canonically() {
+        let a = ArtifactScope::user("ab", "c").unwrap();
+        let b = ArtifactScope::user("a", "bc").unwrap();
+        assert_ne!(a.hash(), b.hash());
+        assert_ne!(
+            ArtifactScope::app("a").unwrap().hash(),
+            ArtifactScope::user("a", "a").unwrap().hash()
+        );
+        let json = serde_json::to_value(ArtifactScope::session("a", "u", "s").unwrap()).unwrap();
+        assert_eq!(
+            json,
+            json!({"type": "session", "app": "a", "user": "u", "session": "s"})
+        );
+    }
+
+    #[test]
+    fn ranges() {
+        assert!(ByteRange { offset: 1, len: 3 }.check(6).is_ok());
+        assert!(ByteRange { offset: 5, len: 2 }.check(6).is_err());
+        assert!(ByteRange { offset: 0, len: 0 }.check(6).is_err());
+        assert!(
+            ByteRange {
+                offset: u64::MAX,
+                len: 2
+            }
+            .check(6)
+            .is_err()
+        );
+    }
+}

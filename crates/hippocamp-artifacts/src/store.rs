@@ -1,0 +1,556 @@
+//! The `ArtifactStore` contract.
+//!
+//! Every operation takes the exact [`ArtifactScope`]; none reads or writes
+//! outside it. Versions are immutable, positive, allocated by successful
+//! puts and never reused, even after every version is deleted or the store
+//! restarts. Reads stream and verify (see [`crate::integrity`]). Listings
+//! are keyset pages with an exclusive cursor and never carry bytes.
+//! Deletion is idempotent and reports the versions it removed.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use hippocamp_core::{CallOptions, Error, LimitInfo, Problem, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, Page, PageRequest,
+    PutOptions, Selector,
+};
+
+/// Bytes flowing in or out of a store.
+pub type ByteStream = BoxStream<'static, Result<Bytes>>;
+
+/// What a put stores.
+pub enum Body {
+    /// Bytes in memory.
+    Bytes(Bytes),
+    /// A stream of bytes (of any piece sizes).
+    Stream(ByteStream),
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Bytes(b) => write!(f, "Body::Bytes({} bytes)", b.len()),
+            Body::Stream(_) => f.write_str("Body::Stream"),
+        }
+    }
+}
+
+impl From<Bytes> for Body {
+    fn from(b: Bytes) -> Self {
+        Body::Bytes(b)
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(b: Vec<u8>) -> Self {
+        Body::Bytes(Bytes::from(b))
+    }
+}
+
+impl From<&'static [u8]> for Body {
+    fn from(b: &'static [u8]) -> Self {
+        Body::Bytes(Bytes::from_static(b))
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(b: &'static str) -> Self {
+        Body::Bytes(Bytes::from_static(b.as_bytes()))
+    }
+}
+
+impl Body {
+    /// The body as a stream.
+    pub fn into_stream(self) -> ByteStream {
+        match self {
+            Body::Bytes(b) => futures::stream::iter([Ok(b)]).boxed(),
+            Body::Stream(s) => s,
+        }
+    }
+}
+
+/// A read: the version's record, the range read, and its verified bytes.
+pub struct ArtifactRead {
+    /// The version read.
+    pub meta: ArtifactMeta,
+    /// The range, when one was asked for.
+    pub range: Option<ByteRange>,
+    /// The bytes; a corrupt chunk ends the stream with `Corrupt` before
+    /// any of its bytes.
+    pub body: ByteStream,
+}
+
+impl fmt::Debug for ArtifactRead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArtifactRead")
+            .field("meta", &self.meta)
+            .field("range", &self.range)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ArtifactRead {
+    /// Collects the bytes (bounded by the artifact or range size).
+    pub async fn bytes(mut self) -> Result<Bytes> {
+        let cap = self.range.map_or(self.meta.size, |r| r.len);
+        let mut out = Vec::with_capacity(usize::try_from(cap.min(1 << 26)).unwrap_or(0));
+        while let Some(piece) = self.body.next().await {
+            out.extend_from_slice(&piece?);
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+macro_rules! artifact_limits {
+    ($( $(#[$doc:meta])* $field:ident: default $default:expr, min $min:expr, max $max:expr, $desc:literal; )*) => {
+        /// Limits and quotas of an artifact store. Every value is within
+        /// its range and reported by `capabilities()`.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct ArtifactLimits {
+            $( $(#[$doc])* pub $field: u64, )*
+        }
+
+        impl Default for ArtifactLimits {
+            fn default() -> Self {
+                Self { $( $field: $default, )* }
+            }
+        }
+
+        impl ArtifactLimits {
+            /// The configuration keys.
+            pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            fn check_ranges(&self) -> Result<()> {
+                $(
+                    if self.$field < $min || self.$field > $max {
+                        return Err(Error::config(
+                            stringify!($field),
+                            Problem::OutOfRange {
+                                value: i128::from(self.$field),
+                                min: i128::from($min as u64),
+                                max: i128::from($max as u64),
+                            },
+                        ));
+                    }
+                )*
+                Ok(())
+            }
+
+            /// Every limit with its value, default and range.
+            pub fn describe(&self) -> Vec<LimitInfo> {
+                vec![$(
+                    LimitInfo {
+                        name: stringify!($field).to_owned(),
+                        value: self.$field,
+                        default: $default,
+                        min: $min,
+                        max: $max,
+                        description: $desc.to_owned(),
+                        configurable: true,
+                    },
+                )*]
+            }
+        }
+    };
+}
+
+artifact_limits! {
+    /// Bytes of one artifact.
+    max_artifact_bytes: default 64 << 20, min 1, max 1_u64 << 40,
+        "bytes of one artifact";
+    /// Bytes of live versions in one scope.
+    max_scope_bytes: default 1 << 30, min 1, max 1_u64 << 44,
+        "bytes of live versions in one scope";
+    /// Bytes of live versions in the store.
+    max_total_bytes: default 64_u64 << 30, min 1, max 1_u64 << 48,
+        "bytes of live versions in the store";
+    /// Live versions in one scope.
+    max_scope_artifacts: default 25_000, min 1, max 100_000_000,
+        "live versions in one scope";
+    /// Live versions in the store.
+    max_total_artifacts: default 1_000_000, min 1, max 1_000_000_000,
+        "live versions in the store";
+    /// Largest page of a listing.
+    max_page_limit: default 1_000, min 1, max 10_000,
+        "items in one listing page";
+    /// Page size when a request gives none.
+    default_page_limit: default 100, min 1, max 10_000,
+        "items in a listing page when the request gives no limit";
+    /// Timeout of a call that gives none, milliseconds.
+    call_timeout_ms: default 30_000, min 1, max 300_000,
+        "timeout in milliseconds of a call that gives none";
+    /// Bytes per integrity chunk.
+    chunk_size: default 1 << 20, min 4_096, max 64 << 20,
+        "bytes per integrity chunk (each has its own SHA-256)";
+}
+
+impl ArtifactLimits {
+    /// Checks every range and relation.
+    pub fn validate(&self) -> Result<()> {
+        self.check_ranges()?;
+        let rel = |key: &str, msg: &'static str| Err(Error::config(key, Problem::Relation(msg)));
+        if self.max_artifact_bytes > self.max_scope_bytes {
+            return rel(
+                "max_artifact_bytes",
+                "max_artifact_bytes must not exceed max_scope_bytes",
+            );
+        }
+        if self.max_scope_bytes > self.max_total_bytes {
+            return rel(
+                "max_scope_bytes",
+                "max_scope_bytes must not exceed max_total_bytes",
+            );
+        }
+        if self.max_scope_artifacts > self.max_total_artifacts {
+            return rel(
+                "max_scope_artifacts",
+                "max_scope_artifacts must not exceed max_total_artifacts",
+            );
+        }
+        if self.default_page_limit > self.max_page_limit {
+            return rel(
+                "default_page_limit",
+                "default_page_limit must not exceed max_page_limit",
+            );
+        }
+        Ok(())
+    }
+
+    /// The timeout of a call that gives none.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+
+    /// Configurable limits followed by the fixed validation limits.
+    pub fn describe_all(&self) -> Vec<LimitInfo> {
+        let fixed = |name: &str, value: u64, min: u64, description: &str| LimitInfo {
+            name: name.to_owned(),
+            value,
+            default: value,
+            min,
+            max: value,
+            description: description.to_owned(),
+            configurable: false,
+        };
+        let mut all = self.describe();
+        all.extend([
+            fixed(
+                "max_scope_part_bytes",
+                256,
+                1,
+                "bytes of an app name, user id or session id",
+            ),
+            fixed(
+                "max_name_bytes",
+                crate::model::MAX_NAME_BYTES as u64,
+                1,
+                "bytes of an artifact name",
+            ),
+            fixed("max_mime_type_bytes", 255, 3, "bytes of a MIME type"),
+            fixed(
+                "max_metadata_bytes",
+                crate::model::MAX_METADATA_BYTES as u64,
+                0,
+                "bytes of custom metadata as compact JSON",
+            ),
+            fixed(
+                "max_metadata_entries",
+                crate::model::MAX_METADATA_ENTRIES as u64,
+                0,
+                "map pairs and list elements of custom metadata",
+            ),
+            fixed(
+                "max_metadata_depth",
+                crate::model::MAX_METADATA_DEPTH as u64,
+                1,
+                "nesting of custom metadata (the top object is 1)",
+            ),
+            fixed(
+                "max_timeout_ms",
+                300_000,
+                1,
+                "longest timeout a call may give",
+            ),
+        ]);
+        all
+    }
+
+    /// Checks a page limit, giving the default when absent.
+    pub fn page_limit(&self, limit: Option<u64>) -> Result<usize> {
+        let l = limit.unwrap_or(self.default_page_limit);
+        if l == 0 || l > self.max_page_limit {
+            return Err(Error::invalid(
+                hippocamp_core::Field::Limit,
+                Problem::OutOfRange {
+                    value: i128::from(l),
+                    min: 1,
+                    max: i128::from(self.max_page_limit),
+                },
+            ));
+        }
+        Ok(usize::try_from(l).unwrap_or(usize::MAX))
+    }
+}
+
+/// What a store offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactCapabilities {
+    /// Contract version.
+    pub api_version: u32,
+    /// The backend (`memory`, `filesystem`, `s3`...).
+    pub backend: String,
+    /// Whether acknowledged puts survive a restart.
+    pub durable: bool,
+    /// Scope kinds: `app`, `user`, `session`.
+    pub scopes: Vec<String>,
+    /// Versions never change once written.
+    pub immutable_versions: bool,
+    /// Byte ranges can be read.
+    pub range_reads: bool,
+    /// Puts and gets stream in bounded memory.
+    pub streaming: bool,
+    /// Every limit with its value, default and range.
+    pub limits: Vec<LimitInfo>,
+    /// Router details, when routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<hippocamp_router::RouterStats>,
+}
+
+/// Content-free state of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactStatus {
+    /// The backend.
+    pub backend: String,
+    /// Live versions.
+    pub artifacts: u64,
+    /// Bytes of live versions.
+    pub bytes: u64,
+    /// Router state, when routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<hippocamp_router::RouterStats>,
+}
+
+/// Versioned artifacts.
+///
+/// Implementations must validate with the shared functions, never return a
+/// record of another scope or name, check the deadline immediately before
+/// the step that publishes or deletes, and verify bytes on every read.
+#[async_trait]
+pub trait ArtifactStore: Send + Sync + fmt::Debug {
+    /// Features and limits.
+    fn capabilities(&self) -> ArtifactCapabilities;
+
+    /// Stores a new version and returns its record.
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta>;
+
+    /// Reads a version (or a byte range of it) as a verified stream.
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead>;
+
+    /// A version's record, without its bytes.
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta>;
+
+    /// Deletes versions; returns the versions removed (empty when none
+    /// matched). Deletion frees quota, never version numbers.
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>>;
+
+    /// Names with at least one live version, in byte order.
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>>;
+
+    /// Live versions of a name, ascending, without bytes.
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>>;
+
+    /// Content-free counters.
+    async fn status(&self) -> Result<ArtifactStatus>;
+
+    /// Brings a scope's in-memory state in ahead of use (routers call it).
+    async fn activate_scope(&self, _scope: &ArtifactScope) -> Result<()> {
+        Ok(())
+    }
+
+    /// Releases a scope's in-memory state (durable stores only).
+    fn release_scope(&self, _scope: &ArtifactScope) {}
+}
+
+/// Checks that a record belongs to the requested scope and name (and
+/// version, when given); a foreign record is a `ScopeViolation`.
+pub fn check_record(
+    meta: &ArtifactMeta,
+    scope: &ArtifactScope,
+    name: &ArtifactName,
+    version: Option<u64>,
+) -> Result<()> {
+    if meta.scope != *scope || meta.name != *name || version.is_some_and(|v| v != meta.version) {
+        return Err(Error::ScopeViolation);
+    }
+    Ok(())
+}
+
+/// Checks put options (the custom metadata bounds).
+pub fn check_put(opts: &PutOptions) -> Result<()> {
+    crate::model::check_metadata(&opts.metadata)
+}
+
+/// Checks that a selector names a positive version.
+pub fn check_version(v: u64) -> Result<()> {
+    if v == 0 {
+        return Err(Error::invalid(
+            hippocamp_core::Field::Version,
+            Problem::OutOfRange {
+                value: 0,
+                min: 1,
+                max: i128::from(u64::MAX),
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The version a selector picks among existing `versions` (ascending).
+pub fn pick(selector: Selector, versions: impl DoubleEndedIterator<Item = u64>) -> Result<u64> {
+    let mut versions = versions;
+    match selector {
+        Selector::Latest => versions.next_back().ok_or(Error::NotFound("artifact")),
+        Selector::Version(v) => {
+            check_version(v)?;
+            versions
+                .find(|&x| x == v)
+                .ok_or(Error::NotFound("artifact version"))
+        }
+    }
+}
+
+/// Forwards the trait through a pointer-like type (`**self` is a store).
+macro_rules! forward {
+    ($([$($gen:tt)*] $ptr:ty),*) => {$(
+        #[::async_trait::async_trait]
+        impl<$($gen)*> $crate::store::ArtifactStore for $ptr {
+            fn capabilities(&self) -> $crate::store::ArtifactCapabilities {
+                (**self).capabilities()
+            }
+            async fn put(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, body: $crate::store::Body, opts: &$crate::model::PutOptions) -> ::hippocamp_core::Result<$crate::model::ArtifactMeta> {
+                (**self).put(scope, name, body, opts).await
+            }
+            async fn get(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::Selector, range: Option<$crate::model::ByteRange>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::ArtifactRead> {
+                (**self).get(scope, name, selector, range, opts).await
+            }
+            async fn head(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::Selector, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::ArtifactMeta> {
+                (**self).head(scope, name, selector, opts).await
+            }
+            async fn delete(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::DeleteSelector, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<Vec<u64>> {
+                (**self).delete(scope, name, selector, opts).await
+            }
+            async fn list_names(&self, scope: &$crate::model::ArtifactScope, page: &$crate::model::PageRequest<$crate::model::ArtifactName>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::Page<$crate::model::ArtifactName, $crate::model::ArtifactName>> {
+                (**self).list_names(scope, page, opts).await
+            }
+            async fn list_versions(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, page: &$crate::model::PageRequest<u64>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::Page<$crate::model::ArtifactMeta, u64>> {
+                (**self).list_versions(scope, name, page, opts).await
+            }
+            async fn status(&self) -> ::hippocamp_core::Result<$crate::store::ArtifactStatus> {
+                (**self).status().await
+            }
+            async fn activate_scope(&self, scope: &$crate::model::ArtifactScope) -> ::hippocamp_core::Result<()> {
+                (**self).activate_scope(scope).await
+            }
+            fn release_scope(&self, scope: &$crate::model::ArtifactScope) {
+                (**self).release_scope(scope)
+            }
+        }
+    )*};
+}
+
+forward!(
+    [T: ArtifactStore + ?Sized] std::sync::Arc<T>,
+    [T: ArtifactStore + ?Sized] Box<T>
+);
+#[cfg(feature = "conformance")]
+pub(crate) use forward;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_validate() {
+        ArtifactLimits::default().validate().unwrap();
+        let bad = ArtifactLimits {
+            max_artifact_bytes: 2 << 30,
+            ..ArtifactLimits::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = ArtifactLimits {
+            chunk_size: 10,
+            ..ArtifactLimits::default()
+        };
+        assert!(
+            matches!(bad.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "chunk_size")
+        );
+        assert!(serde_json::from_str::<ArtifactLimits>(r#"{"max_page": 1}"#).is_err());
+        let l = ArtifactLimits::default();
+        assert_eq!(l.page_limit(None).unwrap(), 100);
+        assert!(l.page_limit(Some(0)).is_err());
+        assert!(l.page_limit(Some(1_001)).is_err());
+    }
+
+    #[test]
+    fn selectors_pick() {
+        let v = || [1u64, 3, 4].into_iter();
+        assert_eq!(pick(Selector::Latest, v()).unwrap(), 4);
+        assert_eq!(pick(Selector::Version(3), v()).unwrap(), 3);
+        assert!(matches!(
+            pick(Selector::Version(2), v()),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            pick(Selector::Version(0), v()),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            pick(Selector::Latest, std::iter::empty()),
+            Err(Error::NotFound(_))
+        ));
+    }
+}
