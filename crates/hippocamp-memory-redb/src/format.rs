@@ -144,6 +144,18 @@ pub(crate) struct EntryRecord {
     pub(crate) terms: Vec<(String, u32)>,
 }
 
+/// One change to one table, as logged; replayable in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Mutation {
+    PutEntry(Vec<u8>, Vec<u8>),
+    DelEntry(Vec<u8>),
+    DelEntries(Vec<u8>, Vec<u8>),
+    PutSession(Vec<u8>),
+    DelSession(Vec<u8>),
+    DelSessions(Vec<u8>, Vec<u8>),
+    PutScope(Vec<u8>, Vec<u8>),
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     postcard::to_stdvec(value).map_err(|e| Error::Corrupt(format!("cannot encode record: {e}")))
 }

@@ -15,7 +15,7 @@
 //! `add_events` batch is always one transaction. Callers run the commits
 //! themselves, one at a time, so an uncontended write wakes no thread. The
 //! fsync is that of a write-ahead log record holding the transaction's
-//! changes ([`wal`]); the transaction is committed (made visible) only
+//! changes ([`hippocamp_durable::wal`]); the transaction is committed (made visible) only
 //! after the record is durable, and a write is acknowledged only after
 //! both. Checkpoints make the database file itself durable and empty the
 //! log; opening replays what the last checkpoint did not cover.
@@ -31,8 +31,7 @@
 mod cache;
 pub mod format;
 mod store;
-pub mod wal;
 mod writer;
 
+pub use hippocamp_durable::{FileWal, WalStorage};
 pub use store::{DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, WAL_FILE};
-pub use wal::{FileWal, WalStorage};

@@ -2,7 +2,7 @@
 //! `MemoryStore` operations.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,11 +23,11 @@ use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, SCOPES, SESSIONS, ScopeRow, Totals,
-    WAL_SEQ_KEY, decode, entry_key, entry_range, scope_hash,
+    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES, SESSIONS, ScopeRow,
+    Totals, WAL_SEQ_KEY, decode, entry_key, entry_range, scope_hash,
 };
-use crate::wal::{FileWal, Mutation, WalStorage, decode_log};
 use crate::writer::{Committer, Op, Writer};
+use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 
 /// The database file inside a store's directory.
 pub const DB_FILE: &str = "memory.redb";
@@ -67,33 +67,18 @@ pub struct RedbMemoryStore {
     _lock: Option<DirLock>,
 }
 
-/// Exclusive ownership of a data directory, held for the store's life.
-#[derive(Debug)]
-struct DirLock {
-    _file: File,
-}
-
-impl DirLock {
-    fn acquire(dir: &Path) -> Result<Self> {
-        let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Unavailable(format!(
-                "the data directory {} is in use by another process",
-                dir.display()
-            ))),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::Unavailable(format!(
-                "cannot lock {}: {e}",
-                path.display()
-            ))),
-        }
-    }
+/// Takes the directory's lock.
+fn lock_dir(dir: &Path) -> Result<DirLock> {
+    DirLock::acquire(dir, LOCK_FILE).map_err(|e| match e {
+        hippocamp_durable::lock::LockError::Held => Error::Unavailable(format!(
+            "the data directory {} is in use by another process",
+            dir.display()
+        )),
+        hippocamp_durable::lock::LockError::Io(e) => Error::Unavailable(format!(
+            "cannot lock {}: {e}",
+            dir.join(LOCK_FILE).display()
+        )),
+    })
 }
 
 fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
@@ -118,7 +103,7 @@ impl RedbMemoryStore {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
-        let lock = DirLock::acquire(dir)?;
+        let lock = lock_dir(dir)?;
         let path: PathBuf = dir.join(DB_FILE);
         if !path.exists() {
             create_atomically(dir, &path)?;
@@ -296,7 +281,7 @@ fn init_format(db: &Database) -> Result<()> {
 /// one durable transaction, then empties the log. Returns the sequence
 /// number of the last applied record.
 fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
-    let records = decode_log(&wal.read_all().map_err(storage)?);
+    let records = decode_log::<Mutation>(&wal.read_all().map_err(storage)?);
     let txn = db.begin_write().map_err(storage)?;
     let last = {
         let mut meta = txn.open_table(META).map_err(storage)?;

@@ -30,10 +30,10 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, EntryRecord, META, SCOPES, SESSIONS, ScopeRow, Totals, WAL_SEQ_KEY, decode, encode,
-    entry_key, entry_range, scope_hash, session_hash, session_key, session_range,
+    ENTRIES, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, WAL_SEQ_KEY, decode,
+    encode, entry_key, entry_range, scope_hash, session_hash, session_key, session_range,
 };
-use crate::wal::{Mutation, WalStorage, encode_record};
+use hippocamp_durable::{WalStorage, encode_record};
 
 /// Committed changes, by scope key, for the cache.
 type Changes = Vec<([u8; 16], CacheOp)>;
@@ -742,7 +742,7 @@ impl Writer {
         seq: u64,
         log: &[Mutation],
     ) -> hippocamp_core::Result<()> {
-        let record = encode_record(seq, log)?;
+        let record = encode_record(seq, log).map_err(Error::storage)?;
         let logged = self.wal.append(&record).and_then(|()| self.wal.sync());
         if let Err(e) = logged {
             // The log's tail is now unknown: stop writing until a reopen

@@ -1,10 +1,10 @@
-//! The write-ahead log: the durability point of every acknowledged write.
+//! The write-ahead log: the durability point of every acknowledged write
+//! of the embedded stores.
 //!
 //! Why a log in front of redb: a durable redb commit flushes every B-tree
-//! page the transaction touched (entries, scope rows, totals, allocator
-//! state) scattered over the file; measured here that costs 1.4-1.9x a
-//! plain append + fdatasync of the same bytes, while an `add_entry` must
-//! stay within 1.5x. So each group of writes is applied to a redb
+//! page the transaction touched (records, scope rows, allocator state)
+//! scattered over the file; measured here that costs 1.4-1.9x a plain
+//! append + fdatasync of the same bytes. So each group of writes is applied to a redb
 //! transaction, its resulting mutations are appended to this log as one
 //! checksummed record and fsynced, and only then is the transaction
 //! committed without fsync (`Durability::None`) and the writes
@@ -34,7 +34,8 @@ use std::io::{self, Read as _, Seek as _, SeekFrom};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use sha2::{Digest as _, Sha256};
 
 /// Storage for the log. The file implementation is [`FileWal`]; tests
@@ -123,18 +124,6 @@ impl WalStorage for FileWal {
     }
 }
 
-/// One change to one table, replayable in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Mutation {
-    PutEntry(Vec<u8>, Vec<u8>),
-    DelEntry(Vec<u8>),
-    DelEntries(Vec<u8>, Vec<u8>),
-    PutSession(Vec<u8>),
-    DelSession(Vec<u8>),
-    DelSessions(Vec<u8>, Vec<u8>),
-    PutScope(Vec<u8>, Vec<u8>),
-}
-
 const HEADER: usize = 4 + 8 + 8;
 
 fn checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
@@ -147,11 +136,19 @@ fn checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
     out
 }
 
-/// Encodes one record.
-pub(crate) fn encode_record(seq: u64, mutations: &[Mutation]) -> hippocamp_core::Result<Vec<u8>> {
-    let payload = crate::format::encode(&mutations)?;
+/// Encodes one record holding `mutations` (postcard-encoded).
+pub fn encode_record<M: Serialize>(seq: u64, mutations: &[M]) -> io::Result<Vec<u8>> {
+    let payload = postcard::to_stdvec(mutations).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot encode a log record: {e}"),
+        )
+    })?;
     let len = u32::try_from(payload.len()).map_err(|_| {
-        hippocamp_core::Error::Unavailable("a write group is too large for the log".into())
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a write group is too large for the log",
+        )
     })?;
     let mut out = Vec::with_capacity(HEADER + payload.len());
     out.extend_from_slice(&len.to_le_bytes());
@@ -162,7 +159,7 @@ pub(crate) fn encode_record(seq: u64, mutations: &[Mutation]) -> hippocamp_core:
 }
 
 /// Decodes the valid prefix of a log: its records in order.
-pub(crate) fn decode_log(bytes: &[u8]) -> Vec<(u64, Vec<Mutation>)> {
+pub fn decode_log<M: DeserializeOwned>(bytes: &[u8]) -> Vec<(u64, Vec<M>)> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while bytes.len() >= at + HEADER {
@@ -183,7 +180,7 @@ pub(crate) fn decode_log(bytes: &[u8]) -> Vec<(u64, Vec<Mutation>)> {
             // A stale record from before the log was last emptied.
             break;
         }
-        let Ok(mutations) = crate::format::decode::<Vec<Mutation>>(payload, "log") else {
+        let Ok(mutations) = postcard::from_bytes::<Vec<M>>(payload) else {
             break;
         };
         out.push((seq, mutations));
@@ -194,7 +191,16 @@ pub(crate) fn decode_log(bytes: &[u8]) -> Vec<(u64, Vec<Mutation>)> {
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+
     use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    enum Mutation {
+        PutScope(Vec<u8>, Vec<u8>),
+        DelEntry(Vec<u8>),
+        PutSession(Vec<u8>),
+    }
 
     #[test]
     fn records_round_trip_and_a_torn_tail_ends_the_log() {
@@ -205,9 +211,9 @@ mod tests {
         let b = vec![Mutation::PutSession(vec![4; 48])];
         let mut log = encode_record(1, &a).unwrap();
         log.extend(encode_record(2, &b).unwrap());
-        assert_eq!(decode_log(&log), vec![(1, a.clone()), (2, b)]);
+        assert_eq!(decode_log::<Mutation>(&log), vec![(1, a.clone()), (2, b)]);
         for cut in 0..log.len() {
-            let got = decode_log(&log[..cut]);
+            let got = decode_log::<Mutation>(&log[..cut]);
             assert!(got.len() <= 1);
             if let Some((seq, m)) = got.first() {
                 assert_eq!((*seq, m), (1, &a));
@@ -216,11 +222,11 @@ mod tests {
         let mut flipped = log.clone();
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
-        assert_eq!(decode_log(&flipped).len(), 1);
+        assert_eq!(decode_log::<Mutation>(&flipped).len(), 1);
         // A valid record that breaks the sequence ends the log.
         let mut stale = encode_record(5, &a).unwrap();
         stale.extend(encode_record(3, &a).unwrap());
-        assert_eq!(decode_log(&stale).len(), 1);
+        assert_eq!(decode_log::<Mutation>(&stale).len(), 1);
     }
 
     #[test]
@@ -242,13 +248,13 @@ mod tests {
         wal.sync().unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
         assert_eq!(size % PREALLOCATE, 0);
-        assert_eq!(decode_log(&wal.read_all().unwrap()).len(), 3);
+        assert_eq!(decode_log::<Mutation>(&wal.read_all().unwrap()).len(), 3);
         // Emptied, then one new record: the old ones after it are ignored.
         wal.truncate().unwrap();
         wal.append(&rec(4)).unwrap();
         wal.sync().unwrap();
         let mut reopened = FileWal::open(&path).unwrap();
-        let got = decode_log(&reopened.read_all().unwrap());
+        let got = decode_log::<Mutation>(&reopened.read_all().unwrap());
         assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![4]);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
     }

@@ -1,0 +1,16 @@
+//! Durability building blocks shared by the embedded stores.
+//!
+//! - [`wal`]: a write-ahead log of checksummed, sequenced records, each
+//!   made durable by one `fdatasync` of pre-written space; stores log a
+//!   transaction's changes here before committing it without an fsync,
+//!   and replay what their last checkpoint did not cover.
+//! - [`lock`]: exclusive ownership of a data directory by one process.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod lock;
+pub mod wal;
+
+pub use lock::DirLock;
+pub use wal::{FileWal, WalStorage, decode_log, encode_record};
