@@ -147,16 +147,98 @@ impl ChunkHasher {
     }
 }
 
+/// Chunks up to this size are hashed on the calling task; larger ones on a
+/// blocking thread, so an async worker never hashes for long.
+pub const INLINE_HASH_BYTES: usize = 256 << 10;
+
+/// Verifies chunk `index` of `integrity`, off the async worker when large.
+pub async fn verify_chunk(integrity: &Arc<Integrity>, index: u64, bytes: Bytes) -> Result<Bytes> {
+    if bytes.len() <= INLINE_HASH_BYTES {
+        integrity.verify(index, &bytes)?;
+        return Ok(bytes);
+    }
+    let integrity = Arc::clone(integrity);
+    tokio::task::spawn_blocking(move || integrity.verify(index, &bytes).map(|()| bytes))
+        .await
+        .map_err(|e| Error::Unavailable(format!("a verification task failed: {e}")))?
+}
+
 /// Where a store's verified reads get chunk bytes from.
 #[async_trait]
 pub trait ChunkSource: Send + 'static {
-    /// The bytes of chunk `index` (`len` bytes as recorded).
-    async fn chunk(&mut self, index: u64, len: u64) -> Result<Bytes>;
+    /// The bytes of chunk `index`, verified against `integrity` (see
+    /// [`Integrity::verify`]); a mismatch is `Corrupt`.
+    async fn verified_chunk(&mut self, index: u64, integrity: &Arc<Integrity>) -> Result<Bytes>;
+}
+
+/// The SHA-256 of a whole artifact, computed on a blocking thread while
+/// its chunks are verified or written on another, so a multi-chunk read or
+/// write hashes each byte twice in the time of once. With at most one
+/// piece pushed nothing is hashed: that piece's own digest is the whole
+/// digest.
+#[derive(Debug, Default)]
+pub struct WholeDigest {
+    held: Option<Bytes>,
+    feed: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    result: Option<tokio::sync::oneshot::Receiver<Sha256Digest>>,
+}
+
+impl WholeDigest {
+    /// A digest with nothing pushed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next piece.
+    pub async fn push(&mut self, piece: Bytes) -> Result<()> {
+        if self.feed.is_none() {
+            let Some(first) = self.held.take() else {
+                self.held = Some(piece);
+                return Ok(());
+            };
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+            let (done, result) = tokio::sync::oneshot::channel();
+            tokio::task::spawn_blocking(move || {
+                let mut h = Sha256::new();
+                while let Some(b) = rx.blocking_recv() {
+                    h.update(&b);
+                }
+                let _ = done.send(Sha256Digest::from_bytes(h.finalize().into()));
+            });
+            self.result = Some(result);
+            self.feed = Some(tx);
+            self.send(first).await?;
+        }
+        self.send(piece).await
+    }
+
+    async fn send(&self, piece: Bytes) -> Result<()> {
+        let gone = || Error::Unavailable("the digest task stopped".into());
+        self.feed
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(piece)
+            .await
+            .map_err(|_| gone())
+    }
+
+    /// The digest, or `None` when at most one piece was pushed.
+    pub async fn finish(mut self) -> Result<Option<Sha256Digest>> {
+        drop(self.feed.take());
+        match self.result.take() {
+            None => Ok(None),
+            Some(r) => r
+                .await
+                .map(Some)
+                .map_err(|_| Error::Unavailable("the digest task stopped".into())),
+        }
+    }
 }
 
 /// A stream of the bytes of `range` (or the whole artifact), each chunk
 /// verified before any of its bytes is released; a whole read also checks
-/// the whole digest before it ends.
+/// the whole digest (computed alongside, see [`WholeDigest`]) before it
+/// releases the last chunk.
 pub fn verified_stream(
     source: impl ChunkSource,
     integrity: Arc<Integrity>,
@@ -168,8 +250,11 @@ pub fn verified_stream(
         range: Option<ByteRange>,
         next: u64,
         last: u64,
-        whole: Option<Sha256>,
+        whole: Option<WholeDigest>,
         failed: bool,
+    }
+    if let Err(e) = integrity.check_shape() {
+        return futures::stream::iter([Err(e)]).boxed();
     }
     let Some((first, last)) = integrity.span(range) else {
         // An empty artifact: nothing to verify but the whole digest.
@@ -183,9 +268,17 @@ pub fn verified_stream(
         })
         .boxed();
     };
+    // One chunk: its verified digest must be the whole digest, so it is
+    // not hashed twice.
+    if range.is_none() && last == 0 && integrity.chunks.first() != Some(&integrity.sha256) {
+        return futures::stream::iter([Err(Error::Corrupt(
+            "the integrity record is inconsistent".into(),
+        ))])
+        .boxed();
+    }
     let state = State {
         source,
-        whole: range.is_none().then(Sha256::new),
+        whole: (range.is_none() && last > 0).then(WholeDigest::new),
         integrity,
         range,
         next: first,
@@ -198,30 +291,31 @@ pub fn verified_stream(
         }
         let i = st.next;
         st.next += 1;
-        let len = st.integrity.chunk_len(i);
-        let bytes = match st.source.chunk(i, len).await {
-            Ok(b) => b,
-            Err(e) => {
-                st.failed = true;
-                return Some((Err(e), st));
-            }
-        };
-        if let Err(e) = st.integrity.verify(i, &bytes) {
+        let fail = |mut st: State<_>, e: Error| {
             st.failed = true;
-            return Some((Err(e), st));
-        }
+            Some((Err(e), st))
+        };
+        let bytes = match st.source.verified_chunk(i, &st.integrity).await {
+            Ok(b) => b,
+            Err(e) => return fail(st, e),
+        };
         if let Some(h) = &mut st.whole {
-            h.update(&bytes);
+            if let Err(e) = h.push(bytes.clone()).await {
+                return fail(st, e);
+            }
             if i == st.last {
-                let whole = Sha256Digest::from_bytes(std::mem::take(h).finalize().into());
-                if whole != st.integrity.sha256 {
-                    st.failed = true;
-                    return Some((
-                        Err(Error::Corrupt(
-                            "the artifact does not match its digest".into(),
-                        )),
-                        st,
-                    ));
+                let whole = st.whole.take().map(WholeDigest::finish);
+                if let Some(f) = whole {
+                    match f.await {
+                        Ok(Some(d)) if d == st.integrity.sha256 => {}
+                        Ok(_) => {
+                            return fail(
+                                st,
+                                Error::Corrupt("the artifact does not match its digest".into()),
+                            );
+                        }
+                        Err(e) => return fail(st, e),
+                    }
                 }
             }
         }
@@ -285,13 +379,16 @@ pub struct BytesSource(pub Bytes, pub u64);
 
 #[async_trait]
 impl ChunkSource for BytesSource {
-    async fn chunk(&mut self, index: u64, len: u64) -> Result<Bytes> {
+    async fn verified_chunk(&mut self, index: u64, integrity: &Arc<Integrity>) -> Result<Bytes> {
         let start = usize::try_from(index * self.1).unwrap_or(usize::MAX);
+        let len = integrity.chunk_len(index);
         let end = start.saturating_add(usize::try_from(len).unwrap_or(0));
-        self.0
+        let bytes = self
+            .0
             .get(start..end)
             .map(|_| self.0.slice(start..end))
-            .ok_or_else(|| Error::Corrupt(format!("chunk {index} is missing")))
+            .ok_or_else(|| Error::Corrupt(format!("chunk {index} is missing")))?;
+        verify_chunk(integrity, index, bytes).await
     }
 }
 

@@ -161,8 +161,11 @@ async fn check(factory: Arc<dyn ArtifactFactory>, ops: Vec<Op>) -> Result<(), Te
                 }
             }
             Op::Restart => {
-                if let Some(s) = factory.reopen(store.clone()).await {
-                    store = s;
+                // Volatile stores have nothing to reopen from.
+                if store.capabilities().durable {
+                    store = factory.reopen(store).await.ok_or_else(|| {
+                        TestCaseError::fail("a durable store's factory must reopen it")
+                    })?;
                 }
             }
         }

@@ -1,0 +1,1086 @@
+//! The filesystem artifact store: content in files, the catalog in redb.
+//!
+//! # Publication
+//!
+//! A put streams its body into a staged file `objects/xx/<blob>.tmp`
+//! (hashing each chunk on the way), then:
+//!
+//! 1. fsyncs the staged file;
+//! 2. renames it to `objects/xx/<blob>`;
+//! 3. fsyncs the directory `objects/xx`;
+//! 4. commits the catalog row that makes the version visible.
+//!
+//! Step 4 is the one publication point: a version exists exactly when its
+//! row is published, and that happens only after 1-3. The version number
+//! is reserved in a logged, *pending* (invisible) row written while steps
+//! 1-3 run, so the log's fsync overlaps the content's; the reservation
+//! publishes nothing. After a crash, every pending row is resolved on open:
+//! published if its content file is present and matches every chunk
+//! digest, removed otherwise. A failed or late put aborts its reservation
+//! (its number stays used) and removes its file. Deletion removes the rows
+//! in one logged transaction, then the files. `repair` removes content
+//! files no row references once they are older than a grace period.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt as _;
+use hippocamp_artifacts::integrity::{
+    ChunkSource, INLINE_HASH_BYTES, Rechunker, WholeDigest, verify_chunk,
+};
+use hippocamp_artifacts::store::{check_put, check_version};
+use hippocamp_artifacts::{
+    ArtifactCapabilities, ArtifactLimits, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope,
+    ArtifactStatus, ArtifactStore, Body, ByteRange, DeleteSelector, Integrity, Page, PageRequest,
+    PutOptions, Selector,
+};
+use hippocamp_core::{
+    CallOptions, Deadline, Error, LimitInfo, Problem, QuotaLimit, Result, Sha256Digest,
+};
+use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
+use parking_lot::Mutex;
+use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use crate::catalog::{
+    BlobId, CHUNKS, FORMAT_KEY, FORMAT_VERSION, LIVE, META, Mutation, PENDING, SCOPES, ScopeRow,
+    State, Table, VERSIONS, VersionKey, VersionRow, WAL_SEQ_KEY, blob_file, decode, decode_chunks,
+    staged_file, version_key,
+};
+use crate::files::{DiskFiles, FileOps, WriteFile};
+use crate::writer::{Reservation, Totals, Tx, Writer};
+
+/// The catalog database file in the data directory.
+pub const DB_FILE: &str = "catalog.redb";
+/// The catalog's write-ahead log.
+pub const WAL_FILE: &str = "catalog.wal";
+/// The lock file.
+pub const LOCK_FILE: &str = "LOCK";
+
+fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::storage(e)
+}
+
+fn io_err(what: &str, e: &io::Error) -> Error {
+    Error::Unavailable(format!("{what}: {e}"))
+}
+
+fn joined(e: tokio::task::JoinError) -> Error {
+    Error::Unavailable(format!("a storage task failed: {e}"))
+}
+
+/// Tuning of the filesystem store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FsOptions {
+    /// Log records between checkpoints (durable catalog commits).
+    pub checkpoint_records: u64,
+    /// Log bytes between checkpoints.
+    pub checkpoint_bytes: u64,
+    /// Age below which `repair` leaves an unreferenced content file alone,
+    /// milliseconds.
+    pub recovery_grace_ms: u64,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        Self {
+            checkpoint_records: 4_096,
+            checkpoint_bytes: 64 << 20,
+            recovery_grace_ms: 300_000,
+        }
+    }
+}
+
+impl FsOptions {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        let range = |key: &str, v: u64, min: u64, max: u64| {
+            if v < min || v > max {
+                return Err(Error::config(
+                    key,
+                    Problem::OutOfRange {
+                        value: i128::from(v),
+                        min: i128::from(min),
+                        max: i128::from(max),
+                    },
+                ));
+            }
+            Ok(())
+        };
+        range("checkpoint_records", self.checkpoint_records, 1, 1 << 20)?;
+        range("checkpoint_bytes", self.checkpoint_bytes, 1 << 10, 1 << 30)?;
+        range(
+            "recovery_grace_ms",
+            self.recovery_grace_ms,
+            0,
+            7 * 86_400_000,
+        )
+    }
+
+    fn describe(&self) -> Vec<LimitInfo> {
+        let d = Self::default();
+        let info = |name: &str, value, default, min, max, description: &str| LimitInfo {
+            name: name.to_owned(),
+            value,
+            default,
+            min,
+            max,
+            description: description.to_owned(),
+            configurable: true,
+        };
+        vec![
+            info(
+                "checkpoint_records",
+                self.checkpoint_records,
+                d.checkpoint_records,
+                1,
+                1 << 20,
+                "catalog log records between durable checkpoints",
+            ),
+            info(
+                "checkpoint_bytes",
+                self.checkpoint_bytes,
+                d.checkpoint_bytes,
+                1 << 10,
+                1 << 30,
+                "catalog log bytes between durable checkpoints",
+            ),
+            info(
+                "recovery_grace_ms",
+                self.recovery_grace_ms,
+                d.recovery_grace_ms,
+                0,
+                7 * 86_400_000,
+                "age in milliseconds below which repair keeps an unreferenced content file",
+            ),
+        ]
+    }
+}
+
+/// Where the catalog lives.
+#[derive(Debug)]
+pub enum CatalogSource {
+    /// A database file (created atomically when missing).
+    Path(PathBuf),
+    /// A custom redb storage backend (tests inject power loss with it).
+    Backend(Box<dyn StorageBackend>),
+}
+
+/// Durable artifacts on a local file system.
+#[derive(Debug)]
+pub struct FsArtifacts {
+    pub(crate) limits: ArtifactLimits,
+    pub(crate) options: FsOptions,
+    pub(crate) files: Arc<dyn FileOps>,
+    pub(crate) db: Arc<Database>,
+    pub(crate) writer: Arc<Mutex<Writer>>,
+    pub(crate) published: Arc<Mutex<Totals>>,
+    /// Blobs of puts in flight: repair never touches them.
+    pub(crate) in_flight: Arc<Mutex<HashSet<BlobId>>>,
+    root: Option<PathBuf>,
+    lock: Option<DirLock>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FsArtifacts {
+    /// Opens (creating if needed) the store in `root`, an absolute path to
+    /// a real directory, taking its lock: a second process gets
+    /// `Unavailable`, as does a catalog of an unknown format version.
+    pub fn open(
+        root: impl AsRef<Path>,
+        limits: ArtifactLimits,
+        options: FsOptions,
+    ) -> Result<Self> {
+        limits.validate()?;
+        options.validate()?;
+        let root = root.as_ref();
+        let files = DiskFiles::open(root).map_err(|e| match e.kind() {
+            io::ErrorKind::InvalidInput => Error::config("root", Problem::Malformed(e.to_string())),
+            _ => io_err(&format!("cannot open {}", root.display()), &e),
+        })?;
+        let lock = DirLock::acquire(root, LOCK_FILE).map_err(|e| match e {
+            hippocamp_durable::lock::LockError::Held => Error::Unavailable(format!(
+                "the data directory {} is in use by another process",
+                root.display()
+            )),
+            hippocamp_durable::lock::LockError::Io(e) => {
+                io_err("cannot lock the data directory", &e)
+            }
+        })?;
+        let wal = FileWal::open(&root.join(WAL_FILE)).map_err(storage)?;
+        let mut store = Self::open_with(
+            Arc::new(files),
+            CatalogSource::Path(root.join(DB_FILE)),
+            Box::new(wal),
+            limits,
+            options,
+        )?;
+        store.root = Some(root.to_path_buf());
+        store.lock = Some(lock);
+        Ok(store)
+    }
+
+    /// Opens a store on custom file operations, catalog storage and log
+    /// (no directory lock): the power-loss tests use it.
+    pub fn open_with(
+        files: Arc<dyn FileOps>,
+        catalog: CatalogSource,
+        mut wal: Box<dyn WalStorage>,
+        limits: ArtifactLimits,
+        options: FsOptions,
+    ) -> Result<Self> {
+        limits.validate()?;
+        options.validate()?;
+        let db = match catalog {
+            CatalogSource::Path(path) => {
+                if !path.exists() {
+                    create_atomically(&path)?;
+                }
+                Database::builder().open(&path).map_err(|e| match e {
+                    redb::DatabaseError::DatabaseAlreadyOpen => {
+                        Error::Unavailable(format!("{} is already open", path.display()))
+                    }
+                    other => storage(other),
+                })?
+            }
+            CatalogSource::Backend(b) => Database::builder()
+                .create_with_backend(BoxedBackend(b))
+                .map_err(storage)?,
+        };
+        init_format(&db)?;
+        let seq = recover(&db, &mut *wal, &*files)?;
+        let totals = count(&db)?;
+        let db = Arc::new(db);
+        let published = Arc::new(Mutex::new(totals));
+        let writer = Writer {
+            db: Arc::clone(&db),
+            wal,
+            seq,
+            since_checkpoint: 0,
+            wal_bytes: 0,
+            poisoned: None,
+            options: options.clone(),
+            limits: limits.clone(),
+            totals,
+            published: Arc::clone(&published),
+        };
+        Ok(Self {
+            limits,
+            options,
+            files,
+            db,
+            writer: Arc::new(Mutex::new(writer)),
+            published,
+            in_flight: Arc::new(Mutex::new(HashSet::new())),
+            root: None,
+            lock: None,
+        })
+    }
+
+    /// The data directory, when opened on one.
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// Makes the catalog durable in its database file and empties the log
+    /// (also done every `checkpoint_records` records and on drop).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.writer.lock().checkpoint()
+    }
+
+    fn deadline(&self, opts: &CallOptions) -> Deadline {
+        opts.deadline(self.limits.call_timeout())
+    }
+
+    /// The content file of a published version: its fan-out directory and
+    /// name (tests use it to damage content).
+    #[doc(hidden)]
+    pub fn content_file(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        version: u64,
+    ) -> Option<(u8, String)> {
+        let (_, row) = self.find(scope, name, Selector::Version(version)).ok()?;
+        Some(blob_file(&row.blob))
+    }
+
+    /// The published version a selector picks, checked against the scope
+    /// and name.
+    fn find(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+    ) -> Result<(VersionKey, VersionRow)> {
+        let sh = scope.hash();
+        let nh = name.hash();
+        let rtx = self.db.begin_read().map_err(storage)?;
+        let table = rtx.open_table(VERSIONS).map_err(storage)?;
+        let found = match selector {
+            Selector::Version(v) => {
+                check_version(v)?;
+                let key = version_key(&sh, &nh, v);
+                match table.get(&key[..]).map_err(storage)? {
+                    Some(raw) => {
+                        let row: VersionRow = decode(raw.value(), "version")?;
+                        (row.state == State::Published).then_some((key, row))
+                    }
+                    None => None,
+                }
+            }
+            Selector::Latest => {
+                let (lo, hi) = (version_key(&sh, &nh, 0), version_key(&sh, &nh, u64::MAX));
+                let mut found = None;
+                for item in table.range(&lo[..]..=&hi[..]).map_err(storage)?.rev() {
+                    let (k, v) = item.map_err(storage)?;
+                    let row: VersionRow = decode(v.value(), "version")?;
+                    if row.state == State::Published {
+                        let key: VersionKey = k
+                            .value()
+                            .try_into()
+                            .map_err(|_| Error::Corrupt("a version key is malformed".into()))?;
+                        found = Some((key, row));
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        let (key, row) = found.ok_or(match selector {
+            Selector::Latest => Error::NotFound("artifact"),
+            Selector::Version(_) => Error::NotFound("artifact version"),
+        })?;
+        row.meta(scope, name)?;
+        if let Selector::Version(v) = selector
+            && row.version != v
+        {
+            return Err(Error::ScopeViolation);
+        }
+        Ok((key, row))
+    }
+
+    fn integrity(&self, key: &VersionKey, row: &VersionRow) -> Result<Integrity> {
+        let rtx = self.db.begin_read().map_err(storage)?;
+        let table = rtx.open_table(CHUNKS).map_err(storage)?;
+        let raw = table
+            .get(&key[..])
+            .map_err(storage)?
+            .ok_or_else(|| Error::Corrupt("a version has no chunk digests".into()))?;
+        let integrity = Integrity {
+            size: row.size,
+            sha256: Sha256Digest::from_bytes(row.sha256),
+            chunk_size: row.chunk_size,
+            chunks: decode_chunks(raw.value())?,
+        };
+        integrity.check_shape()?;
+        Ok(integrity)
+    }
+
+    /// Writes the body to a staged file, hashing it; returns the open file
+    /// (not yet synced) and the integrity record.
+    async fn stage(&self, blob: BlobId, body: Body) -> Result<(Box<dyn WriteFile>, Integrity)> {
+        let files = Arc::clone(&self.files);
+        let (dir, _) = blob_file(&blob);
+        let tmp = staged_file(&blob);
+        let chunk = self.limits.chunk_size;
+        let chunk_len = usize::try_from(chunk).unwrap_or(usize::MAX);
+        let max = self.limits.max_artifact_bytes;
+        let too_big = || Error::QuotaExceeded {
+            limit: QuotaLimit::ArtifactBytes(max),
+        };
+        match body {
+            Body::Bytes(b) => {
+                if b.len() as u64 > max {
+                    return Err(too_big());
+                }
+                // More than one chunk: the whole digest is computed on
+                // another thread while this one writes and hashes chunks.
+                let whole = (b.len() > chunk_len).then(|| {
+                    let b = b.clone();
+                    tokio::task::spawn_blocking(move || Sha256Digest::of(&b))
+                });
+                let written = tokio::task::spawn_blocking(move || -> Result<_> {
+                    let mut f = files
+                        .create(dir, &tmp)
+                        .map_err(|e| io_err("cannot create a content file", &e))?;
+                    let mut chunks = Vec::with_capacity(b.len().div_ceil(chunk_len.max(1)));
+                    for c in b.chunks(chunk_len) {
+                        f.write_all(c)
+                            .map_err(|e| io_err("cannot write a content file", &e))?;
+                        chunks.push(Sha256Digest::of(c));
+                    }
+                    Ok((f, chunks, b.len() as u64))
+                })
+                .await
+                .map_err(joined)??;
+                let whole = match whole {
+                    Some(h) => Some(h.await.map_err(joined)?),
+                    None => None,
+                };
+                let (f, chunks, size) = written;
+                Ok((f, finish_integrity(size, chunk, chunks, whole)))
+            }
+            Body::Stream(mut s) => {
+                let f = tokio::task::spawn_blocking(move || files.create(dir, &tmp))
+                    .await
+                    .map_err(joined)?
+                    .map_err(|e| io_err("cannot create a content file", &e))?;
+                let mut f = Some(f);
+                let mut rechunker = Rechunker::new(chunk);
+                let mut whole = WholeDigest::new();
+                let mut chunks = Vec::new();
+                let mut size = 0u64;
+                let write = |f: &mut Option<Box<dyn WriteFile>>, c: Bytes| {
+                    let mut file = f.take();
+                    async move {
+                        let (file, d) = tokio::task::spawn_blocking(move || -> Result<_> {
+                            let fw = file.as_mut().ok_or_else(|| {
+                                Error::Unavailable("the content file was lost".into())
+                            })?;
+                            fw.write_all(&c)
+                                .map_err(|e| io_err("cannot write a content file", &e))?;
+                            Ok((file, Sha256Digest::of(&c)))
+                        })
+                        .await
+                        .map_err(joined)??;
+                        Ok::<_, Error>((file, d))
+                    }
+                };
+                while let Some(piece) = s.next().await {
+                    let piece = piece?;
+                    size += piece.len() as u64;
+                    if size > max {
+                        return Err(too_big());
+                    }
+                    for c in rechunker.push(&piece) {
+                        whole.push(c.clone()).await?;
+                        let (file, d) = write(&mut f, c).await?;
+                        f = file;
+                        chunks.push(d);
+                    }
+                }
+                if let Some(c) = rechunker.finish() {
+                    whole.push(c.clone()).await?;
+                    let (file, d) = write(&mut f, c).await?;
+                    f = file;
+                    chunks.push(d);
+                }
+                let whole = whole.finish().await?;
+                let f = f.ok_or_else(|| Error::Unavailable("the content file was lost".into()))?;
+                Ok((f, finish_integrity(size, chunk, chunks, whole)))
+            }
+        }
+    }
+
+    /// Removes a content file (staged or final), ignoring a missing one.
+    fn remove_content(files: &dyn FileOps, blob: &BlobId) {
+        let (dir, name) = blob_file(blob);
+        let _ = files.remove(dir, &name);
+        let _ = files.remove(dir, &staged_file(blob));
+    }
+}
+
+/// The integrity record of staged content: the whole digest is that of
+/// the single chunk (or of nothing) unless it was computed separately.
+fn finish_integrity(
+    size: u64,
+    chunk_size: u64,
+    chunks: Vec<Sha256Digest>,
+    whole: Option<Sha256Digest>,
+) -> Integrity {
+    let sha256 = whole.unwrap_or_else(|| {
+        chunks
+            .first()
+            .copied()
+            .unwrap_or_else(|| Sha256Digest::of(b""))
+    });
+    Integrity {
+        size,
+        sha256,
+        chunk_size,
+        chunks,
+    }
+}
+
+/// Forgets an in-flight blob when a put ends however it ends; a put
+/// abandoned before its commit phase also loses its staged file.
+struct InFlight {
+    set: Arc<Mutex<HashSet<BlobId>>>,
+    files: Arc<dyn FileOps>,
+    blob: BlobId,
+    staged: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.staged {
+            FsArtifacts::remove_content(&*self.files, &self.blob);
+        }
+        self.set.lock().remove(&self.blob);
+    }
+}
+
+/// Reads chunks of a content file.
+struct FileSource {
+    file: Arc<dyn crate::files::ReadFile>,
+    chunk_size: u64,
+}
+
+fn read_chunk(file: &dyn crate::files::ReadFile, offset: u64, len: u64) -> Result<Bytes> {
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => {
+                Error::Corrupt("a content file is shorter than recorded".into())
+            }
+            _ => io_err("cannot read a content file", &e),
+        })?;
+    Ok(Bytes::from(buf))
+}
+
+#[async_trait]
+impl ChunkSource for FileSource {
+    async fn verified_chunk(&mut self, index: u64, integrity: &Arc<Integrity>) -> Result<Bytes> {
+        let len = integrity.chunk_len(index);
+        let offset = index * self.chunk_size;
+        if usize::try_from(len).unwrap_or(usize::MAX) <= INLINE_HASH_BYTES {
+            let bytes = read_chunk(&*self.file, offset, len)?;
+            return verify_chunk(integrity, index, bytes).await;
+        }
+        let file = Arc::clone(&self.file);
+        let integrity = Arc::clone(integrity);
+        tokio::task::spawn_blocking(move || {
+            let bytes = read_chunk(&*file, offset, len)?;
+            integrity.verify(index, &bytes).map(|()| bytes)
+        })
+        .await
+        .map_err(joined)?
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for FsArtifacts {
+    fn capabilities(&self) -> ArtifactCapabilities {
+        let mut limits = self.limits.describe_all();
+        limits.extend(self.options.describe());
+        ArtifactCapabilities {
+            api_version: 1,
+            backend: "filesystem".to_owned(),
+            durable: true,
+            scopes: vec!["app".into(), "user".into(), "session".into()],
+            immutable_versions: true,
+            range_reads: true,
+            streaming: true,
+            limits,
+            routing: None,
+        }
+    }
+
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta> {
+        let deadline = self.deadline(&opts.call);
+        check_put(opts)?;
+        deadline.check()?;
+        let metadata_json = serde_json::to_string(&opts.metadata)
+            .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?;
+        let blob: BlobId = rand::random();
+        self.in_flight.lock().insert(blob);
+        let mut guard = InFlight {
+            set: Arc::clone(&self.in_flight),
+            files: Arc::clone(&self.files),
+            blob,
+            staged: true,
+        };
+        let (file, integrity) =
+            tokio::time::timeout_at(deadline.instant().into(), self.stage(blob, body))
+                .await
+                .map_err(|_| Error::Timeout)??;
+        let reservation = Reservation {
+            scope: scope.clone(),
+            name: name.clone(),
+            mime_type: opts.mime_type.as_str().to_owned(),
+            metadata_json,
+            integrity,
+            blob,
+            deadline,
+        };
+        // The commit phase runs to its end even if the caller goes away,
+        // so a reservation is always either published or aborted.
+        guard.staged = false;
+        let files = Arc::clone(&self.files);
+        let writer = Arc::clone(&self.writer);
+        let commit = tokio::spawn(async move {
+            let _guard = guard;
+            let (dir, fin) = blob_file(&blob);
+            let tmp = staged_file(&blob);
+            let content_files = Arc::clone(&files);
+            let content = tokio::task::spawn_blocking(move || -> Result<()> {
+                let mut file = file;
+                file.sync()
+                    .map_err(|e| io_err("cannot sync a content file", &e))?;
+                drop(file);
+                content_files
+                    .rename(dir, &tmp, &fin)
+                    .map_err(|e| io_err("cannot publish a content file", &e))?;
+                content_files
+                    .sync_dir(dir)
+                    .map_err(|e| io_err("cannot sync a content directory", &e))
+            });
+            let reserve_writer = Arc::clone(&writer);
+            let reserved = tokio::task::spawn_blocking(move || {
+                let r = reserve_writer.lock().reserve(&reservation);
+                r.map(|res| (res, reservation))
+            });
+            let (content, reserved) = tokio::join!(content, reserved);
+            let content = content.map_err(joined).and_then(|r| r);
+            let reserved = reserved.map_err(joined).and_then(|r| r);
+            let outcome = match (content, reserved) {
+                (Ok(()), Ok((res, reservation))) => {
+                    let key = res.key;
+                    let w = Arc::clone(&writer);
+                    tokio::task::spawn_blocking(move || w.lock().publish(&key, deadline))
+                        .await
+                        .map_err(joined)
+                        .and_then(|r| r)
+                        .map(|()| (res, reservation))
+                }
+                (Err(e), Ok((res, _))) => {
+                    let key = res.key;
+                    let w = Arc::clone(&writer);
+                    let _ = tokio::task::spawn_blocking(move || w.lock().abort(&key)).await;
+                    Err(e)
+                }
+                (_, Err(e)) => Err(e),
+            };
+            if outcome.is_err() {
+                let files = Arc::clone(&files);
+                let _ = tokio::task::spawn_blocking(move || {
+                    FsArtifacts::remove_content(&*files, &blob);
+                })
+                .await;
+            }
+            outcome
+        });
+        let (res, reservation) = commit.await.map_err(joined)??;
+        Ok(ArtifactMeta {
+            scope: scope.clone(),
+            name: name.clone(),
+            version: res.version,
+            mime_type: opts.mime_type.clone(),
+            size: reservation.integrity.size,
+            sha256: reservation.integrity.sha256,
+            chunk_size: reservation.integrity.chunk_size,
+            created_at_ms: res.created_at_ms,
+            metadata: opts.metadata.clone(),
+        })
+    }
+
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead> {
+        let deadline = self.deadline(opts);
+        deadline.check()?;
+        let (key, row) = self.find(scope, name, selector)?;
+        let meta = row.meta(scope, name)?;
+        if let Some(r) = range {
+            r.check(meta.size)?;
+        }
+        let integrity = Arc::new(self.integrity(&key, &row)?);
+        let (dir, file_name) = blob_file(&row.blob);
+        let file = match self.files.open(dir, &file_name) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Deleted since it was found, or lost.
+                return match self.find(scope, name, Selector::Version(row.version)) {
+                    Err(Error::NotFound(_)) => Err(Error::NotFound("artifact version")),
+                    _ => Err(Error::Corrupt(format!(
+                        "the content of version {} is missing",
+                        row.version
+                    ))),
+                };
+            }
+            Err(e) => return Err(io_err("cannot open a content file", &e)),
+        };
+        let len = file
+            .size()
+            .map_err(|e| io_err("cannot stat a content file", &e))?;
+        if len != row.size {
+            return Err(Error::Corrupt(format!(
+                "the content of version {} holds {len} bytes, {} recorded",
+                row.version, row.size
+            )));
+        }
+        let source = FileSource {
+            file: Arc::from(file),
+            chunk_size: row.chunk_size,
+        };
+        Ok(ArtifactRead {
+            meta,
+            range,
+            body: hippocamp_artifacts::integrity::verified_stream(source, integrity, range),
+        })
+    }
+
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta> {
+        self.deadline(opts).check()?;
+        let (_, row) = self.find(scope, name, selector)?;
+        row.meta(scope, name)
+    }
+
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>> {
+        let deadline = self.deadline(opts);
+        if let DeleteSelector::Version(v) = selector {
+            check_version(v)?;
+        }
+        deadline.check()?;
+        let writer = Arc::clone(&self.writer);
+        let files = Arc::clone(&self.files);
+        let (scope, name) = (scope.clone(), name.clone());
+        let task = tokio::spawn(async move {
+            tokio::task::spawn_blocking(move || {
+                let removed = writer.lock().delete(&scope, &name, selector, deadline)?;
+                // The rows are gone (durably); the files follow. A file
+                // left behind by a crash here is repair's to remove.
+                for (_, blob) in &removed {
+                    Self::remove_content(&*files, blob);
+                }
+                Ok(removed.into_iter().map(|(v, _)| v).collect())
+            })
+            .await
+            .map_err(joined)?
+        });
+        task.await.map_err(joined)?
+    }
+
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>> {
+        self.deadline(opts).check()?;
+        let limit = self.limits.page_limit(page.limit)?;
+        let sh = scope.hash();
+        let rtx = self.db.begin_read().map_err(storage)?;
+        let table = rtx.open_table(LIVE).map_err(storage)?;
+        let mut lo = sh.to_vec();
+        if let Some(c) = &page.cursor {
+            lo.extend_from_slice(c.as_str().as_bytes());
+        }
+        let mut hi = sh.to_vec();
+        hi.push(0xff);
+        let lower = if page.cursor.is_some() {
+            std::ops::Bound::Excluded(&lo[..])
+        } else {
+            std::ops::Bound::Included(&lo[..])
+        };
+        let mut items = Vec::new();
+        let mut more = false;
+        for item in table
+            .range::<&[u8]>((lower, std::ops::Bound::Excluded(&hi[..])))
+            .map_err(storage)?
+        {
+            let (k, _) = item.map_err(storage)?;
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            let raw = k
+                .value()
+                .get(32..)
+                .ok_or_else(|| Error::Corrupt("a name key is malformed".into()))?;
+            let name = std::str::from_utf8(raw)
+                .ok()
+                .and_then(|n| ArtifactName::new(n).ok())
+                .ok_or_else(|| Error::Corrupt("a stored name is malformed".into()))?;
+            items.push(name);
+        }
+        let next_cursor = if more { items.last().cloned() } else { None };
+        Ok(Page {
+            scope: scope.clone(),
+            items,
+            next_cursor,
+        })
+    }
+
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>> {
+        self.deadline(opts).check()?;
+        let limit = self.limits.page_limit(page.limit)?;
+        let (sh, nh) = (scope.hash(), name.hash());
+        let from = page.cursor.map_or(0, |c| c.saturating_add(1));
+        let mut items = Vec::new();
+        let mut more = false;
+        if page.cursor != Some(u64::MAX) {
+            let (lo, hi) = (version_key(&sh, &nh, from), version_key(&sh, &nh, u64::MAX));
+            let rtx = self.db.begin_read().map_err(storage)?;
+            let table = rtx.open_table(VERSIONS).map_err(storage)?;
+            for item in table.range(&lo[..]..=&hi[..]).map_err(storage)? {
+                let (_, v) = item.map_err(storage)?;
+                let row: VersionRow = decode(v.value(), "version")?;
+                if row.state != State::Published {
+                    continue;
+                }
+                if items.len() == limit {
+                    more = true;
+                    break;
+                }
+                items.push(row.meta(scope, name)?);
+            }
+        }
+        let next_cursor = if more {
+            items.last().map(|m: &ArtifactMeta| m.version)
+        } else {
+            None
+        };
+        Ok(Page {
+            scope: scope.clone(),
+            items,
+            next_cursor,
+        })
+    }
+
+    async fn status(&self) -> Result<ArtifactStatus> {
+        let t = *self.published.lock();
+        Ok(ArtifactStatus {
+            backend: "filesystem".to_owned(),
+            artifacts: t.artifacts,
+            bytes: t.bytes,
+            router: None,
+        })
+    }
+}
+
+impl Drop for FsArtifacts {
+    fn drop(&mut self) {
+        // A clean close leaves an empty log; a failure here is harmless,
+        // as the next open replays the log.
+        let mut w = self.writer.lock();
+        if w.poisoned.is_none() && w.since_checkpoint > 0 {
+            let _ = w.checkpoint();
+        }
+    }
+}
+
+/// A boxed redb backend.
+#[derive(Debug)]
+struct BoxedBackend(Box<dyn StorageBackend>);
+
+impl StorageBackend for BoxedBackend {
+    fn len(&self) -> std::result::Result<u64, io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::result::Result<(), io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::result::Result<(), io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::result::Result<(), io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::result::Result<(), io::Error> {
+        self.0.write(offset, data)
+    }
+}
+
+/// Creates a new catalog under a temporary name and renames it into place
+/// once complete and synced.
+fn create_atomically(path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::config("root", Problem::Malformed("no parent directory".into())))?;
+    let tmp = path.with_extension("redb.creating");
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("cannot remove a stale temporary catalog", &e)),
+    }
+    let db = Database::builder().create(&tmp).map_err(storage)?;
+    init_format(&db)?;
+    drop(db);
+    std::fs::rename(&tmp, path)
+        .map_err(|e| io_err("cannot move the new catalog into place", &e))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("cannot sync the data directory", &e))
+}
+
+fn init_format(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(storage)?;
+    {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let version = match meta.get(FORMAT_KEY).map_err(storage)? {
+            Some(v) => Some(u32::from_le_bytes(v.value().try_into().map_err(|_| {
+                Error::Corrupt("the format version record is malformed".into())
+            })?)),
+            None => None,
+        };
+        match version {
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(Error::Unavailable(format!(
+                    "the artifact catalog uses format version {other}; this build reads version {FORMAT_VERSION}"
+                )));
+            }
+            None => {
+                meta.insert(FORMAT_KEY, FORMAT_VERSION.to_le_bytes().as_slice())
+                    .map_err(storage)?;
+            }
+        }
+        for t in Table::ALL.into_iter().filter(|t| *t != Table::Meta) {
+            txn.open_table(t.def()).map_err(storage)?;
+        }
+    }
+    txn.commit().map_err(storage)
+}
+
+/// Replays the log records newer than the last checkpoint, then resolves
+/// every pending version (published if its content is present and
+/// verified, removed otherwise), all in one durable transaction, then
+/// empties the log. Returns the last applied sequence number.
+fn recover(db: &Database, wal: &mut dyn WalStorage, files: &dyn FileOps) -> Result<u64> {
+    let records = decode_log::<Mutation>(&wal.read_all().map_err(storage)?);
+    let txn = db.begin_write().map_err(storage)?;
+    let mut tx = Tx {
+        txn,
+        log: Vec::new(),
+    };
+    let applied = match tx.get(Table::Meta, WAL_SEQ_KEY)? {
+        Some(v) => crate::catalog::u64_value(&v)?,
+        None => 0,
+    };
+    let mut last = applied;
+    for (seq, mutations) in records {
+        if seq <= applied {
+            continue;
+        }
+        for m in mutations {
+            match m {
+                Mutation::Put(t, k, v) => tx.put(t, &k, &v)?,
+                Mutation::Del(t, k) => tx.del(t, &k)?,
+            }
+        }
+        last = seq;
+    }
+    let pending: Vec<VersionKey> = {
+        let table = tx.txn.open_table(PENDING).map_err(storage)?;
+        let mut keys = Vec::new();
+        for item in table.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            keys.push(
+                k.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("a pending key is malformed".into()))?,
+            );
+        }
+        keys
+    };
+    for key in pending {
+        let Some(row) = tx.version_row(&key)? else {
+            tx.del(Table::Pending, &key)?;
+            continue;
+        };
+        let chunks = tx
+            .get(Table::Chunks, &key)?
+            .map(|c| decode_chunks(&c))
+            .transpose()?;
+        let intact = chunks.is_some_and(|chunks| {
+            let integrity = Integrity {
+                size: row.size,
+                sha256: Sha256Digest::from_bytes(row.sha256),
+                chunk_size: row.chunk_size,
+                chunks,
+            };
+            content_intact(files, &row.blob, &integrity)
+        });
+        if intact {
+            tx.publish(&key, row)?;
+        } else {
+            tx.remove_version(&key, &row)?;
+            FsArtifacts::remove_content(files, &row.blob);
+        }
+    }
+    tx.put(Table::Meta, WAL_SEQ_KEY, &last.to_le_bytes())?;
+    tx.txn.commit().map_err(storage)?;
+    wal.truncate().map_err(storage)?;
+    Ok(last)
+}
+
+/// Whether a blob's content file is present and matches its record.
+pub(crate) fn content_intact(files: &dyn FileOps, blob: &BlobId, integrity: &Integrity) -> bool {
+    let (dir, name) = blob_file(blob);
+    let Ok(file) = files.open(dir, &name) else {
+        return false;
+    };
+    if integrity.check_shape().is_err() || file.size().ok() != Some(integrity.size) {
+        return false;
+    }
+    let mut whole = sha2::Sha256::new();
+    for i in 0..integrity.chunks.len() as u64 {
+        let len = integrity.chunk_len(i);
+        let Ok(bytes) = read_chunk(&*file, i * integrity.chunk_size, len) else {
+            return false;
+        };
+        if integrity.verify(i, &bytes).is_err() {
+            return false;
+        }
+        whole.update(&bytes);
+    }
+    Sha256Digest::from_bytes(whole.finalize().into()) == integrity.sha256
+}
+
+/// Store-wide totals: the sums of the scope rows.
+fn count(db: &Database) -> Result<Totals> {
+    let rtx = db.begin_read().map_err(storage)?;
+    let table = rtx.open_table(SCOPES).map_err(storage)?;
+    let mut t = Totals::default();
+    for item in table.iter().map_err(storage)? {
+        let (_, v) = item.map_err(storage)?;
+        let row: ScopeRow = decode(v.value(), "scope")?;
+        t.artifacts += row.artifacts;
+        t.bytes += row.bytes;
+    }
+    Ok(t)
+}
