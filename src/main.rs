@@ -113,6 +113,39 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Artifact put and get on the filesystem store, per size, each next
+    /// to its raw floor measured in the same run.
+    Artifacts {
+        /// Sizes to measure.
+        #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "1KiB,64KiB,1MiB,16MiB")]
+        sizes: Vec<u64>,
+        /// Samples per size (fewer for sizes above 1 MiB: a tenth).
+        #[arg(long, default_value_t = 300)]
+        samples: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Artifact listing-page latency at many versions of one name and many
+    /// names in one scope.
+    ArtifactsList {
+        /// Versions of one name.
+        #[arg(long, default_value_t = 100_000)]
+        versions: u64,
+        /// Names in one scope.
+        #[arg(long, default_value_t = 100_000)]
+        names: u64,
+        /// Items per page.
+        #[arg(long, default_value_t = 100)]
+        page: u64,
+        /// Pages measured of each.
+        #[arg(long, default_value_t = 1_000)]
+        samples: usize,
+        /// Working folder (a temporary one if not given; give one to reuse
+        /// the filled store).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Open time of a durable store of scopes × entries (built in the
     /// folder on first use and reused after).
     Open {
@@ -126,6 +159,19 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+/// Parses a size such as `64KiB`, `1MiB`, `1GiB` or `1024`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        .iter()
+        .find_map(|(suf, m)| s.strip_suffix(suf).map(|n| (n, *m)))
+        .unwrap_or((s, 1));
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("`{s}` is not a size (e.g. 1024, 64KiB, 16MiB, 1GiB)"))
 }
 
 /// A working folder: the one given, or a temporary one removed afterwards.
@@ -167,6 +213,33 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             let r = tokio::task::spawn_blocking(move || hippocamp_bench::router(&d, workload))
                 .await??;
             serde_json::to_value(r)?
+        }
+        Bench::Artifacts {
+            sizes,
+            samples,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            let per = move |size: u64| {
+                if size > 1 << 20 {
+                    (samples / 10).max(3)
+                } else {
+                    samples
+                }
+            };
+            serde_json::to_value(hippocamp_bench::artifacts::put_get(&d, &sizes, per).await?)?
+        }
+        Bench::ArtifactsList {
+            versions,
+            names,
+            page,
+            samples,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(
+                hippocamp_bench::artifacts::list(&d, versions, names, page, samples).await?,
+            )?
         }
         Bench::Open {
             scopes,

@@ -56,13 +56,11 @@ pub trait FileOps: Send + Sync + fmt::Debug {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>>;
     /// Opens `name` for reading.
     fn open(&self, dir: u8, name: &str) -> io::Result<Box<dyn ReadFile>>;
-    /// Renames `from` to `to`, replacing nothing (`to` is always new).
-    fn rename(&self, dir: u8, from: &str, to: &str) -> io::Result<()>;
+    /// Renames `from` to `to` (always a new name), then makes the
+    /// directory's entries durable.
+    fn rename_durably(&self, dir: u8, from: &str, to: &str) -> io::Result<()>;
     /// Removes `name`.
     fn remove(&self, dir: u8, name: &str) -> io::Result<()>;
-    /// Makes the directory's entries (creations, renames, removals)
-    /// durable.
-    fn sync_dir(&self, dir: u8) -> io::Result<()>;
     /// Lists the directory.
     fn list(&self, dir: u8) -> io::Result<Vec<Listed>>;
 }
@@ -76,7 +74,9 @@ pub fn dir_name(dir: u8) -> String {
 #[derive(Debug)]
 pub struct DiskFiles {
     root: PathBuf,
-    objects: OwnedFd,
+    /// The 256 fan-out directories, opened once (each operation is then
+    /// one system call relative to its directory).
+    dirs: Vec<OwnedFd>,
 }
 
 fn dir_flags() -> OFlags {
@@ -146,14 +146,14 @@ impl DiskFiles {
         }
         let root_fd = rustix::fs::open(root, dir_flags(), Mode::empty())?;
         let objects = open_dir_at(&root_fd, "objects")?;
-        for d in 0..=255u8 {
-            drop(open_dir_at(&objects, &dir_name(d))?);
-        }
+        let dirs = (0..=255u8)
+            .map(|d| open_dir_at(&objects, &dir_name(d)))
+            .collect::<io::Result<Vec<_>>>()?;
         rustix::fs::fsync(&objects)?;
         rustix::fs::fsync(&root_fd)?;
         Ok(Self {
             root: root.to_path_buf(),
-            objects,
+            dirs,
         })
     }
 
@@ -162,16 +162,10 @@ impl DiskFiles {
         &self.root
     }
 
-    fn dir(&self, dir: u8) -> io::Result<OwnedFd> {
-        Ok(rustix::fs::openat(
-            &self.objects,
-            dir_name(dir),
-            dir_flags(),
-            Mode::empty(),
-        )?)
+    fn dir(&self, dir: u8) -> &OwnedFd {
+        &self.dirs[usize::from(dir)]
     }
 }
-
 
 struct DiskWriter(File);
 
@@ -200,9 +194,9 @@ impl ReadFile for DiskReader {
 
 impl FileOps for DiskFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let d = self.dir(dir)?;
+        let d = self.dir(dir);
         let fd = rustix::fs::openat(
-            &d,
+            d,
             name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::RUSR | Mode::WUSR,
@@ -211,9 +205,9 @@ impl FileOps for DiskFiles {
     }
 
     fn open(&self, dir: u8, name: &str) -> io::Result<Box<dyn ReadFile>> {
-        let d = self.dir(dir)?;
+        let d = self.dir(dir);
         let fd = rustix::fs::openat(
-            &d,
+            d,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
@@ -228,25 +222,21 @@ impl FileOps for DiskFiles {
         Ok(Box::new(DiskReader(file)))
     }
 
-    fn rename(&self, dir: u8, from: &str, to: &str) -> io::Result<()> {
-        let d = self.dir(dir)?;
-        Ok(rustix::fs::renameat(&d, from, &d, to)?)
+    fn rename_durably(&self, dir: u8, from: &str, to: &str) -> io::Result<()> {
+        let d = self.dir(dir);
+        rustix::fs::renameat(d, from, d, to)?;
+        Ok(rustix::fs::fsync(d)?)
     }
 
     fn remove(&self, dir: u8, name: &str) -> io::Result<()> {
-        let d = self.dir(dir)?;
-        Ok(rustix::fs::unlinkat(&d, name, AtFlags::empty())?)
-    }
-
-    fn sync_dir(&self, dir: u8) -> io::Result<()> {
-        let d = self.dir(dir)?;
-        Ok(rustix::fs::fsync(&d)?)
+        let d = self.dir(dir);
+        Ok(rustix::fs::unlinkat(d, name, AtFlags::empty())?)
     }
 
     fn list(&self, dir: u8) -> io::Result<Vec<Listed>> {
-        let d = self.dir(dir)?;
+        let d = self.dir(dir);
         let mut out = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&d)? {
+        for entry in rustix::fs::Dir::read_from(d)? {
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
@@ -254,7 +244,7 @@ impl FileOps for DiskFiles {
             if name == "." || name == ".." {
                 continue;
             }
-            let st = match rustix::fs::statat(&d, name, AtFlags::SYMLINK_NOFOLLOW) {
+            let st = match rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 // Removed while listing.
                 Err(rustix::io::Errno::NOENT) => continue,
@@ -287,8 +277,7 @@ mod tests {
         let mut w = files.create(7, "abc.tmp").unwrap();
         w.write_all(b"hello").unwrap();
         w.sync().unwrap();
-        files.rename(7, "abc.tmp", "abc").unwrap();
-        files.sync_dir(7).unwrap();
+        files.rename_durably(7, "abc.tmp", "abc").unwrap();
         let r = files.open(7, "abc").unwrap();
         let mut buf = [0u8; 5];
         r.read_exact_at(&mut buf, 0).unwrap();

@@ -32,6 +32,7 @@ use futures::StreamExt as _;
 use hippocamp_artifacts::integrity::{
     ChunkSource, INLINE_HASH_BYTES, Rechunker, WholeDigest, verify_chunk,
 };
+use hippocamp_artifacts::store::ByteStream;
 use hippocamp_artifacts::store::{check_put, check_version};
 use hippocamp_artifacts::{
     ArtifactCapabilities, ArtifactLimits, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope,
@@ -326,9 +327,18 @@ impl FsArtifacts {
         name: &ArtifactName,
         selector: Selector,
     ) -> Result<(VersionKey, VersionRow)> {
+        let rtx = self.db.begin_read().map_err(storage)?;
+        Self::find_in(&rtx, scope, name, selector)
+    }
+
+    fn find_in(
+        rtx: &redb::ReadTransaction,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+    ) -> Result<(VersionKey, VersionRow)> {
         let sh = scope.hash();
         let nh = name.hash();
-        let rtx = self.db.begin_read().map_err(storage)?;
         let table = rtx.open_table(VERSIONS).map_err(storage)?;
         let found = match selector {
             Selector::Version(v) => {
@@ -373,8 +383,11 @@ impl FsArtifacts {
         Ok((key, row))
     }
 
-    fn integrity(&self, key: &VersionKey, row: &VersionRow) -> Result<Integrity> {
-        let rtx = self.db.begin_read().map_err(storage)?;
+    fn integrity_in(
+        rtx: &redb::ReadTransaction,
+        key: &VersionKey,
+        row: &VersionRow,
+    ) -> Result<Integrity> {
         let table = rtx.open_table(CHUNKS).map_err(storage)?;
         let raw = table
             .get(&key[..])
@@ -390,100 +403,62 @@ impl FsArtifacts {
         Ok(integrity)
     }
 
-    /// Writes the body to a staged file, hashing it; returns the open file
-    /// (not yet synced) and the integrity record.
-    async fn stage(&self, blob: BlobId, body: Body) -> Result<(Box<dyn WriteFile>, Integrity)> {
+    /// Streams a body into a staged file, hashing each chunk on the way
+    /// (and the whole on another thread); returns the open file (not yet
+    /// synced) and the integrity record.
+    async fn stage_stream(
+        &self,
+        blob: BlobId,
+        mut body: ByteStream,
+    ) -> Result<(Box<dyn WriteFile>, Integrity)> {
         let files = Arc::clone(&self.files);
         let (dir, _) = blob_file(&blob);
         let tmp = staged_file(&blob);
         let chunk = self.limits.chunk_size;
-        let chunk_len = usize::try_from(chunk).unwrap_or(usize::MAX);
         let max = self.limits.max_artifact_bytes;
-        let too_big = || Error::QuotaExceeded {
-            limit: QuotaLimit::ArtifactBytes(max),
-        };
-        match body {
-            Body::Bytes(b) => {
-                if b.len() as u64 > max {
-                    return Err(too_big());
-                }
-                // More than one chunk: the whole digest is computed on
-                // another thread while this one writes and hashes chunks.
-                let whole = (b.len() > chunk_len).then(|| {
-                    let b = b.clone();
-                    tokio::task::spawn_blocking(move || Sha256Digest::of(&b))
-                });
-                let written = tokio::task::spawn_blocking(move || -> Result<_> {
-                    let mut f = files
-                        .create(dir, &tmp)
-                        .map_err(|e| io_err("cannot create a content file", &e))?;
-                    let mut chunks = Vec::with_capacity(b.len().div_ceil(chunk_len.max(1)));
-                    for c in b.chunks(chunk_len) {
-                        f.write_all(c)
-                            .map_err(|e| io_err("cannot write a content file", &e))?;
-                        chunks.push(Sha256Digest::of(c));
+        let mut file = tokio::task::spawn_blocking(move || files.create(dir, &tmp))
+            .await
+            .map_err(joined)?
+            .map_err(|e| io_err("cannot create a content file", &e))?;
+        let mut rechunker = Rechunker::new(chunk);
+        let mut whole = WholeDigest::new();
+        let mut chunks = Vec::new();
+        let mut size = 0u64;
+        let mut pending: Vec<Bytes> = Vec::new();
+        loop {
+            let piece = body.next().await.transpose()?;
+            match &piece {
+                Some(p) => {
+                    size += p.len() as u64;
+                    if size > max {
+                        return Err(Error::QuotaExceeded {
+                            limit: QuotaLimit::ArtifactBytes(max),
+                        });
                     }
-                    Ok((f, chunks, b.len() as u64))
+                    pending.extend(rechunker.push(p));
+                }
+                None => pending
+                    .extend(std::mem::replace(&mut rechunker, Rechunker::new(chunk)).finish()),
+            }
+            for c in pending.drain(..) {
+                whole.push(c.clone()).await?;
+                let (f, d) = tokio::task::spawn_blocking(move || -> Result<_> {
+                    let mut f = file;
+                    f.write_all(&c)
+                        .map_err(|e| io_err("cannot write a content file", &e))?;
+                    Ok((f, Sha256Digest::of(&c)))
                 })
                 .await
                 .map_err(joined)??;
-                let whole = match whole {
-                    Some(h) => Some(h.await.map_err(joined)?),
-                    None => None,
-                };
-                let (f, chunks, size) = written;
-                Ok((f, finish_integrity(size, chunk, chunks, whole)))
+                file = f;
+                chunks.push(d);
             }
-            Body::Stream(mut s) => {
-                let f = tokio::task::spawn_blocking(move || files.create(dir, &tmp))
-                    .await
-                    .map_err(joined)?
-                    .map_err(|e| io_err("cannot create a content file", &e))?;
-                let mut f = Some(f);
-                let mut rechunker = Rechunker::new(chunk);
-                let mut whole = WholeDigest::new();
-                let mut chunks = Vec::new();
-                let mut size = 0u64;
-                let write = |f: &mut Option<Box<dyn WriteFile>>, c: Bytes| {
-                    let mut file = f.take();
-                    async move {
-                        let (file, d) = tokio::task::spawn_blocking(move || -> Result<_> {
-                            let fw = file.as_mut().ok_or_else(|| {
-                                Error::Unavailable("the content file was lost".into())
-                            })?;
-                            fw.write_all(&c)
-                                .map_err(|e| io_err("cannot write a content file", &e))?;
-                            Ok((file, Sha256Digest::of(&c)))
-                        })
-                        .await
-                        .map_err(joined)??;
-                        Ok::<_, Error>((file, d))
-                    }
-                };
-                while let Some(piece) = s.next().await {
-                    let piece = piece?;
-                    size += piece.len() as u64;
-                    if size > max {
-                        return Err(too_big());
-                    }
-                    for c in rechunker.push(&piece) {
-                        whole.push(c.clone()).await?;
-                        let (file, d) = write(&mut f, c).await?;
-                        f = file;
-                        chunks.push(d);
-                    }
-                }
-                if let Some(c) = rechunker.finish() {
-                    whole.push(c.clone()).await?;
-                    let (file, d) = write(&mut f, c).await?;
-                    f = file;
-                    chunks.push(d);
-                }
-                let whole = whole.finish().await?;
-                let f = f.ok_or_else(|| Error::Unavailable("the content file was lost".into()))?;
-                Ok((f, finish_integrity(size, chunk, chunks, whole)))
+            if piece.is_none() {
+                break;
             }
         }
+        let whole = whole.finish().await?;
+        Ok((file, finish_integrity(size, chunk, chunks, whole)))
     }
 
     /// Removes a content file (staged or final), ignoring a missing one.
@@ -516,22 +491,134 @@ fn finish_integrity(
     }
 }
 
-/// Forgets an in-flight blob when a put ends however it ends; a put
-/// abandoned before its commit phase also loses its staged file.
+/// Forgets an in-flight blob when a put ends, however it ends; unless
+/// disarmed by a publication, also removes its content files.
 struct InFlight {
     set: Arc<Mutex<HashSet<BlobId>>>,
     files: Arc<dyn FileOps>,
     blob: BlobId,
-    staged: bool,
+    armed: bool,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.staged {
+        if self.armed {
             FsArtifacts::remove_content(&*self.files, &self.blob);
         }
         self.set.lock().remove(&self.blob);
     }
+}
+
+/// The content of a put: still in memory, or already streamed to a
+/// staged file.
+enum Staged {
+    Memory(Bytes),
+    Written(Box<dyn WriteFile>, Integrity),
+}
+
+/// A content file being written, with the chunk digests computed while
+/// writing it (when the content was in memory).
+type Written = (Box<dyn WriteFile>, Option<Vec<Sha256Digest>>);
+
+/// The commit phase of a put (see [`FsArtifacts::put`]).
+async fn commit_put(
+    files: Arc<dyn FileOps>,
+    writer: Arc<Mutex<Writer>>,
+    chunk_size: u64,
+    staged: Staged,
+    mut reservation: Reservation,
+    guard: InFlight,
+) -> Result<(crate::writer::Reserved, Integrity)> {
+    let deadline = reservation.deadline;
+    let blob = reservation.blob;
+    let mut guard = guard;
+    let (dir, fin) = blob_file(&blob);
+    let tmp = staged_file(&blob);
+    let (chunks_tx, chunks_rx) =
+        std::sync::mpsc::sync_channel::<Result<Option<Vec<Sha256Digest>>>>(1);
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<Result<()>>(1);
+    let (memory, file) = match staged {
+        Staged::Memory(b) => (Some(b), None),
+        Staged::Written(f, integrity) => {
+            reservation.integrity = integrity;
+            (None, Some(f))
+        }
+    };
+    let content_bytes = memory.clone();
+    let content = tokio::task::spawn_blocking(move || {
+        let chunk_len = usize::try_from(chunk_size).unwrap_or(usize::MAX);
+        let written = (|| -> Result<Written> {
+            match (file, content_bytes) {
+                (Some(f), _) => Ok((f, None)),
+                (None, Some(b)) => {
+                    let mut f = files
+                        .create(dir, &tmp)
+                        .map_err(|e| io_err("cannot create a content file", &e))?;
+                    let mut chunks = Vec::with_capacity(b.len().div_ceil(chunk_len.max(1)));
+                    for c in b.chunks(chunk_len) {
+                        f.write_all(c)
+                            .map_err(|e| io_err("cannot write a content file", &e))?;
+                        chunks.push(Sha256Digest::of(c));
+                    }
+                    Ok((f, Some(chunks)))
+                }
+                (None, None) => Err(Error::Unavailable("a put lost its content".into())),
+            }
+        })();
+        let mut f = match written {
+            Ok((f, chunks)) => {
+                let _ = chunks_tx.send(Ok(chunks));
+                f
+            }
+            Err(e) => {
+                let _ = chunks_tx.send(Err(e.clone()));
+                let _ = done_tx.send(Err(e));
+                return;
+            }
+        };
+        let r = f
+            .sync()
+            .map_err(|e| io_err("cannot sync a content file", &e))
+            .and_then(|()| {
+                drop(f);
+                files
+                    .rename_durably(dir, &tmp, &fin)
+                    .map_err(|e| io_err("cannot publish a content file", &e))
+            });
+        let _ = done_tx.send(r);
+    });
+    let catalog =
+        tokio::task::spawn_blocking(move || -> Result<(crate::writer::Reserved, Integrity)> {
+            let gone = || Error::Unavailable("the content task stopped".into());
+            if let Some(b) = &memory {
+                let whole = (b.len() as u64 > chunk_size).then(|| Sha256Digest::of(b));
+                let chunks = chunks_rx
+                    .recv()
+                    .unwrap_or_else(|_| Err(gone()))?
+                    .unwrap_or_default();
+                reservation.integrity = finish_integrity(b.len() as u64, chunk_size, chunks, whole);
+            }
+            let reserved = writer.lock().reserve(&reservation);
+            let content = done_rx.recv().unwrap_or_else(|_| Err(gone()));
+            let reserved = reserved?;
+            match content {
+                Ok(()) => {
+                    writer.lock().publish(&reserved.key, deadline)?;
+                    Ok((reserved, reservation.integrity))
+                }
+                Err(e) => {
+                    let _ = writer.lock().abort(&reserved.key);
+                    Err(e)
+                }
+            }
+        });
+    let (content, catalog) = tokio::join!(content, catalog);
+    content.map_err(joined)?;
+    let outcome = catalog.map_err(joined)?;
+    if outcome.is_ok() {
+        guard.armed = false;
+    }
+    outcome
 }
 
 /// Reads chunks of a content file.
@@ -604,91 +691,66 @@ impl ArtifactStore for FsArtifacts {
             .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?;
         let blob: BlobId = rand::random();
         self.in_flight.lock().insert(blob);
-        let mut guard = InFlight {
+        let guard = InFlight {
             set: Arc::clone(&self.in_flight),
             files: Arc::clone(&self.files),
             blob,
-            staged: true,
+            armed: true,
         };
-        let (file, integrity) =
-            tokio::time::timeout_at(deadline.instant().into(), self.stage(blob, body))
-                .await
-                .map_err(|_| Error::Timeout)??;
+        let staged = match body {
+            Body::Bytes(b) if b.len() as u64 > self.limits.max_artifact_bytes => {
+                return Err(Error::QuotaExceeded {
+                    limit: QuotaLimit::ArtifactBytes(self.limits.max_artifact_bytes),
+                });
+            }
+            Body::Bytes(b) => Staged::Memory(b),
+            Body::Stream(s) => {
+                let (file, integrity) =
+                    tokio::time::timeout_at(deadline.instant().into(), self.stage_stream(blob, s))
+                        .await
+                        .map_err(|_| Error::Timeout)??;
+                Staged::Written(file, integrity)
+            }
+        };
         let reservation = Reservation {
             scope: scope.clone(),
             name: name.clone(),
             mime_type: opts.mime_type.as_str().to_owned(),
             metadata_json,
-            integrity,
+            integrity: Integrity {
+                size: 0,
+                sha256: Sha256Digest::of(b""),
+                chunk_size: self.limits.chunk_size,
+                chunks: Vec::new(),
+            },
             blob,
             deadline,
         };
-        // The commit phase runs to its end even if the caller goes away,
-        // so a reservation is always either published or aborted.
-        guard.staged = false;
-        let files = Arc::clone(&self.files);
-        let writer = Arc::clone(&self.writer);
-        let commit = tokio::spawn(async move {
-            let _guard = guard;
-            let (dir, fin) = blob_file(&blob);
-            let tmp = staged_file(&blob);
-            let content_files = Arc::clone(&files);
-            let content = tokio::task::spawn_blocking(move || -> Result<()> {
-                let mut file = file;
-                file.sync()
-                    .map_err(|e| io_err("cannot sync a content file", &e))?;
-                drop(file);
-                content_files
-                    .rename(dir, &tmp, &fin)
-                    .map_err(|e| io_err("cannot publish a content file", &e))?;
-                content_files
-                    .sync_dir(dir)
-                    .map_err(|e| io_err("cannot sync a content directory", &e))
-            });
-            let reserve_writer = Arc::clone(&writer);
-            let reserved = tokio::task::spawn_blocking(move || {
-                let r = reserve_writer.lock().reserve(&reservation);
-                r.map(|res| (res, reservation))
-            });
-            let (content, reserved) = tokio::join!(content, reserved);
-            let content = content.map_err(joined).and_then(|r| r);
-            let reserved = reserved.map_err(joined).and_then(|r| r);
-            let outcome = match (content, reserved) {
-                (Ok(()), Ok((res, reservation))) => {
-                    let key = res.key;
-                    let w = Arc::clone(&writer);
-                    tokio::task::spawn_blocking(move || w.lock().publish(&key, deadline))
-                        .await
-                        .map_err(joined)
-                        .and_then(|r| r)
-                        .map(|()| (res, reservation))
-                }
-                (Err(e), Ok((res, _))) => {
-                    let key = res.key;
-                    let w = Arc::clone(&writer);
-                    let _ = tokio::task::spawn_blocking(move || w.lock().abort(&key)).await;
-                    Err(e)
-                }
-                (_, Err(e)) => Err(e),
-            };
-            if outcome.is_err() {
-                let files = Arc::clone(&files);
-                let _ = tokio::task::spawn_blocking(move || {
-                    FsArtifacts::remove_content(&*files, &blob);
-                })
-                .await;
-            }
-            outcome
-        });
-        let (res, reservation) = commit.await.map_err(joined)??;
+        // Two blocking tasks run side by side. The content task writes the
+        // staged file (hashing each chunk of content still in memory),
+        // fsyncs it, renames it into place and fsyncs the directory. The
+        // catalog task computes the whole digest meanwhile, takes the chunk
+        // digests, reserves the version (a synced log record, overlapping
+        // the content's fsync), waits for the content and publishes, or
+        // aborts. The task runs to its end even if the caller goes away, so
+        // a reservation is always either published or aborted.
+        let task = tokio::spawn(commit_put(
+            Arc::clone(&self.files),
+            Arc::clone(&self.writer),
+            self.limits.chunk_size,
+            staged,
+            reservation,
+            guard,
+        ));
+        let (res, integrity) = task.await.map_err(joined)??;
         Ok(ArtifactMeta {
             scope: scope.clone(),
             name: name.clone(),
             version: res.version,
             mime_type: opts.mime_type.clone(),
-            size: reservation.integrity.size,
-            sha256: reservation.integrity.sha256,
-            chunk_size: reservation.integrity.chunk_size,
+            size: integrity.size,
+            sha256: integrity.sha256,
+            chunk_size: integrity.chunk_size,
             created_at_ms: res.created_at_ms,
             metadata: opts.metadata.clone(),
         })
@@ -704,12 +766,15 @@ impl ArtifactStore for FsArtifacts {
     ) -> Result<ArtifactRead> {
         let deadline = self.deadline(opts);
         deadline.check()?;
-        let (key, row) = self.find(scope, name, selector)?;
+        // One snapshot for the row and its digests.
+        let rtx = self.db.begin_read().map_err(storage)?;
+        let (key, row) = Self::find_in(&rtx, scope, name, selector)?;
         let meta = row.meta(scope, name)?;
         if let Some(r) = range {
             r.check(meta.size)?;
         }
-        let integrity = Arc::new(self.integrity(&key, &row)?);
+        let integrity = Arc::new(Self::integrity_in(&rtx, &key, &row)?);
+        drop(rtx);
         let (dir, file_name) = blob_file(&row.blob);
         let file = match self.files.open(dir, &file_name) {
             Ok(f) => f,

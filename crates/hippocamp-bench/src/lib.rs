@@ -11,9 +11,12 @@
 //! - [`router`]: 64 scopes, 90% search / 10% `add_entry`, on a runtime with
 //!   1 and then 2 worker threads.
 //! - [`open`]: opening a durable store that holds many entries.
+//! - [`artifacts`]: artifact put/get against their floors, listing pages.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod artifacts;
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -49,7 +52,7 @@ pub enum BenchError {
     NoData,
 }
 
-type Result<T> = std::result::Result<T, BenchError>;
+pub(crate) type Result<T> = std::result::Result<T, BenchError>;
 
 fn redb_err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Redb(e.to_string())
@@ -66,7 +69,7 @@ pub struct Latency {
     pub p99_us: f64,
 }
 
-fn latency(mut us: Vec<f64>) -> Latency {
+pub(crate) fn latency(mut us: Vec<f64>) -> Latency {
     us.sort_by(f64::total_cmp);
     let at = |p: f64| {
         if us.is_empty() {
