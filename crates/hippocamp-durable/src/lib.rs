@@ -5,11 +5,14 @@
 //!   transaction's changes here before committing it without an fsync,
 //!   and replay what their last checkpoint did not cover.
 //! - [`lock`]: exclusive ownership of a data directory by one process.
+//! - `sim` (feature): a simulated disk with power loss, for tests.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod lock;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod wal;
 
 pub use lock::DirLock;

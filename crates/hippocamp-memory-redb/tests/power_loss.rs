@@ -9,10 +9,10 @@
 
 mod support;
 
+use hippocamp_durable::sim::{Image, PowerLoss};
 use hippocamp_memory::MemoryConfig;
 use hippocamp_memory_redb::{DurableOptions, RedbMemoryStore};
 use rand::{Rng, SeedableRng};
-use support::power::PowerLoss;
 use support::workload::{self, WOp};
 
 const OPS: usize = 60;
@@ -41,8 +41,7 @@ fn open(disk: &PowerLoss) -> hippocamp_core::Result<RedbMemoryStore> {
 fn created() -> PowerLoss {
     let d = PowerLoss::new();
     drop(open(&d).unwrap());
-    let (db, wal) = d.surviving();
-    PowerLoss::with_images(db, wal)
+    PowerLoss::with_image(d.surviving())
 }
 
 /// Runs the workload; returns the sync count at each acknowledgement.
@@ -89,10 +88,10 @@ fn power_cut_at_random_syncs_loses_no_acknowledged_write() {
         let at_ack = run(&disk, &ops);
         assert!(disk.cut(), "trial {t}: the power never failed");
         let acked = at_ack.iter().take_while(|&&s| s <= cut).count();
-        let (db, wal) = disk.surviving();
+        let image = disk.surviving();
         let rt = runtime();
         let result = rt.block_on(async {
-            let after = PowerLoss::with_images(db, wal);
+            let after = PowerLoss::with_image(image);
             let store = open(&after).map_err(|e| format!("reopen failed: {e}"))?;
             let seen = workload::observe(&store, 0, &all).await?;
             workload::check(0, &ops, acked, &seen)
@@ -112,19 +111,18 @@ fn power_cut_during_recovery_loses_nothing() {
     let disk = created();
     let at_ack = run(&disk, &ops[..40]);
     let acked = at_ack.len();
-    let (db, wal) = disk.surviving();
+    let image: Image = disk.surviving();
     // Count the syncs a clean recovery takes, then cut at each of them.
     let recovery_syncs = {
-        let d = PowerLoss::with_images(db.clone(), wal.clone());
+        let d = PowerLoss::with_image(image.clone());
         drop(open(&d).unwrap());
         d.syncs()
     };
     for cut in 0..recovery_syncs {
-        let first = PowerLoss::with_images(db.clone(), wal.clone());
+        let first = PowerLoss::with_image(image.clone());
         first.arm(cut, true, cut);
         drop(open(&first).unwrap());
-        let (db2, wal2) = first.surviving();
-        let second = PowerLoss::with_images(db2, wal2);
+        let second = PowerLoss::with_image(first.surviving());
         let rt = runtime();
         let result = rt.block_on(async {
             let store = open(&second).map_err(|e| e.to_string())?;

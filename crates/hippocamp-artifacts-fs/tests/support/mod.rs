@@ -4,7 +4,10 @@
     unreachable_pub,
     dead_code,
     clippy::unwrap_used,
-    clippy::missing_panics_doc
+    clippy::missing_panics_doc,
+    clippy::cast_possible_truncation
 )]
 
+pub mod crash;
 pub mod factory;
+pub mod power;

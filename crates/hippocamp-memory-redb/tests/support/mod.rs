@@ -4,5 +4,4 @@
 #![allow(unreachable_pub, dead_code, clippy::needless_range_loop)]
 
 pub mod crash;
-pub mod power;
 pub mod workload;
