@@ -950,8 +950,8 @@ impl ArtifactStore for FsArtifacts {
         let t = *self.published.lock();
         Ok(ArtifactStatus {
             backend: "filesystem".to_owned(),
-            artifacts: t.artifacts,
-            bytes: t.bytes,
+            artifacts: Some(t.artifacts),
+            bytes: Some(t.bytes),
             router: None,
         })
     }

@@ -94,7 +94,7 @@ async fn versions_survive_restarts_and_deletions() {
         .sum();
     assert_eq!(files, 1);
     let st = s.status().await.unwrap();
-    assert_eq!((st.artifacts, st.bytes), (1, 5));
+    assert_eq!((st.artifacts, st.bytes), (Some(1), Some(5)));
 }
 
 #[tokio::test]

@@ -403,8 +403,8 @@ impl ArtifactStore for InMemoryArtifacts {
         let (artifacts, bytes) = *self.totals.lock();
         Ok(ArtifactStatus {
             backend: "memory".to_owned(),
-            artifacts,
-            bytes,
+            artifacts: Some(artifacts),
+            bytes: Some(bytes),
             router: None,
         })
     }

@@ -329,10 +329,11 @@ pub struct ArtifactCapabilities {
 pub struct ArtifactStatus {
     /// The backend.
     pub backend: String,
-    /// Live versions.
-    pub artifacts: u64,
-    /// Bytes of live versions.
-    pub bytes: u64,
+    /// Live versions; `None` when the backend cannot count them without
+    /// a full scan (object stores).
+    pub artifacts: Option<u64>,
+    /// Bytes of live versions (`None` likewise).
+    pub bytes: Option<u64>,
     /// Router state, when routed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<hippocamp_router::RouterStats>,

@@ -372,9 +372,9 @@ pub fn trial(dir: &Path, seed: u64, child_args: &[&str]) -> Result<Trial, String
             total += 1;
         }
         let status = store.status().await.map_err(|e| e.to_string())?;
-        if status.artifacts != total {
+        if status.artifacts != Some(total) {
             return Err(format!(
-                "status counts {} artifacts, the streams hold {total}",
+                "status counts {:?} artifacts, the streams hold {total}",
                 status.artifacts
             ));
         }

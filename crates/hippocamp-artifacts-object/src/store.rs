@@ -1,0 +1,964 @@
+//! The object-store artifact store.
+//!
+//! # Versions
+//!
+//! A put uploads its content under a fresh key (multipart when large,
+//! hashing every chunk on the way), writes the name's live marker, then
+//! allocates the version with a create-only write (`PutMode::Create`, an
+//! `If-None-Match: *` on S3) of the manifest at the next zero-padded
+//! version key: the first writer of a key wins, so servers sharing a
+//! bucket never allocate one number twice, and a refused write retries at
+//! the next number. The manifest's creation is the publication point;
+//! after it the put reports success even if its deadline has passed.
+//! Deletion overwrites the manifest with a tombstone (the key stays, so
+//! the number is never allocated again) and then removes the marker and
+//! the content. Within one process, writes to one name queue on a striped
+//! lock so they do not race each other for numbers.
+//!
+//! At start the store probes that the server refuses a second create-only
+//! write to one key (Garage 2.5, for one, ignores `If-None-Match`) and
+//! refuses to run if it does not.
+//!
+//! # What an object store cannot do here
+//!
+//! There is no transaction across objects: a delete of several versions
+//! can stop half way (each version it reports is deleted), and a crash
+//! between a put's marker and its manifest leaves a marker that lists a
+//! name with no version, or content no manifest references. Scope and
+//! store-wide quotas need counters a bucket does not keep: only the size
+//! of one artifact is enforced, and `capabilities()` lists only what is.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt as _, TryStreamExt as _};
+use hippocamp_artifacts::integrity::{
+    ChunkHasher, ChunkSource, Integrity, verified_stream, verify_chunk,
+};
+use hippocamp_artifacts::store::{check_put, check_record, check_version};
+use hippocamp_artifacts::{
+    ArtifactCapabilities, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope, ArtifactStatus,
+    ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions, Selector,
+};
+use hippocamp_core::time::now_ms;
+use hippocamp_core::{CallOptions, Deadline, Error, Field, LimitInfo, Problem, QuotaLimit, Result};
+use object_store::path::Path;
+use object_store::{GetOptions, ObjectStoreExt as _, PutMode, PutPayload, WriteMultipart};
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::{Bucket, store_err};
+use crate::layout::{
+    Layout, MANIFEST_FORMAT, MAX_OBJECT_NAME_BYTES, Manifest, group_name, key_version,
+};
+
+/// Settings of an object-store artifact store. Every value is checked and
+/// reported by `capabilities()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObjectOptions {
+    /// Key prefix inside the bucket (1 ..= 128 bytes of `[A-Za-z0-9._/-]`).
+    pub prefix: String,
+    /// Bytes of one artifact.
+    pub max_artifact_bytes: u64,
+    /// Items in one listing page.
+    pub max_page_limit: u64,
+    /// Items in a page when the request gives no limit.
+    pub default_page_limit: u64,
+    /// Timeout of a call that gives none, milliseconds.
+    pub call_timeout_ms: u64,
+    /// Bytes per integrity chunk.
+    pub chunk_size: u64,
+    /// Bytes per multipart part; bodies up to this size are one request.
+    pub part_bytes: u64,
+    /// Manifests fetched at once while listing versions.
+    pub list_concurrency: u64,
+}
+
+impl Default for ObjectOptions {
+    fn default() -> Self {
+        Self {
+            prefix: "hippocamp/artifacts/v1".to_owned(),
+            max_artifact_bytes: 64 << 20,
+            max_page_limit: 1_000,
+            default_page_limit: 100,
+            call_timeout_ms: 30_000,
+            chunk_size: 1 << 20,
+            part_bytes: 8 << 20,
+            list_concurrency: 16,
+        }
+    }
+}
+
+/// (key, value, default, min, max, description) of every numeric option.
+fn numeric(o: &ObjectOptions) -> [(&'static str, u64, u64, u64, u64, &'static str); 7] {
+    let d = ObjectOptions::default();
+    [
+        (
+            "max_artifact_bytes",
+            o.max_artifact_bytes,
+            d.max_artifact_bytes,
+            1,
+            5 << 40,
+            "bytes of one artifact",
+        ),
+        (
+            "max_page_limit",
+            o.max_page_limit,
+            d.max_page_limit,
+            1,
+            1_000,
+            "items in one listing page",
+        ),
+        (
+            "default_page_limit",
+            o.default_page_limit,
+            d.default_page_limit,
+            1,
+            1_000,
+            "items in a listing page when the request gives no limit",
+        ),
+        (
+            "call_timeout_ms",
+            o.call_timeout_ms,
+            d.call_timeout_ms,
+            1,
+            300_000,
+            "timeout in milliseconds of a call that gives none",
+        ),
+        (
+            "chunk_size",
+            o.chunk_size,
+            d.chunk_size,
+            4_096,
+            64 << 20,
+            "bytes per integrity chunk (each has its own SHA-256)",
+        ),
+        (
+            "part_bytes",
+            o.part_bytes,
+            d.part_bytes,
+            5 << 20,
+            512 << 20,
+            "bytes per multipart part; smaller bodies are one request",
+        ),
+        (
+            "list_concurrency",
+            o.list_concurrency,
+            d.list_concurrency,
+            1,
+            256,
+            "manifests fetched at once while listing versions",
+        ),
+    ]
+}
+
+impl ObjectOptions {
+    /// Checks every value.
+    pub fn validate(&self) -> Result<()> {
+        for (key, v, _, min, max, _) in numeric(self) {
+            if v < min || v > max {
+                return Err(Error::config(
+                    key,
+                    Problem::OutOfRange {
+                        value: i128::from(v),
+                        min: i128::from(min),
+                        max: i128::from(max),
+                    },
+                ));
+            }
+        }
+        let p = self.prefix.trim_matches('/');
+        if p.is_empty()
+            || p.len() > 128
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+            || p.split('/').any(|s| s.is_empty() || s == "." || s == "..")
+        {
+            return Err(Error::config(
+                "prefix",
+                Problem::Malformed("1 to 128 bytes of letters, digits, `.`, `_`, `-` and `/`-separated non-empty segments".into()),
+            ));
+        }
+        if self.default_page_limit > self.max_page_limit {
+            return Err(Error::config(
+                "default_page_limit",
+                Problem::Relation("default_page_limit must not exceed max_page_limit"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> Vec<LimitInfo> {
+        let mut out: Vec<LimitInfo> = numeric(self)
+            .into_iter()
+            .map(|(name, value, default, min, max, description)| LimitInfo {
+                name: name.to_owned(),
+                value,
+                default,
+                min,
+                max,
+                description: description.to_owned(),
+                configurable: true,
+            })
+            .collect();
+        let fixed = |name: &str, value: u64, min: u64, description: &str| LimitInfo {
+            name: name.to_owned(),
+            value,
+            default: value,
+            min,
+            max: value,
+            description: description.to_owned(),
+            configurable: false,
+        };
+        out.extend([
+            fixed(
+                "max_scope_part_bytes",
+                256,
+                1,
+                "bytes of an app name, user id or session id",
+            ),
+            fixed(
+                "max_name_bytes",
+                MAX_OBJECT_NAME_BYTES as u64,
+                1,
+                "bytes of an artifact name (hex-encoded in 1,024-byte object keys)",
+            ),
+            fixed("max_mime_type_bytes", 255, 3, "bytes of a MIME type"),
+            fixed(
+                "max_metadata_bytes",
+                hippocamp_artifacts::model::MAX_METADATA_BYTES as u64,
+                0,
+                "bytes of custom metadata as compact JSON",
+            ),
+            fixed(
+                "max_metadata_entries",
+                hippocamp_artifacts::model::MAX_METADATA_ENTRIES as u64,
+                0,
+                "map pairs and list elements of custom metadata",
+            ),
+            fixed(
+                "max_metadata_depth",
+                hippocamp_artifacts::model::MAX_METADATA_DEPTH as u64,
+                1,
+                "nesting of custom metadata (the top object is 1)",
+            ),
+            fixed(
+                "max_timeout_ms",
+                300_000,
+                1,
+                "longest timeout a call may give",
+            ),
+        ]);
+        out
+    }
+
+    fn page_limit(&self, limit: Option<u64>) -> Result<usize> {
+        let l = limit.unwrap_or(self.default_page_limit);
+        if l == 0 || l > self.max_page_limit {
+            return Err(Error::invalid(
+                Field::Limit,
+                Problem::OutOfRange {
+                    value: i128::from(l),
+                    min: 1,
+                    max: i128::from(self.max_page_limit),
+                },
+            ));
+        }
+        Ok(usize::try_from(l).unwrap_or(usize::MAX))
+    }
+}
+
+/// Most attempts at allocating a version before giving up.
+const ALLOCATION_ATTEMPTS: usize = 64;
+/// Stripes of the per-name write lock.
+const STRIPES: usize = 256;
+
+/// Artifacts in an object store (S3, GCS, Azure, or in memory).
+#[derive(Debug)]
+pub struct ObjectArtifacts {
+    bucket: Arc<dyn Bucket>,
+    layout: Layout,
+    options: ObjectOptions,
+    backend: &'static str,
+    stripes: Vec<tokio::sync::Mutex<()>>,
+}
+
+fn nonce() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+impl ObjectArtifacts {
+    /// A store on `bucket`, after probing that create-only writes are
+    /// honoured.
+    pub(crate) async fn start(
+        bucket: Arc<dyn Bucket>,
+        options: ObjectOptions,
+        backend: &'static str,
+    ) -> Result<Self> {
+        options.validate()?;
+        let store = Self {
+            layout: Layout::new(&options.prefix),
+            bucket,
+            options,
+            backend,
+            stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+        };
+        store.probe().await?;
+        Ok(store)
+    }
+
+    /// Writes a probe key twice with create-only writes; the second must
+    /// be refused.
+    async fn probe(&self) -> Result<()> {
+        let key = self.layout.probe(&nonce());
+        let store = self.bucket.store();
+        let create = || {
+            store.put_opts(
+                &key,
+                PutPayload::from_static(b"probe"),
+                PutMode::Create.into(),
+            )
+        };
+        create().await.map_err(store_err)?;
+        let second = create().await;
+        let _ = store.delete(&key).await;
+        match second {
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Ok(_) => Err(Error::Unavailable(format!(
+                "the {} object store accepted a second create-only write to one key: it ignores If-None-Match, so two writers could allocate the same version; refusing to run on it",
+                self.backend
+            ))),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    fn deadline(&self, opts: &CallOptions) -> Deadline {
+        opts.deadline(Duration::from_millis(self.options.call_timeout_ms))
+    }
+
+    fn stripe(&self, scope: &ArtifactScope, name: &ArtifactName) -> &tokio::sync::Mutex<()> {
+        let h = name.hash();
+        let s = scope.hash();
+        &self.stripes[usize::from(h[0] ^ s[0]) % STRIPES]
+    }
+
+    fn check_name(name: &ArtifactName) -> Result<()> {
+        let len = name.as_str().len();
+        if len > MAX_OBJECT_NAME_BYTES {
+            return Err(Error::invalid(
+                Field::Name,
+                Problem::TooLong {
+                    len,
+                    max: MAX_OBJECT_NAME_BYTES,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    async fn timed<T>(
+        deadline: Deadline,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        tokio::time::timeout_at(deadline.instant().into(), f)
+            .await
+            .map_err(|_| Error::Timeout)?
+    }
+
+    /// The manifest of a version, if its key exists.
+    async fn manifest(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        version: u64,
+    ) -> Result<Option<Manifest>> {
+        match self
+            .bucket
+            .store()
+            .get(&self.layout.manifest(scope, name, version))
+            .await
+        {
+            Ok(r) => Ok(Some(Manifest::decode(
+                &r.bytes().await.map_err(store_err)?,
+            )?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// The highest allocated version (0 if none): from the hint on, the
+    /// manifest keys are listed.
+    async fn max_version(&self, scope: &ArtifactScope, name: &ArtifactName) -> Result<u64> {
+        let hint = match self
+            .bucket
+            .store()
+            .get(&self.layout.hint(scope, name))
+            .await
+        {
+            Ok(r) => {
+                let b = r.bytes().await.map_err(store_err)?;
+                std::str::from_utf8(&b)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            }
+            Err(object_store::Error::NotFound { .. }) => 0,
+            Err(e) => return Err(store_err(e)),
+        };
+        let prefix = self.layout.manifests(scope, name);
+        let mut max = 0;
+        let mut offset = (hint > 1).then(|| {
+            self.layout
+                .manifest(scope, name, hint - 1)
+                .as_ref()
+                .to_owned()
+        });
+        loop {
+            let keys = self
+                .bucket
+                .list_keys(&prefix, offset.as_deref(), 1_000)
+                .await?;
+            if let Some(v) = keys.iter().filter_map(|k| key_version(k)).max() {
+                max = max.max(v);
+            }
+            if keys.len() < 1_000 {
+                break;
+            }
+            offset = keys.last().cloned();
+        }
+        Ok(max)
+    }
+
+    /// The live version a selector picks, with its manifest parts.
+    async fn find(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+    ) -> Result<(
+        ArtifactMeta,
+        Vec<hippocamp_core::Sha256Digest>,
+        String,
+        String,
+    )> {
+        let live = |m: Option<Manifest>| match m {
+            Some(Manifest::Live {
+                meta,
+                chunks,
+                data,
+                marker,
+                ..
+            }) => Some((*meta, chunks, data, marker)),
+            _ => None,
+        };
+        let found = match selector {
+            Selector::Version(v) => {
+                check_version(v)?;
+                live(self.manifest(scope, name, v).await?)
+                    .ok_or(Error::NotFound("artifact version"))?
+            }
+            Selector::Latest => {
+                let mut v = self.max_version(scope, name).await?;
+                loop {
+                    if v == 0 {
+                        return Err(Error::NotFound("artifact"));
+                    }
+                    if let Some(found) = live(self.manifest(scope, name, v).await?) {
+                        break found;
+                    }
+                    v -= 1;
+                }
+            }
+        };
+        let version = match selector {
+            Selector::Version(v) => Some(v),
+            Selector::Latest => None,
+        };
+        check_record(&found.0, scope, name, version)?;
+        Ok(found)
+    }
+
+    /// Uploads a body to `key`, hashing it; multipart above `part_bytes`.
+    async fn upload(&self, key: &Path, body: Body) -> Result<Integrity> {
+        let max = self.options.max_artifact_bytes;
+        let too_big = || Error::QuotaExceeded {
+            limit: QuotaLimit::ArtifactBytes(max),
+        };
+        let part = usize::try_from(self.options.part_bytes).unwrap_or(usize::MAX);
+        let mut hasher = ChunkHasher::new(self.options.chunk_size);
+        let store = self.bucket.store();
+        let mut stream = body.into_stream();
+        // Small bodies go up in one request: buffer up to one part.
+        let mut head: Vec<Bytes> = Vec::new();
+        let mut buffered = 0usize;
+        let mut rest = None;
+        while let Some(piece) = stream.next().await {
+            let piece = piece?;
+            if (hasher.size() + piece.len() as u64) > max {
+                return Err(too_big());
+            }
+            hasher.update(&piece);
+            buffered += piece.len();
+            head.push(piece);
+            if buffered > part {
+                rest = Some(stream);
+                break;
+            }
+        }
+        let Some(mut stream) = rest else {
+            let payload: PutPayload = head.into_iter().collect();
+            store
+                .put_opts(key, payload, PutMode::Overwrite.into())
+                .await
+                .map_err(store_err)?;
+            return Ok(hasher.finish());
+        };
+        let upload = store.put_multipart(key).await.map_err(store_err)?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
+        let result: Result<()> = async {
+            for piece in head {
+                writer.wait_for_capacity(2).await.map_err(store_err)?;
+                writer.put(piece);
+            }
+            while let Some(piece) = stream.next().await {
+                let piece = piece?;
+                if (hasher.size() + piece.len() as u64) > max {
+                    return Err(too_big());
+                }
+                hasher.update(&piece);
+                writer.wait_for_capacity(2).await.map_err(store_err)?;
+                writer.put(piece);
+            }
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                writer.finish().await.map_err(store_err)?;
+                Ok(hasher.finish())
+            }
+            Err(e) => {
+                let _ = writer.abort().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The underlying object store (tests use it to damage content).
+    #[doc(hidden)]
+    pub fn object_store(&self) -> Arc<dyn object_store::ObjectStore> {
+        Arc::clone(self.bucket.store())
+    }
+
+    /// The content key of a live version (tests use it to damage content).
+    #[doc(hidden)]
+    pub async fn content_key(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        version: u64,
+    ) -> Option<Path> {
+        match self.manifest(scope, name, version).await.ok()? {
+            Some(Manifest::Live { data, .. }) => Some(Path::from(data)),
+            _ => None,
+        }
+    }
+
+    async fn remove_quietly(&self, keys: &[&Path]) {
+        for k in keys {
+            let _ = self.bucket.store().delete(k).await;
+        }
+    }
+}
+
+/// Reads the chunks of a span with one ranged request, verifying each
+/// before releasing it.
+struct ObjectSource {
+    store: Arc<dyn object_store::ObjectStore>,
+    key: Path,
+    range: std::ops::Range<u64>,
+    stream: Option<futures::stream::BoxStream<'static, object_store::Result<Bytes>>>,
+    buf: bytes::BytesMut,
+}
+
+#[async_trait]
+impl ChunkSource for ObjectSource {
+    async fn verified_chunk(&mut self, index: u64, integrity: &Arc<Integrity>) -> Result<Bytes> {
+        if self.stream.is_none() {
+            let opts = GetOptions {
+                range: Some(self.range.clone().into()),
+                ..GetOptions::default()
+            };
+            let r = self
+                .store
+                .get_opts(&self.key, opts)
+                .await
+                .map_err(|e| match e {
+                    object_store::Error::NotFound { .. } => {
+                        Error::Corrupt("the content of a version is missing".into())
+                    }
+                    other => store_err(other),
+                })?;
+            self.stream = Some(r.into_stream());
+        }
+        let len = usize::try_from(integrity.chunk_len(index)).unwrap_or(usize::MAX);
+        while self.buf.len() < len {
+            let next = match &mut self.stream {
+                Some(s) => s.try_next().await.map_err(store_err)?,
+                None => None,
+            };
+            match next {
+                Some(b) => self.buf.extend_from_slice(&b),
+                None => {
+                    return Err(Error::Corrupt(
+                        "the content of a version is shorter than recorded".into(),
+                    ));
+                }
+            }
+        }
+        let chunk = self.buf.split_to(len).freeze();
+        verify_chunk(integrity, index, chunk).await
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for ObjectArtifacts {
+    fn capabilities(&self) -> ArtifactCapabilities {
+        ArtifactCapabilities {
+            api_version: 1,
+            backend: self.backend.to_owned(),
+            durable: self.backend != "memory-object",
+            scopes: vec!["app".into(), "user".into(), "session".into()],
+            immutable_versions: true,
+            range_reads: true,
+            streaming: true,
+            limits: self.options.describe(),
+            routing: None,
+        }
+    }
+
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta> {
+        let deadline = self.deadline(&opts.call);
+        check_put(opts)?;
+        Self::check_name(name)?;
+        deadline.check()?;
+        let nonce = nonce();
+        let data_key = self.layout.data(scope, &nonce);
+        let marker_key = self.layout.marker(scope, name, &nonce);
+        let store = self.bucket.store();
+        let staged = Self::timed(deadline, async {
+            store
+                .put_opts(&marker_key, PutPayload::new(), PutMode::Overwrite.into())
+                .await
+                .map_err(store_err)?;
+            self.upload(&data_key, body).await
+        })
+        .await;
+        let integrity = match staged {
+            Ok(i) => i,
+            Err(e) => {
+                self.remove_quietly(&[&data_key, &marker_key]).await;
+                return Err(e);
+            }
+        };
+        let allocated: Result<ArtifactMeta> = Self::timed(deadline, async {
+            let _turn = self.stripe(scope, name).lock().await;
+            let mut version = self.max_version(scope, name).await? + 1;
+            for _ in 0..ALLOCATION_ATTEMPTS {
+                let meta = ArtifactMeta {
+                    scope: scope.clone(),
+                    name: name.clone(),
+                    version,
+                    mime_type: opts.mime_type.clone(),
+                    size: integrity.size,
+                    sha256: integrity.sha256,
+                    chunk_size: integrity.chunk_size,
+                    created_at_ms: now_ms(),
+                    metadata: opts.metadata.clone(),
+                };
+                let manifest = Manifest::Live {
+                    format: MANIFEST_FORMAT,
+                    meta: Box::new(meta.clone()),
+                    chunks: integrity.chunks.clone(),
+                    data: data_key.as_ref().to_owned(),
+                    marker: marker_key.as_ref().to_owned(),
+                };
+                deadline.check()?;
+                let key = self.layout.manifest(scope, name, version);
+                match store.put_opts(&key, manifest.encode()?.into(), PutMode::Create.into()).await {
+                    Ok(_) => {
+                        // Best effort: a stale hint only costs a longer listing.
+                        let _ = store
+                            .put_opts(&self.layout.hint(scope, name), version.to_string().into(), PutMode::Overwrite.into())
+                            .await;
+                        return Ok(meta);
+                    }
+                    Err(object_store::Error::AlreadyExists { .. }) => {
+                        version = self.max_version(scope, name).await?.max(version) + 1;
+                    }
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+            Err(Error::Unavailable(format!(
+                "no version could be allocated in {ALLOCATION_ATTEMPTS} attempts; other writers keep winning"
+            )))
+        })
+        .await;
+        if allocated.is_err() {
+            self.remove_quietly(&[&data_key, &marker_key]).await;
+        }
+        allocated
+    }
+
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead> {
+        let deadline = self.deadline(opts);
+        let (meta, chunks, data, _) =
+            Self::timed(deadline, self.find(scope, name, selector)).await?;
+        if let Some(r) = range {
+            r.check(meta.size)?;
+        }
+        let integrity = Arc::new(Manifest::integrity(&meta, &chunks)?);
+        let span = integrity.span(range).map_or(0..0, |(first, last)| {
+            first * integrity.chunk_size..(last * integrity.chunk_size + integrity.chunk_len(last))
+        });
+        let source = ObjectSource {
+            store: Arc::clone(self.bucket.store()),
+            key: Path::from(data),
+            range: span,
+            stream: None,
+            buf: bytes::BytesMut::new(),
+        };
+        Ok(ArtifactRead {
+            meta,
+            range,
+            body: verified_stream(source, integrity, range),
+        })
+    }
+
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta> {
+        let deadline = self.deadline(opts);
+        Ok(Self::timed(deadline, self.find(scope, name, selector))
+            .await?
+            .0)
+    }
+
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>> {
+        let deadline = self.deadline(opts);
+        if let DeleteSelector::Version(v) = selector {
+            check_version(v)?;
+        }
+        Self::timed(deadline, async {
+            let _turn = self.stripe(scope, name).lock().await;
+            let chosen: Vec<(u64, String, String)> = match selector {
+                DeleteSelector::Version(v) => match self.manifest(scope, name, v).await? {
+                    Some(Manifest::Live {
+                        meta, data, marker, ..
+                    }) => {
+                        check_record(&meta, scope, name, Some(v))?;
+                        vec![(v, data, marker)]
+                    }
+                    _ => Vec::new(),
+                },
+                DeleteSelector::Latest => match self.find(scope, name, Selector::Latest).await {
+                    Ok((meta, _, data, marker)) => vec![(meta.version, data, marker)],
+                    Err(Error::NotFound(_)) => Vec::new(),
+                    Err(e) => return Err(e),
+                },
+                DeleteSelector::All => {
+                    let mut out = Vec::new();
+                    let mut cursor = None;
+                    loop {
+                        let page = self.live_versions(scope, name, cursor, 1_000).await?;
+                        let more = page.len() > 1_000;
+                        for (meta, data, marker) in page.into_iter().take(1_000) {
+                            cursor = Some(meta.version);
+                            out.push((meta.version, data, marker));
+                        }
+                        if !more {
+                            break;
+                        }
+                    }
+                    out
+                }
+            };
+            if chosen.is_empty() {
+                return Ok(Vec::new());
+            }
+            deadline.check()?;
+            let store = self.bucket.store();
+            let mut removed = Vec::new();
+            for (v, data, marker) in chosen {
+                let tomb = Manifest::Deleted {
+                    format: MANIFEST_FORMAT,
+                    version: v,
+                };
+                store
+                    .put_opts(
+                        &self.layout.manifest(scope, name, v),
+                        tomb.encode()?.into(),
+                        PutMode::Overwrite.into(),
+                    )
+                    .await
+                    .map_err(store_err)?;
+                removed.push(v);
+                self.remove_quietly(&[&Path::from(marker), &Path::from(data)])
+                    .await;
+            }
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>> {
+        let deadline = self.deadline(opts);
+        let limit = self.options.page_limit(page.limit)?;
+        let prefix = self.layout.markers_root(scope);
+        let offset = page
+            .cursor
+            .as_ref()
+            .map(|c| format!("{prefix}{}/~", hex::encode(c.as_str())));
+        let groups = Self::timed(
+            deadline,
+            self.bucket
+                .list_groups(&prefix, offset.as_deref(), limit + 1),
+        )
+        .await?;
+        let mut items = groups
+            .iter()
+            .map(|g| {
+                group_name(g)
+                    .ok_or_else(|| Error::Corrupt(format!("a marker group is malformed: {g}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let next_cursor = if items.len() > limit {
+            items.truncate(limit);
+            items.last().cloned()
+        } else {
+            None
+        };
+        Ok(Page {
+            scope: scope.clone(),
+            items,
+            next_cursor,
+        })
+    }
+
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>> {
+        let deadline = self.deadline(opts);
+        let limit = self.options.page_limit(page.limit)?;
+        let found = Self::timed(
+            deadline,
+            self.live_versions(scope, name, page.cursor, limit),
+        )
+        .await?;
+        let more = found.len() > limit;
+        let items: Vec<ArtifactMeta> = found.into_iter().take(limit).map(|(m, _, _)| m).collect();
+        let next_cursor = if more {
+            items.last().map(|m| m.version)
+        } else {
+            None
+        };
+        Ok(Page {
+            scope: scope.clone(),
+            items,
+            next_cursor,
+        })
+    }
+
+    async fn status(&self) -> Result<ArtifactStatus> {
+        Ok(ArtifactStatus {
+            backend: self.backend.to_owned(),
+            artifacts: None,
+            bytes: None,
+            router: None,
+        })
+    }
+}
+
+impl ObjectArtifacts {
+    /// Up to `limit + 1` live versions after `cursor`, ascending, with
+    /// their content and marker keys.
+    async fn live_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        cursor: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(ArtifactMeta, String, String)>> {
+        let prefix = self.layout.manifests(scope, name);
+        let mut offset = cursor.map(|c| self.layout.manifest(scope, name, c).as_ref().to_owned());
+        let mut out = Vec::new();
+        let batch = (limit + 1).max(100);
+        let concurrency = usize::try_from(self.options.list_concurrency).unwrap_or(16);
+        loop {
+            let keys = self
+                .bucket
+                .list_keys(&prefix, offset.as_deref(), batch)
+                .await?;
+            let versions: Vec<u64> = keys.iter().filter_map(|k| key_version(k)).collect();
+            let mut fetches = Vec::with_capacity(versions.len());
+            for v in &versions {
+                fetches.push(self.manifest(scope, name, *v));
+            }
+            let manifests: Vec<Option<Manifest>> = futures::stream::iter(fetches)
+                .buffered(concurrency)
+                .try_collect()
+                .await?;
+            for (v, m) in versions.iter().zip(manifests) {
+                if let Some(Manifest::Live {
+                    meta, data, marker, ..
+                }) = m
+                {
+                    check_record(&meta, scope, name, Some(*v))?;
+                    out.push((*meta, data, marker));
+                    if out.len() > limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            if keys.len() < batch {
+                return Ok(out);
+            }
+            offset = keys.last().cloned();
+        }
+    }
+}
