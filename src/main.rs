@@ -69,6 +69,13 @@ enum Eval {
     },
 }
 
+/// Where `bench artifacts-stream` puts its artifact.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum StreamStore {
+    Filesystem,
+    S3,
+}
+
 #[derive(Debug, Subcommand)]
 enum Bench {
     /// One acknowledged add_entry on the durable store next to a raw
@@ -143,6 +150,44 @@ enum Bench {
         samples: usize,
         /// Working folder (a temporary one if not given; give one to reuse
         /// the filled store).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Puts and gets one large artifact as streams; reports times and the
+    /// peak resident memory of this process.
+    ArtifactsStream {
+        /// Artifact size.
+        #[arg(long, value_parser = parse_size, default_value = "1GiB")]
+        size: u64,
+        /// The store.
+        #[arg(long, value_enum, default_value_t = StreamStore::Filesystem)]
+        store: StreamStore,
+        /// S3 endpoint (or HIPPOCAMP_TEST_S3_ENDPOINT).
+        #[arg(long, env = "HIPPOCAMP_TEST_S3_ENDPOINT")]
+        s3_endpoint: Option<String>,
+        /// S3 bucket (or HIPPOCAMP_TEST_S3_BUCKET).
+        #[arg(
+            long,
+            env = "HIPPOCAMP_TEST_S3_BUCKET",
+            default_value = "hippocamp-test"
+        )]
+        s3_bucket: String,
+        /// S3 access key (or HIPPOCAMP_TEST_S3_ACCESS_KEY).
+        #[arg(
+            long,
+            env = "HIPPOCAMP_TEST_S3_ACCESS_KEY",
+            default_value = "hippocamp"
+        )]
+        s3_access_key: String,
+        /// S3 secret key (or HIPPOCAMP_TEST_S3_SECRET_KEY).
+        #[arg(
+            long,
+            env = "HIPPOCAMP_TEST_S3_SECRET_KEY",
+            default_value = "hippocamp-secret",
+            hide_env_values = true
+        )]
+        s3_secret_key: String,
+        /// Working folder (a temporary one if not given).
         #[arg(long)]
         dir: Option<PathBuf>,
     },
@@ -240,6 +285,52 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             serde_json::to_value(
                 hippocamp_bench::artifacts::list(&d, versions, names, page, samples).await?,
             )?
+        }
+        Bench::ArtifactsStream {
+            size,
+            store,
+            s3_endpoint,
+            s3_bucket,
+            s3_access_key,
+            s3_secret_key,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            let run = match store {
+                StreamStore::Filesystem => {
+                    let s = hippocamp_bench::artifacts::fs_store(&d)?;
+                    hippocamp_bench::artifacts::stream(&s, "filesystem", size).await?
+                }
+                #[cfg(not(feature = "s3"))]
+                StreamStore::S3 => {
+                    let _ = (s3_endpoint, s3_bucket, s3_access_key, s3_secret_key);
+                    anyhow::bail!("this build has no S3 support: rebuild with `--features s3`")
+                }
+                #[cfg(feature = "s3")]
+                StreamStore::S3 => {
+                    let config = hippocamp_artifacts_object::S3Config {
+                        endpoint: Some(s3_endpoint.context(
+                            "--s3-endpoint (or HIPPOCAMP_TEST_S3_ENDPOINT) is required",
+                        )?),
+                        bucket: s3_bucket,
+                        region: "us-east-1".to_owned(),
+                        access_key_id: s3_access_key,
+                        secret_access_key: s3_secret_key,
+                        allow_http: true,
+                        virtual_hosted: false,
+                        request_timeout_ms: 300_000,
+                    };
+                    let options = hippocamp_artifacts_object::ObjectOptions {
+                        prefix: format!("bench/{}", std::process::id()),
+                        max_artifact_bytes: 5 << 40,
+                        ..hippocamp_artifacts_object::ObjectOptions::default()
+                    };
+                    let s =
+                        hippocamp_artifacts_object::ObjectArtifacts::s3(&config, options).await?;
+                    hippocamp_bench::artifacts::stream(&s, "s3", size).await?
+                }
+            };
+            serde_json::to_value(run)?
         }
         Bench::Open {
             scopes,

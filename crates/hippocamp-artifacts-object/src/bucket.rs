@@ -78,7 +78,10 @@ impl<T: ObjectStore + PaginatedListStore> Paginated<T> {
         while out.len() < max {
             let opts = PaginatedListOptions {
                 offset: offset.map(str::to_owned),
-                delimiter: groups.then_some("/".into()),
+                // Every listing here is of one level; the delimiter also
+                // lets servers skip unrelated subtrees (s3s-fs walks the
+                // whole bucket without one).
+                delimiter: Some("/".into()),
                 max_keys: Some(max - out.len()),
                 page_token: token.take(),
                 ..PaginatedListOptions::default()

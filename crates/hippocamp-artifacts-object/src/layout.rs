@@ -1,8 +1,13 @@
 //! Object keys and manifests.
 //!
-//! Under a prefix `P` (default `hippocamp/artifacts/v1`), a scope is the
-//! hex SHA-256 `S` of its canonical encoding and a name is the hex `N` of
-//! its bytes (hex keeps byte order, so listings come back in name order):
+//! Under a prefix `P` (default `hippocamp/artifacts/v1`), a scope is `S`,
+//! the hex of the first 16 bytes of the SHA-256 of its canonical encoding
+//! (every manifest also holds the full scope and is checked against the
+//! request, so a collision could never cross scopes), and a name is the
+//! hex `N` of its bytes (hex keeps byte order, so listings come back in
+//! name order). Keys stay short because some servers bound them well
+//! below S3's 1,024 bytes (s3s-fs stores a base64 copy of the key in one
+//! file name: about 170 bytes).
 //!
 //! | key | holds |
 //! |---|---|
@@ -43,7 +48,7 @@ impl Layout {
     }
 
     fn scope(&self, scope: &ArtifactScope) -> String {
-        format!("{}/{}", self.prefix, hex::encode(scope.hash()))
+        format!("{}/{}", self.prefix, hex::encode(&scope.hash()[..16]))
     }
 
     pub(crate) fn manifests(&self, scope: &ArtifactScope, name: &ArtifactName) -> String {

@@ -287,7 +287,7 @@ pub struct ObjectArtifacts {
 }
 
 fn nonce() -> String {
-    hex::encode(rand::random::<[u8; 16]>())
+    hex::encode(rand::random::<[u8; 8]>())
 }
 
 impl ObjectArtifacts {

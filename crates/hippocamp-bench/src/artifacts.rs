@@ -308,3 +308,153 @@ async fn fill(
     }
     Ok(())
 }
+
+/// `stream` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamRun {
+    /// The store.
+    pub store: String,
+    /// Bytes put and read back.
+    pub bytes: u64,
+    /// Seconds of the streamed put.
+    pub put_seconds: f64,
+    /// Seconds of the streamed, verified get.
+    pub get_seconds: f64,
+    /// Put throughput, MiB/s.
+    pub put_mib_s: f64,
+    /// Get throughput, MiB/s.
+    pub get_mib_s: f64,
+    /// Peak resident memory of this process (`VmHWM`), MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// Peak resident memory of this process, bytes (Linux `VmHWM`).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A stream of `size` pseudo-random bytes in 1 MiB pieces, generated as
+/// it is read (nothing is held), and the SHA-256 of what it produced,
+/// available once it ends.
+fn generated(
+    size: u64,
+) -> (
+    hippocamp_artifacts::ByteStream,
+    Arc<parking_lot::Mutex<Option<Sha256Digest>>>,
+) {
+    use futures::StreamExt as _;
+    use sha2::Digest as _;
+    let digest = Arc::new(parking_lot::Mutex::new(None));
+    let out = Arc::clone(&digest);
+    let state = (0u64, 0x2545_f491_4f6c_dd1d_u64, sha2::Sha256::new());
+    let s = futures::stream::unfold(state, move |(sent, mut x, mut h)| {
+        let out = Arc::clone(&out);
+        async move {
+            if sent >= size {
+                if sent == size {
+                    *out.lock() = Some(Sha256Digest::from_bytes(h.finalize().into()));
+                }
+                return None;
+            }
+            let n = usize::try_from((size - sent).min(1 << 20)).unwrap_or(0);
+            let mut buf = vec![0u8; n];
+            for w in buf.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let b = x.to_le_bytes();
+                w.copy_from_slice(&b[..w.len()]);
+            }
+            h.update(&buf);
+            let sent = sent + n as u64;
+            if sent == size {
+                *out.lock() = Some(Sha256Digest::from_bytes(h.clone().finalize().into()));
+            }
+            Some((
+                Ok(bytes::Bytes::from(buf)),
+                (sent + u64::from(sent == size), x, h),
+            ))
+        }
+    })
+    .boxed();
+    (s, digest)
+}
+
+/// Puts a `size`-byte artifact as a stream and reads it back as a stream,
+/// hashing on the way; reports times and this process's peak memory.
+pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> Result<StreamRun> {
+    use futures::StreamExt as _;
+    use sha2::Digest as _;
+    let sc = ArtifactScope::user("bench", "stream")?;
+    let name = ArtifactName::new(format!("stream-{size}"))?;
+    let (body, digest) = generated(size);
+    let started = Instant::now();
+    let meta = store
+        .put(
+            &sc,
+            &name,
+            Body::Stream(body),
+            &PutOptions {
+                call: CallOptions::transfer_timeout(std::time::Duration::from_secs(300))?,
+                ..PutOptions::default()
+            },
+        )
+        .await?;
+    let put_seconds = started.elapsed().as_secs_f64();
+    let expected = *digest.lock();
+    if meta.size != size || Some(meta.sha256) != expected {
+        return Err(crate::BenchError::Redb(
+            "the stored artifact differs from what was sent".into(),
+        ));
+    }
+    let started = Instant::now();
+    let mut read = store
+        .get(
+            &sc,
+            &name,
+            Selector::Version(meta.version),
+            None,
+            &CallOptions::default(),
+        )
+        .await?
+        .body;
+    let mut h = sha2::Sha256::new();
+    let mut got = 0u64;
+    while let Some(piece) = read.next().await {
+        let piece = piece?;
+        got += piece.len() as u64;
+        h.update(&piece);
+    }
+    let get_seconds = started.elapsed().as_secs_f64();
+    if got != size || Sha256Digest::from_bytes(h.finalize().into()) != meta.sha256 {
+        return Err(crate::BenchError::Redb(
+            "the artifact read back differs".into(),
+        ));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let mib = size as f64 / (1024.0 * 1024.0);
+    #[allow(clippy::cast_precision_loss)]
+    let peak_rss_mib = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    Ok(StreamRun {
+        store: store_name.to_owned(),
+        bytes: size,
+        put_seconds,
+        get_seconds,
+        put_mib_s: mib / put_seconds,
+        get_mib_s: mib / get_seconds,
+        peak_rss_mib,
+    })
+}
+
+/// A filesystem store in `dir` for [`stream`] (no size quotas).
+pub fn fs_store(dir: &Path) -> Result<FsArtifacts> {
+    let root = std::fs::canonicalize(dir)?.join("stream-store");
+    Ok(FsArtifacts::open(
+        &root,
+        big_limits(),
+        FsOptions::default(),
+    )?)
+}

@@ -134,6 +134,14 @@ impl ArtifactFactory for ObjectFactory {
         true
     }
 
+    fn model_cases(&self) -> u32 {
+        // Every step of the model lists and reads back over HTTP.
+        match self.target {
+            Target::Memory => 32,
+            Target::S3 => 6,
+        }
+    }
+
     async fn reopen(&self, store: Arc<dyn ArtifactStore>) -> Option<Arc<dyn ArtifactStore>> {
         drop(store);
         if matches!(self.target, Target::Memory) {
