@@ -1,6 +1,7 @@
 //! The `hippocamp` command: argument parsing and wiring only; the work is
 //! done by the library crates.
 
+mod artifacts_cli;
 mod memory_cli;
 
 // Every request allocates (query terms, score accumulators, hits), often on
@@ -39,6 +40,13 @@ enum Command {
     /// System benchmarks (build with --release); each prints JSON.
     #[command(subcommand)]
     Bench(Bench),
+    /// Artifact operations on a local data directory.
+    Artifacts {
+        #[command(flatten)]
+        target: artifacts_cli::Target,
+        #[command(subcommand)]
+        cmd: artifacts_cli::ArtifactsCmd,
+    },
     /// Memory operations on a local data directory.
     Memory {
         #[command(flatten)]
@@ -67,6 +75,36 @@ enum Eval {
         #[command(flatten)]
         common: Common,
     },
+}
+
+/// The S3 server of `bench artifacts-stream --store s3`.
+#[derive(Debug, Args)]
+struct S3Args {
+    /// S3 endpoint.
+    #[arg(long = "s3-endpoint", env = "HIPPOCAMP_TEST_S3_ENDPOINT")]
+    endpoint: Option<String>,
+    /// S3 bucket.
+    #[arg(
+        long = "s3-bucket",
+        env = "HIPPOCAMP_TEST_S3_BUCKET",
+        default_value = "hippocamp-test"
+    )]
+    bucket: String,
+    /// S3 access key.
+    #[arg(
+        long = "s3-access-key",
+        env = "HIPPOCAMP_TEST_S3_ACCESS_KEY",
+        default_value = "hippocamp"
+    )]
+    access_key: String,
+    /// S3 secret key.
+    #[arg(
+        long = "s3-secret-key",
+        env = "HIPPOCAMP_TEST_S3_SECRET_KEY",
+        default_value = "hippocamp-secret",
+        hide_env_values = true
+    )]
+    secret_key: String,
 }
 
 /// Where `bench artifacts-stream` puts its artifact.
@@ -162,31 +200,8 @@ enum Bench {
         /// The store.
         #[arg(long, value_enum, default_value_t = StreamStore::Filesystem)]
         store: StreamStore,
-        /// S3 endpoint (or HIPPOCAMP_TEST_S3_ENDPOINT).
-        #[arg(long, env = "HIPPOCAMP_TEST_S3_ENDPOINT")]
-        s3_endpoint: Option<String>,
-        /// S3 bucket (or HIPPOCAMP_TEST_S3_BUCKET).
-        #[arg(
-            long,
-            env = "HIPPOCAMP_TEST_S3_BUCKET",
-            default_value = "hippocamp-test"
-        )]
-        s3_bucket: String,
-        /// S3 access key (or HIPPOCAMP_TEST_S3_ACCESS_KEY).
-        #[arg(
-            long,
-            env = "HIPPOCAMP_TEST_S3_ACCESS_KEY",
-            default_value = "hippocamp"
-        )]
-        s3_access_key: String,
-        /// S3 secret key (or HIPPOCAMP_TEST_S3_SECRET_KEY).
-        #[arg(
-            long,
-            env = "HIPPOCAMP_TEST_S3_SECRET_KEY",
-            default_value = "hippocamp-secret",
-            hide_env_values = true
-        )]
-        s3_secret_key: String,
+        #[command(flatten)]
+        s3: S3Args,
         /// Working folder (a temporary one if not given).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -204,6 +219,62 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+/// `bench artifacts-stream`.
+async fn bench_stream(
+    size: u64,
+    store: StreamStore,
+    s3: S3Args,
+    dir: Option<PathBuf>,
+) -> anyhow::Result<serde_json::Value> {
+    let (d, _t) = workdir(dir)?;
+    let run = match store {
+        StreamStore::Filesystem => {
+            let s = hippocamp_bench::artifacts::fs_store(&d)?;
+            hippocamp_bench::artifacts::stream(&s, "filesystem", size).await?
+        }
+        #[cfg(not(feature = "s3"))]
+        StreamStore::S3 => {
+            let _ = s3;
+            anyhow::bail!("this build has no S3 support: rebuild with `--features s3`")
+        }
+        #[cfg(feature = "s3")]
+        StreamStore::S3 => {
+            let config = hippocamp_artifacts_object::S3Config {
+                endpoint: Some(
+                    s3.endpoint
+                        .context("--s3-endpoint (or HIPPOCAMP_TEST_S3_ENDPOINT) is required")?,
+                ),
+                bucket: s3.bucket,
+                region: "us-east-1".to_owned(),
+                access_key_id: s3.access_key,
+                secret_access_key: s3.secret_key,
+                allow_http: true,
+                virtual_hosted: false,
+                request_timeout_ms: 300_000,
+            };
+            let options = hippocamp_artifacts_object::ObjectOptions {
+                prefix: format!("bench/{}", std::process::id()),
+                max_artifact_bytes: 5 << 40,
+                ..hippocamp_artifacts_object::ObjectOptions::default()
+            };
+            let s = hippocamp_artifacts_object::ObjectArtifacts::s3(&config, options).await?;
+            hippocamp_bench::artifacts::stream(&s, "s3", size).await?
+        }
+    };
+    Ok(serde_json::to_value(run)?)
+}
+
+/// Prints a line on stdout; a reader that went away (`| head`) ends the
+/// output quietly instead of failing.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Parses a size such as `64KiB`, `1MiB`, `1GiB` or `1024`.
@@ -289,49 +360,9 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         Bench::ArtifactsStream {
             size,
             store,
-            s3_endpoint,
-            s3_bucket,
-            s3_access_key,
-            s3_secret_key,
+            s3,
             dir,
-        } => {
-            let (d, _t) = workdir(dir)?;
-            let run = match store {
-                StreamStore::Filesystem => {
-                    let s = hippocamp_bench::artifacts::fs_store(&d)?;
-                    hippocamp_bench::artifacts::stream(&s, "filesystem", size).await?
-                }
-                #[cfg(not(feature = "s3"))]
-                StreamStore::S3 => {
-                    let _ = (s3_endpoint, s3_bucket, s3_access_key, s3_secret_key);
-                    anyhow::bail!("this build has no S3 support: rebuild with `--features s3`")
-                }
-                #[cfg(feature = "s3")]
-                StreamStore::S3 => {
-                    let config = hippocamp_artifacts_object::S3Config {
-                        endpoint: Some(s3_endpoint.context(
-                            "--s3-endpoint (or HIPPOCAMP_TEST_S3_ENDPOINT) is required",
-                        )?),
-                        bucket: s3_bucket,
-                        region: "us-east-1".to_owned(),
-                        access_key_id: s3_access_key,
-                        secret_access_key: s3_secret_key,
-                        allow_http: true,
-                        virtual_hosted: false,
-                        request_timeout_ms: 300_000,
-                    };
-                    let options = hippocamp_artifacts_object::ObjectOptions {
-                        prefix: format!("bench/{}", std::process::id()),
-                        max_artifact_bytes: 5 << 40,
-                        ..hippocamp_artifacts_object::ObjectOptions::default()
-                    };
-                    let s =
-                        hippocamp_artifacts_object::ObjectArtifacts::s3(&config, options).await?;
-                    hippocamp_bench::artifacts::stream(&s, "s3", size).await?
-                }
-            };
-            serde_json::to_value(run)?
-        }
+        } => bench_stream(size, store, s3, dir).await?,
         Bench::Open {
             scopes,
             per_scope,
@@ -426,9 +457,9 @@ impl Common {
 
 fn print<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(report)?);
+        emit(&serde_json::to_string(report)?)?;
     } else {
-        println!("{report}");
+        emit(&report.to_string())?;
     }
     Ok(())
 }
@@ -486,12 +517,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         match cli.command {
             Command::Eval(cmd) => eval(cmd).await,
             Command::Bench(cmd) => {
-                println!("{}", serde_json::to_string_pretty(&bench(cmd).await?)?);
+                emit(&serde_json::to_string_pretty(&bench(cmd).await?)?)?;
+                Ok(())
+            }
+            Command::Artifacts { target, cmd } => {
+                let out = artifacts_cli::run(&target, cmd).await?;
+                if !out.is_null() {
+                    emit(&serde_json::to_string_pretty(&out)?)?;
+                }
                 Ok(())
             }
             Command::Memory { target, cmd } => {
                 let out = memory_cli::run(&target, cmd).await?;
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                emit(&serde_json::to_string_pretty(&out)?)?;
                 Ok(())
             }
         }

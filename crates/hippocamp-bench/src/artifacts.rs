@@ -398,7 +398,7 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
             &name,
             Body::Stream(body),
             &PutOptions {
-                call: CallOptions::transfer_timeout(std::time::Duration::from_secs(300))?,
+                call: CallOptions::transfer_timeout(std::time::Duration::from_mins(5))?,
                 ..PutOptions::default()
             },
         )
