@@ -244,3 +244,115 @@ fn eval_on_the_durable_store_matches_the_in_memory_store() {
         assert_eq!(mem[key], durable[key], "{key}");
     }
 }
+
+fn artifacts(dir: &std::path::Path, args: &[&str]) -> (bool, Vec<u8>, String) {
+    let out = hippocamp()
+        .args(["artifacts", "--data-dir"])
+        .arg(dir)
+        .args(["--app", "app", "--user", "alice"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+#[test]
+fn artifact_commands_round_trip_on_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("report.txt");
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&file, &body).unwrap();
+    let f = file.to_str().unwrap();
+    let (ok, out, err) = artifacts(
+        d,
+        &[
+            "put",
+            "reports/q3.txt",
+            f,
+            "--mime-type",
+            "text/plain",
+            "--metadata",
+            r#"{"quarter":3}"#,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["version"], 1);
+    let (ok, out, err) = artifacts(d, &["put", "reports/q3.txt", f]);
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["version"], 2);
+
+    let (ok, out, _) = artifacts(d, &["head", "reports/q3.txt", "--version", "1"]);
+    assert!(ok);
+    let head = json(&out);
+    assert_eq!(head["size"], 300_000);
+    assert_eq!(head["mime_type"], "text/plain");
+    assert_eq!(head["metadata"]["quarter"], 3);
+
+    let (ok, out, _) = artifacts(d, &["ls"]);
+    assert!(ok);
+    assert_eq!(json(&out)["items"], serde_json::json!(["reports/q3.txt"]));
+    let (ok, out, _) = artifacts(d, &["versions", "reports/q3.txt"]);
+    assert!(ok);
+    assert_eq!(json(&out)["items"].as_array().unwrap().len(), 2);
+
+    let copy = d.join("copy.bin");
+    let (ok, _, err) = artifacts(
+        d,
+        &["get", "reports/q3.txt", "--out", copy.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&copy).unwrap(), body);
+    let (ok, out, err) = artifacts(
+        d,
+        &[
+            "get",
+            "reports/q3.txt",
+            "--version",
+            "1",
+            "--offset",
+            "1000",
+            "--length",
+            "5",
+            "--out",
+            "-",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, &body[1000..1005]);
+
+    let (ok, out, _) = artifacts(d, &["rm", "reports/q3.txt", "--version", "1"]);
+    assert!(ok);
+    assert_eq!(json(&out)["removed"], serde_json::json!([1]));
+    let (ok, out, _) = artifacts(d, &["rm", "reports/q3.txt", "--all"]);
+    assert!(ok);
+    assert_eq!(json(&out)["removed"], serde_json::json!([2]));
+    let (ok, _, err) = artifacts(d, &["head", "reports/q3.txt"]);
+    assert!(!ok);
+    assert!(err.to_lowercase().contains("not found"), "{err}");
+    // Versions are never reused.
+    let (_, out, _) = artifacts(d, &["put", "reports/q3.txt", f]);
+    assert_eq!(json(&out)["version"], 3);
+
+    let (ok, out, err) = artifacts(d, &["repair", "--min-age-ms", "0"]);
+    assert!(ok, "{err}");
+    let report = json(&out);
+    assert_eq!(report["corrupt_count"], 0);
+    assert!(report["referenced"].as_u64().unwrap() >= 1);
+
+    // Bad input: a clear error and a non-zero exit.
+    let (ok, _, err) = artifacts(d, &["put", "a/../b", f]);
+    assert!(!ok);
+    assert!(err.contains(".."), "{err}");
+    let (ok, _, err) = artifacts(d, &["get", "x", "--offset", "1", "--out", "-"]);
+    assert!(!ok);
+    assert!(err.contains("length"), "{err}");
+}
