@@ -581,7 +581,8 @@ struct ObjectSource {
     key: Path,
     range: std::ops::Range<u64>,
     stream: Option<futures::stream::BoxStream<'static, object_store::Result<Bytes>>>,
-    buf: bytes::BytesMut,
+    /// Received bytes not yet part of a chunk.
+    rest: Bytes,
 }
 
 #[async_trait]
@@ -605,21 +606,29 @@ impl ChunkSource for ObjectSource {
             self.stream = Some(r.into_stream());
         }
         let len = usize::try_from(integrity.chunk_len(index)).unwrap_or(usize::MAX);
-        while self.buf.len() < len {
-            let next = match &mut self.stream {
-                Some(s) => s.try_next().await.map_err(store_err)?,
-                None => None,
-            };
-            match next {
-                Some(b) => self.buf.extend_from_slice(&b),
-                None => {
-                    return Err(Error::Corrupt(
-                        "the content of a version is shorter than recorded".into(),
-                    ));
+        // One exact-size allocation per chunk: growing a shared buffer
+        // would reallocate (and keep alive) several chunk-sized blocks at
+        // once, which showed as peak memory on long reads.
+        let mut chunk = bytes::BytesMut::with_capacity(len);
+        while chunk.len() < len {
+            if self.rest.is_empty() {
+                let next = match &mut self.stream {
+                    Some(s) => s.try_next().await.map_err(store_err)?,
+                    None => None,
+                };
+                match next {
+                    Some(b) => self.rest = b,
+                    None => {
+                        return Err(Error::Corrupt(
+                            "the content of a version is shorter than recorded".into(),
+                        ));
+                    }
                 }
             }
+            let take = (len - chunk.len()).min(self.rest.len());
+            chunk.extend_from_slice(&self.rest.split_to(take));
         }
-        let chunk = self.buf.split_to(len).freeze();
+        let chunk = chunk.freeze();
         verify_chunk(integrity, index, chunk).await
     }
 }
@@ -742,7 +751,7 @@ impl ArtifactStore for ObjectArtifacts {
             key: Path::from(data),
             range: span,
             stream: None,
-            buf: bytes::BytesMut::new(),
+            rest: Bytes::new(),
         };
         Ok(ArtifactRead {
             meta,

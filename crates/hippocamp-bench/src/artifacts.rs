@@ -322,6 +322,8 @@ pub struct StreamRun {
     pub get_seconds: f64,
     /// Put throughput, MiB/s.
     pub put_mib_s: f64,
+    /// Peak resident memory of the process when the put had finished, MiB.
+    pub put_peak_rss_mib: f64,
     /// Get throughput, MiB/s.
     pub get_mib_s: f64,
     /// Peak resident memory of this process (`VmHWM`), MiB.
@@ -404,6 +406,8 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
         )
         .await?;
     let put_seconds = started.elapsed().as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let put_peak_rss_mib = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     let expected = *digest.lock();
     if meta.size != size || Some(meta.sha256) != expected {
         return Err(crate::BenchError::Redb(
@@ -444,6 +448,7 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
         put_seconds,
         get_seconds,
         put_mib_s: mib / put_seconds,
+        put_peak_rss_mib,
         get_mib_s: mib / get_seconds,
         peak_rss_mib,
     })
