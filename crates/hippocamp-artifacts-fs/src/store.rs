@@ -491,6 +491,31 @@ fn finish_integrity(
     }
 }
 
+/// The integrity record of content still in memory: one chunk is hashed
+/// here; for more, the whole digest is computed here while the content
+/// task sends the chunk digests it computed as it wrote.
+fn memory_integrity(
+    b: &Bytes,
+    chunk_size: u64,
+    chunks_rx: &std::sync::mpsc::Receiver<Result<Option<Vec<Sha256Digest>>>>,
+) -> Result<Integrity> {
+    let size = b.len() as u64;
+    if size <= chunk_size {
+        let chunks = if b.is_empty() {
+            Vec::new()
+        } else {
+            vec![Sha256Digest::of(b)]
+        };
+        return Ok(finish_integrity(size, chunk_size, chunks, None));
+    }
+    let whole = Sha256Digest::of(b);
+    let chunks = chunks_rx
+        .recv()
+        .unwrap_or_else(|_| Err(Error::Unavailable("the content task stopped".into())))?
+        .unwrap_or_default();
+    Ok(finish_integrity(size, chunk_size, chunks, Some(whole)))
+}
+
 /// Forgets an in-flight blob when a put ends, however it ends; unless
 /// disarmed by a publication, also removes its content files.
 struct InFlight {
@@ -554,6 +579,15 @@ async fn commit_put(
                     let mut f = files
                         .create(dir, &tmp)
                         .map_err(|e| io_err("cannot create a content file", &e))?;
+                    // One chunk is hashed by the catalog task (so its
+                    // reservation starts at once); more are hashed here,
+                    // chunk by chunk, while the catalog task computes the
+                    // whole digest.
+                    if b.len() <= chunk_len {
+                        f.write_all(&b)
+                            .map_err(|e| io_err("cannot write a content file", &e))?;
+                        return Ok((f, None));
+                    }
                     let mut chunks = Vec::with_capacity(b.len().div_ceil(chunk_len.max(1)));
                     for c in b.chunks(chunk_len) {
                         f.write_all(c)
@@ -591,12 +625,7 @@ async fn commit_put(
         tokio::task::spawn_blocking(move || -> Result<(crate::writer::Reserved, Integrity)> {
             let gone = || Error::Unavailable("the content task stopped".into());
             if let Some(b) = &memory {
-                let whole = (b.len() as u64 > chunk_size).then(|| Sha256Digest::of(b));
-                let chunks = chunks_rx
-                    .recv()
-                    .unwrap_or_else(|_| Err(gone()))?
-                    .unwrap_or_default();
-                reservation.integrity = finish_integrity(b.len() as u64, chunk_size, chunks, whole);
+                reservation.integrity = memory_integrity(b, chunk_size, &chunks_rx)?;
             }
             let reserved = writer.lock().reserve(&reservation);
             let content = done_rx.recv().unwrap_or_else(|_| Err(gone()));
@@ -727,12 +756,13 @@ impl ArtifactStore for FsArtifacts {
             deadline,
         };
         // Two blocking tasks run side by side. The content task writes the
-        // staged file (hashing each chunk of content still in memory),
-        // fsyncs it, renames it into place and fsyncs the directory. The
-        // catalog task computes the whole digest meanwhile, takes the chunk
-        // digests, reserves the version (a synced log record, overlapping
-        // the content's fsync), waits for the content and publishes, or
-        // aborts. The task runs to its end even if the caller goes away, so
+        // staged file (hashing each chunk of multi-chunk content still in
+        // memory), fsyncs it, renames it into place and fsyncs the
+        // directory. The catalog task meanwhile hashes single-chunk content
+        // itself, or computes the whole digest and takes the chunk digests,
+        // reserves the version (a synced log record, overlapping the
+        // content's writes and fsync), waits for the content and
+        // publishes, or aborts. The task runs to its end even if the caller goes away, so
         // a reservation is always either published or aborted.
         let task = tokio::spawn(commit_put(
             Arc::clone(&self.files),

@@ -99,8 +99,17 @@ impl fmt::Debug for ArtifactRead {
 impl ArtifactRead {
     /// Collects the bytes (bounded by the artifact or range size).
     pub async fn bytes(mut self) -> Result<Bytes> {
+        // A read of one chunk is one piece: hand it over without a copy.
+        let Some(first) = self.body.next().await.transpose()? else {
+            return Ok(Bytes::new());
+        };
+        let Some(second) = self.body.next().await.transpose()? else {
+            return Ok(first);
+        };
         let cap = self.range.map_or(self.meta.size, |r| r.len);
         let mut out = Vec::with_capacity(usize::try_from(cap.min(1 << 26)).unwrap_or(0));
+        out.extend_from_slice(&first);
+        out.extend_from_slice(&second);
         while let Some(piece) = self.body.next().await {
             out.extend_from_slice(&piece?);
         }

@@ -36,6 +36,9 @@ pub struct SizeRun {
     pub put_floor: Latency,
     /// put p50 / floor p50.
     pub put_ratio_p50: f64,
+    /// The publication protocol alone, raw: create a staged file + write +
+    /// fdatasync + rename + fsync directory (no hashing, no catalog).
+    pub put_protocol_floor: Latency,
     /// Bytes per second at the put p50, MiB/s.
     pub put_mib_s: f64,
     /// One whole, verified get (bytes collected).
@@ -99,18 +102,19 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
         let name = ArtifactName::new(format!("size-{size}"))?;
         let (mut put, mut put_floor, mut get, mut get_floor) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut protocol = Vec::new();
         for i in 0..n {
             let path = floor_dir.join(format!("{size}-{i}"));
-            let started = Instant::now();
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)?;
-            f.write_all(&data)?;
-            f.sync_data()?;
-            floor_dir_handle.sync_all()?;
-            put_floor.push(us(started));
-            drop(f);
+            put_floor.push(raw_put(&path, None, &data, &floor_dir_handle)?);
+            let published = floor_dir.join(format!("{size}-{i}.staged"));
+            let staged = published.with_extension("staged.tmp");
+            protocol.push(raw_put(
+                &staged,
+                Some(&published),
+                &data,
+                &floor_dir_handle,
+            )?);
+            std::fs::remove_file(&published)?;
 
             let started = Instant::now();
             let meta = store
@@ -161,6 +165,7 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
             bytes: size,
             samples: n,
             put_ratio_p50: put.p50_us / put_floor.p50_us,
+            put_protocol_floor: latency(protocol),
             put_mib_s: mib_s(size, put.p50_us),
             get_ratio_p50: get.p50_us / get_floor.p50_us,
             get_mib_s: mib_s(size, get.p50_us),
@@ -171,6 +176,20 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
         });
     }
     Ok(PutGet { sizes: out })
+}
+
+/// Microseconds of a raw durable put: create `path` + write + fdatasync,
+/// then (with `rename_to`) rename, then fsync the directory.
+fn raw_put(path: &Path, rename_to: Option<&Path>, data: &[u8], dir: &File) -> Result<f64> {
+    let started = Instant::now();
+    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    f.write_all(data)?;
+    f.sync_data()?;
+    if let Some(to) = rename_to {
+        std::fs::rename(path, to)?;
+    }
+    dir.sync_all()?;
+    Ok(us(started))
 }
 
 fn assert_digest(a: Sha256Digest, b: Sha256Digest) -> Result<()> {
