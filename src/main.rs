@@ -3,6 +3,7 @@
 
 mod artifacts_cli;
 mod memory_cli;
+mod server_cli;
 
 // Every request allocates (query terms, score accumulators, hits), often on
 // one thread and freed on another; glibc's allocator measured here scales
@@ -34,6 +35,19 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the HTTP server (the durable profile on ./hippocamp-data by default).
+    Serve(server_cli::Serve),
+    /// Manage the bearer tokens of a data directory.
+    Token {
+        /// The data directory.
+        #[arg(long, default_value = "./hippocamp-data", global = true)]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        cmd: server_cli::TokenCmd,
+    },
+    /// Check a server configuration file.
+    #[command(subcommand)]
+    Config(server_cli::ConfigCmd),
     /// Measure retrieval quality and speed on evaluation data.
     #[command(subcommand)]
     Eval(Eval),
@@ -515,6 +529,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         match cli.command {
+            Command::Serve(args) => server_cli::serve(args).await,
+            Command::Token { data_dir, cmd } => emit(&serde_json::to_string_pretty(
+                &server_cli::token(&data_dir, cmd)?,
+            )?),
+            Command::Config(cmd) => emit(&serde_json::to_string_pretty(&server_cli::config(cmd)?)?),
             Command::Eval(cmd) => eval(cmd).await,
             Command::Bench(cmd) => {
                 emit(&serde_json::to_string_pretty(&bench(cmd).await?)?)?;

@@ -356,3 +356,130 @@ fn artifact_commands_round_trip_on_a_data_directory() {
     assert!(!ok);
     assert!(err.contains("length"), "{err}");
 }
+
+#[test]
+fn tokens_are_created_listed_and_revoked_on_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = hippocamp()
+            .args(["token", "--data-dir", d])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .unwrap_or(serde_json::Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, made, err) = run(&[
+        "create",
+        "--app",
+        "shop",
+        "--user",
+        "alice",
+        "--permissions",
+        "memory:read,artifacts:read",
+        "--label",
+        "agent",
+    ]);
+    assert!(ok, "{err}");
+    let secret = made["token"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("hct_"));
+    let id = made["record"]["id"].as_str().unwrap().to_owned();
+    let (_, listed, _) = run(&["list"]);
+    let text = listed.to_string();
+    assert!(text.contains(&id) && !text.contains(&secret), "{text}");
+    let stored = std::fs::read_to_string(dir.path().join("tokens.json")).unwrap();
+    assert!(!stored.contains(&secret));
+    let (_, revoked, _) = run(&["revoke", &id]);
+    assert_eq!(revoked["revoked"], true);
+    let (_, listed, _) = run(&["list"]);
+    assert_eq!(listed["tokens"], serde_json::json!([]));
+    let (ok, _, err) = run(&["create", "--app", "shop", "--permissions", "memory:fly"]);
+    assert!(!ok);
+    assert!(err.contains("unknown permission `memory:fly`"), "{err}");
+}
+
+#[test]
+fn config_check_names_an_unknown_key_and_its_nearest_valid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "profile = \"ephemeral\"\n[http]\nmax_concurrent_requests = 64\n",
+    )
+    .unwrap();
+    let out = hippocamp()
+        .args(["config", "check"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["http"]["max_concurrent_requests"], 64);
+    assert_eq!(v["config"]["memory_router"]["max_active_scopes"], 1024);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[memory_router]\nmax_active_scope = 5\n").unwrap();
+    let out = hippocamp()
+        .args(["config", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "unknown key `memory_router.max_active_scope` (did you mean `max_active_scopes`?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_prints_its_address_and_admin_token_and_answers() {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = hippocamp()
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.rsplit("http://").next().unwrap().to_owned();
+    assert!(first.contains("durable profile"), "{first}");
+    let token = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find_map(|l| {
+            l.strip_prefix("admin token (shown once, stored hashed): ")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    // A plain HTTP/1.1 request, no client library needed.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /v1/memory/capabilities HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    // SIGTERM: a graceful stop.
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(lines.map(Result::unwrap).any(|l| l == "stopped"));
+}

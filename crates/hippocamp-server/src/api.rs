@@ -1,0 +1,866 @@
+//! HTTP API v1: the handlers and the route table that both registers them
+//! and generates the OpenAPI document (`openapi.rs`), so the document
+//! cannot list a route the server lacks or miss one it has.
+//!
+//! Scopes are in the path; a request's token must grant the scope and the
+//! permission before any store is touched. JSON bodies are read with an
+//! explicit size limit and parsed with unknown fields refused. Artifact
+//! bodies are raw bytes, streamed both ways.
+
+// Every handler binds the same extractors; `s`, `g`, `p`, `q` read as
+// state, grant, path parameters and query throughout.
+#![allow(clippy::many_single_char_names)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body as HttpBody;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post};
+use futures::{StreamExt as _, TryStreamExt as _};
+use hippocamp_artifacts::{
+    ArtifactName, ArtifactScope, Body, ByteRange, DeleteSelector, MimeType, PageRequest,
+    PutOptions, Selector,
+};
+use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, SessionId};
+use hippocamp_memory::{Event, NewEntry, SearchRequest, WriteOptions};
+use http_body_util::BodyExt as _;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::auth::{Grant, Permission};
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::services::Services;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The stores and tokens.
+    pub services: Services,
+    /// The configuration.
+    pub config: Arc<ServerConfig>,
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The grant of the request's bearer token.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Grant);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let secret = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(ApiError::unauthorized)?;
+        state
+            .services
+            .tokens
+            .authenticate(secret.trim())
+            .map(Caller)
+            .ok_or_else(ApiError::unauthorized)
+    }
+}
+
+/// Reads a JSON body of at most `max_json_body_bytes`, refusing unknown
+/// fields (the types say so).
+async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> ApiResult<T> {
+    let max = usize::try_from(state.config.http.max_json_body_bytes).unwrap_or(usize::MAX);
+    let bytes = http_body_util::Limited::new(body, max)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the JSON body exceeds {max} bytes"),
+                )
+            } else {
+                ApiError::bad_request(format!("cannot read the body: {e}"))
+            }
+        })?
+        .to_bytes();
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("bad JSON body: {e}")))
+}
+
+fn json(v: impl serde::Serialize) -> ApiResult<Response> {
+    serde_json::to_value(v)
+        .map(|v| axum::Json(v).into_response())
+        .map_err(|e| ApiError::from(Error::Unavailable(format!("cannot encode a reply: {e}"))))
+}
+
+/// Times a store call into `hippocamp_store_op_duration_seconds`.
+async fn timed<T>(
+    op: &'static str,
+    f: impl Future<Output = hippocamp_core::Result<T>>,
+) -> ApiResult<T> {
+    let started = Instant::now();
+    let out = f.await;
+    metrics::histogram!("hippocamp_store_op_duration_seconds", "op" => op)
+        .record(started.elapsed().as_secs_f64());
+    Ok(out?)
+}
+
+/// `?timeout_ms=`, and `?epoch=` on memory writes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallQuery {
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteQuery {
+    timeout_ms: Option<u64>,
+    epoch: Option<u64>,
+}
+
+fn call_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+    let ms = timeout_ms.unwrap_or(state.config.http.request_timeout_ms.min(60_000));
+    Ok(CallOptions::timeout_ms(ms)?)
+}
+
+fn transfer_options(state: &AppState) -> ApiResult<CallOptions> {
+    let ms = state.config.http.transfer_timeout_ms.min(300_000);
+    Ok(CallOptions::transfer_timeout(Duration::from_millis(ms))?)
+}
+
+fn query<T: DeserializeOwned + Default>(q: Option<Query<T>>) -> T {
+    q.map(|Query(q)| q).unwrap_or_default()
+}
+
+/// Query-string rejections become our 400.
+type Q<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
+
+fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
+    match q {
+        Ok(q) => Ok(query(Some(q))),
+        Err(e) => Err(ApiError::bad_request(e.body_text())),
+    }
+}
+
+fn memory_scope(
+    grant: &Grant,
+    p: &HashMap<String, String>,
+    perm: Permission,
+) -> ApiResult<MemoryScope> {
+    let scope = MemoryScope::parse(param(p, "app")?, param(p, "user")?)?;
+    tracing::Span::current().record("scope", scope.log_hash());
+    if !grant.allows_memory(&scope, perm) {
+        return Err(ApiError::forbidden());
+    }
+    Ok(scope)
+}
+
+fn param<'a>(p: &'a HashMap<String, String>, key: &str) -> ApiResult<&'a str> {
+    p.get(key)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::bad_request(format!("missing path parameter {key}")))
+}
+
+// ---- memory ----------------------------------------------------------
+
+async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
+    json(s.services.memory.capabilities())
+}
+
+async fn add_entry(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<WriteQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryWrite)?;
+    let q = parse_query(q)?;
+    let entry: NewEntry = json_body(&s, body).await?;
+    let opts = WriteOptions {
+        call: call_options(&s, q.timeout_ms)?,
+        epoch: q.epoch,
+    };
+    let out = timed(
+        "add_entry",
+        s.services.memory.add_entry(&scope, entry, &opts),
+    )
+    .await?;
+    let status = if out.duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, json(out)?).into_response())
+}
+
+/// `POST …/events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsBody {
+    events: Vec<Event>,
+}
+
+async fn add_events(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<WriteQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryWrite)?;
+    let session = SessionId::new(param(&p, "session")?)?;
+    let q = parse_query(q)?;
+    let b: EventsBody = json_body(&s, body).await?;
+    let opts = WriteOptions {
+        call: call_options(&s, q.timeout_ms)?,
+        epoch: q.epoch,
+    };
+    json(
+        timed(
+            "add_events",
+            s.services
+                .memory
+                .add_events(&scope, &session, &b.events, &opts),
+        )
+        .await?,
+    )
+}
+
+async fn search(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
+    let q = parse_query(q)?;
+    let req: SearchRequest = json_body(&s, body).await?;
+    let call = call_options(&s, q.timeout_ms)?;
+    json(timed("search", s.services.memory.search(&scope, &req, &call)).await?)
+}
+
+async fn get_entry(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
+    let id = param(&p, "id")?.parse::<EntryId>()?;
+    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    json(timed("get_entry", s.services.memory.get_entry(&scope, &id, &call)).await?)
+}
+
+async fn delete_entry(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
+    let id = param(&p, "id")?.parse::<EntryId>()?;
+    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let n = timed(
+        "delete_entry",
+        s.services.memory.delete_entry(&scope, &id, &call),
+    )
+    .await?;
+    json(json!({ "deleted": n }))
+}
+
+async fn delete_session(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
+    let session = SessionId::new(param(&p, "session")?)?;
+    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let n = timed(
+        "delete_session",
+        s.services.memory.delete_session(&scope, &session, &call),
+    )
+    .await?;
+    json(json!({ "deleted": n }))
+}
+
+async fn delete_user(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
+    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let n = timed("delete_user", s.services.memory.delete_user(&scope, &call)).await?;
+    json(json!({ "deleted": n }))
+}
+
+// ---- artifacts -------------------------------------------------------
+
+fn artifact_scope(
+    grant: &Grant,
+    p: &HashMap<String, String>,
+    perm: Permission,
+) -> ApiResult<ArtifactScope> {
+    let app = param(p, "app")?;
+    let scope = match (p.get("user"), p.get("session")) {
+        (None, _) => ArtifactScope::app(app)?,
+        (Some(user), None) => ArtifactScope::user(app, user)?,
+        (Some(user), Some(session)) => ArtifactScope::session(app, user, session)?,
+    };
+    if !grant.allows_artifacts(&scope, perm) {
+        return Err(ApiError::forbidden());
+    }
+    Ok(scope)
+}
+
+fn artifact_name(p: &HashMap<String, String>) -> ApiResult<ArtifactName> {
+    Ok(ArtifactName::new(param(p, "name")?)?)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+async fn artifact_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
+    json(s.services.artifacts.capabilities())
+}
+
+async fn list_names(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<PageQuery>,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
+    let q = parse_query(q)?;
+    let page = PageRequest {
+        cursor: q.cursor.map(ArtifactName::new).transpose()?,
+        limit: q.limit,
+    };
+    let call = call_options(&s, None)?;
+    json(
+        timed(
+            "list_names",
+            s.services.artifacts.list_names(&scope, &page, &call),
+        )
+        .await?,
+    )
+}
+
+async fn list_versions(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<PageQuery>,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
+    let name = artifact_name(&p)?;
+    let q = parse_query(q)?;
+    let cursor = q
+        .cursor
+        .map(|c| {
+            c.parse::<u64>()
+                .map_err(|_| ApiError::bad_request("cursor must be a version number"))
+        })
+        .transpose()?;
+    let page = PageRequest {
+        cursor,
+        limit: q.limit,
+    };
+    let call = call_options(&s, None)?;
+    json(
+        timed(
+            "list_versions",
+            s.services
+                .artifacts
+                .list_versions(&scope, &name, &page, &call),
+        )
+        .await?,
+    )
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VersionQuery {
+    version: Option<u64>,
+}
+
+fn selector(v: Option<u64>) -> Selector {
+    v.map_or(Selector::Latest, Selector::Version)
+}
+
+/// The custom-metadata header of a put (a JSON object).
+pub const METADATA_HEADER: &str = "x-hippocamp-metadata";
+/// The version header of put, get and head replies.
+pub const VERSION_HEADER: &str = "x-hippocamp-version";
+
+async fn put_artifact(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<CallQuery>,
+    headers: HeaderMap,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsWrite)?;
+    let name = artifact_name(&p)?;
+    parse_query(q)?;
+    let max = s.config.artifacts.max_artifact_bytes;
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > max
+    {
+        return Err(Error::QuotaExceeded {
+            limit: hippocamp_core::QuotaLimit::ArtifactBytes(max),
+        }
+        .into());
+    }
+    let mut opts = PutOptions {
+        call: transfer_options(&s)?,
+        ..PutOptions::default()
+    };
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct
+            .to_str()
+            .map_err(|_| ApiError::bad_request("Content-Type is not text"))?;
+        opts.mime_type = MimeType::new(ct)?;
+    }
+    if let Some(m) = headers.get(METADATA_HEADER) {
+        let v: Value = serde_json::from_slice(m.as_bytes())
+            .map_err(|e| ApiError::bad_request(format!("{METADATA_HEADER} is not JSON: {e}")))?;
+        match v {
+            Value::Object(o) => opts.metadata = o,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "{METADATA_HEADER} must be a JSON object"
+                )));
+            }
+        }
+    }
+    let stream = futures::TryStreamExt::map_err(body.into_data_stream(), |e| {
+        Error::Unavailable(format!("the upload failed: {e}"))
+    })
+    .boxed();
+    let meta = timed(
+        "put_artifact",
+        s.services
+            .artifacts
+            .put(&scope, &name, Body::Stream(stream), &opts),
+    )
+    .await?;
+    let mut r = (StatusCode::CREATED, json(&meta)?).into_response();
+    if let Ok(v) = HeaderValue::from_str(&meta.version.to_string()) {
+        r.headers_mut().insert(VERSION_HEADER, v);
+    }
+    Ok(r)
+}
+
+/// Parses one `bytes=` range against a size (`None`: no Range header).
+fn parse_range(headers: &HeaderMap, size: u64) -> ApiResult<Option<ByteRange>> {
+    let Some(v) = headers.get(header::RANGE) else {
+        return Ok(None);
+    };
+    let unsatisfiable = || {
+        ApiError::new(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            "range_not_satisfiable",
+            format!(
+                "the range is not within the {size} bytes of the artifact (one bytes= range is served)"
+            ),
+        )
+    };
+    let spec = v
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("bytes="))
+        .ok_or_else(unsatisfiable)?;
+    if spec.contains(',') {
+        return Err(unsatisfiable());
+    }
+    let (a, b) = spec.split_once('-').ok_or_else(unsatisfiable)?;
+    let (first, last) = match (a.trim(), b.trim()) {
+        ("", n) => {
+            let n: u64 = n.parse().map_err(|_| unsatisfiable())?;
+            if n == 0 {
+                return Err(unsatisfiable());
+            }
+            (size.saturating_sub(n), size.saturating_sub(1))
+        }
+        (a, "") => (
+            a.parse().map_err(|_| unsatisfiable())?,
+            size.saturating_sub(1),
+        ),
+        (a, b) => {
+            let a: u64 = a.parse().map_err(|_| unsatisfiable())?;
+            let b: u64 = b.parse().map_err(|_| unsatisfiable())?;
+            (a, b.min(size.saturating_sub(1)))
+        }
+    };
+    if size == 0 || first >= size || last < first {
+        return Err(unsatisfiable());
+    }
+    Ok(Some(ByteRange {
+        offset: first,
+        len: last - first + 1,
+    }))
+}
+
+fn meta_headers(r: &mut Response, meta: &hippocamp_artifacts::ArtifactMeta) {
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(meta.mime_type.as_str()) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", meta.sha256)) {
+        h.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&meta.version.to_string()) {
+        h.insert(VERSION_HEADER, v);
+    }
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+}
+
+async fn get_artifact(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<VersionQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
+    let name = artifact_name(&p)?;
+    let sel = selector(parse_query(q)?.version);
+    let call = transfer_options(&s)?;
+    // The range needs the size: a head first, then a read of that version.
+    let meta = timed(
+        "head_artifact",
+        s.services.artifacts.head(&scope, &name, sel, &call),
+    )
+    .await?;
+    let range = parse_range(&headers, meta.size)?;
+    let read = timed(
+        "get_artifact",
+        s.services
+            .artifacts
+            .get(&scope, &name, Selector::Version(meta.version), range, &call),
+    )
+    .await?;
+    let len = range.map_or(read.meta.size, |r| r.len);
+    // A chunk failing verification mid-stream ends the body early: its
+    // bytes are never sent, and the length announced is not reached.
+    let body = HttpBody::from_stream(read.body.map_err(std::io::Error::other));
+    let status = if range.is_some() {
+        StatusCode::PARTIAL_CONTENT
+    } else {
+        StatusCode::OK
+    };
+    let mut r = (status, body).into_response();
+    meta_headers(&mut r, &read.meta);
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if let Some(rg) = range {
+        let v = format!(
+            "bytes {}-{}/{}",
+            rg.offset,
+            rg.offset + rg.len - 1,
+            read.meta.size
+        );
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            r.headers_mut().insert(header::CONTENT_RANGE, v);
+        }
+    }
+    Ok(r)
+}
+
+async fn head_artifact(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<VersionQuery>,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
+    let name = artifact_name(&p)?;
+    let sel = selector(parse_query(q)?.version);
+    let call = call_options(&s, None)?;
+    let meta = timed(
+        "head_artifact",
+        s.services.artifacts.head(&scope, &name, sel, &call),
+    )
+    .await?;
+    let mut r = StatusCode::OK.into_response();
+    meta_headers(&mut r, &meta);
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(meta.size));
+    Ok(r)
+}
+
+async fn artifact_meta(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<VersionQuery>,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
+    let name = artifact_name(&p)?;
+    let sel = selector(parse_query(q)?.version);
+    let call = call_options(&s, None)?;
+    json(
+        timed(
+            "head_artifact",
+            s.services.artifacts.head(&scope, &name, sel, &call),
+        )
+        .await?,
+    )
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteQuery {
+    version: Option<u64>,
+    all: Option<bool>,
+}
+
+async fn delete_artifact(
+    State(s): State<AppState>,
+    Caller(g): Caller,
+    Path(p): Path<HashMap<String, String>>,
+    q: Q<DeleteQuery>,
+) -> ApiResult<Response> {
+    let scope = artifact_scope(&g, &p, Permission::ArtifactsDelete)?;
+    let name = artifact_name(&p)?;
+    let q = parse_query(q)?;
+    let sel = match (q.version, q.all.unwrap_or(false)) {
+        (Some(_), true) => {
+            return Err(ApiError::bad_request(
+                "give either version or all=true, not both",
+            ));
+        }
+        (Some(v), false) => DeleteSelector::Version(v),
+        (None, true) => DeleteSelector::All,
+        (None, false) => DeleteSelector::Latest,
+    };
+    let call = call_options(&s, None)?;
+    let removed = timed(
+        "delete_artifact",
+        s.services.artifacts.delete(&scope, &name, sel, &call),
+    )
+    .await?;
+    json(json!({ "removed": removed }))
+}
+
+// ---- the route table -------------------------------------------------
+
+/// What a route's body is, for the OpenAPI document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// None.
+    None,
+    /// A JSON document of the named schema.
+    Json(&'static str),
+    /// Raw artifact bytes.
+    Bytes,
+}
+
+/// One route of API v1.
+#[derive(Debug)]
+pub struct Route {
+    /// HTTP method (lowercase).
+    pub method: &'static str,
+    /// Path with `{param}` (and `{*name}` for artifact names).
+    pub path: &'static str,
+    /// OpenAPI operation id.
+    pub id: &'static str,
+    /// One line for people.
+    pub summary: &'static str,
+    /// Permission needed (`None`: any valid token).
+    pub permission: Option<Permission>,
+    /// Query parameters: (name, type, description).
+    pub query: &'static [(&'static str, &'static str, &'static str)],
+    /// Request body.
+    pub request: Payload,
+    /// Success status and body.
+    pub success: (u16, Payload),
+    /// The handler.
+    pub handler: fn() -> MethodRouter<AppState>,
+}
+
+const MEM: &str = "/v1/apps/{app}/users/{user}/memory";
+const TIMEOUT: (&str, &str, &str) = (
+    "timeout_ms",
+    "integer",
+    "deadline of the store call, 1..=60000 ms (default: the server's request timeout)",
+);
+const EPOCH: (&str, &str, &str) = (
+    "epoch",
+    "integer",
+    "the erasure epoch the write was admitted under; older than the scope's: 409 stale_epoch",
+);
+const PAGE: [(&str, &str, &str); 2] = [
+    (
+        "cursor",
+        "string",
+        "exclusive cursor: the last item of the previous page",
+    ),
+    ("limit", "integer", "items in the page"),
+];
+const VERSION: (&str, &str, &str) = ("version", "integer", "a version (default: the latest)");
+
+macro_rules! artifact_routes {
+    ($($prefix:literal, $suffix:literal;)*) => {
+        &[$(
+            Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage")), handler: || get(list_names) },
+            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), handler: || axum::routing::put(put_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206)", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Bytes), handler: || get(get_artifact) },
+            Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), handler: || axum::routing::head(head_artifact) },
+            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete a version, the latest, or all (all=true); idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "delete every version")], request: Payload::None, success: (200, Payload::Json("Removed")), handler: || delete(delete_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage")), handler: || get(list_versions) },
+            Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta")), handler: || get(artifact_meta) },
+        )*]
+    };
+}
+
+const MEMORY: &[Route] = &[
+    Route {
+        method: "get",
+        path: "/v1/memory/capabilities",
+        id: "memory_capabilities",
+        summary: "Limits and features of the memory service",
+        permission: None,
+        query: &[],
+        request: Payload::None,
+        success: (200, Payload::Json("Capabilities")),
+        handler: || get(memory_capabilities),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/memory/entries",
+        id: "add_entry",
+        summary: "Add one entry (idempotent under its idempotency_key); 201, or 200 for a duplicate",
+        permission: Some(Permission::MemoryWrite),
+        query: &[TIMEOUT, EPOCH],
+        request: Payload::Json("NewEntry"),
+        success: (201, Payload::Json("AddOutcome")),
+        handler: || post(add_entry),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}/events",
+        id: "add_events",
+        summary: "Ingest conversation events of a session (each remembered once)",
+        permission: Some(Permission::MemoryWrite),
+        query: &[TIMEOUT, EPOCH],
+        request: Payload::Json("Events"),
+        success: (200, Payload::Json("IngestReport")),
+        handler: || post(add_events),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/memory/search",
+        id: "search",
+        summary: "Search the scope's entries (BM25)",
+        permission: Some(Permission::MemoryRead),
+        query: &[TIMEOUT],
+        request: Payload::Json("SearchRequest"),
+        success: (200, Payload::Json("SearchResults")),
+        handler: || post(search),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/memory/entries/{id}",
+        id: "get_entry",
+        summary: "One entry",
+        permission: Some(Permission::MemoryRead),
+        query: &[TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("MemoryEntry")),
+        handler: || get(get_entry),
+    },
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/memory/entries/{id}",
+        id: "delete_entry",
+        summary: "Delete one entry (idempotent)",
+        permission: Some(Permission::MemoryErase),
+        query: &[TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("Deleted")),
+        handler: || delete(delete_entry),
+    },
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}",
+        id: "delete_session",
+        summary: "Delete every entry of a session",
+        permission: Some(Permission::MemoryErase),
+        query: &[TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("Deleted")),
+        handler: || delete(delete_session),
+    },
+    Route {
+        method: "delete",
+        path: MEM,
+        id: "delete_user",
+        summary: "Erase the user: every entry, and advance the erasure epoch",
+        permission: Some(Permission::MemoryErase),
+        query: &[TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("Deleted")),
+        handler: || delete(delete_user),
+    },
+    Route {
+        method: "get",
+        path: "/v1/artifacts/capabilities",
+        id: "artifact_capabilities",
+        summary: "Limits and features of the artifact service",
+        permission: None,
+        query: &[],
+        request: Payload::None,
+        success: (200, Payload::Json("ArtifactCapabilities")),
+        handler: || get(artifact_capabilities),
+    },
+];
+
+const ARTIFACTS: &[Route] = artifact_routes! {
+    "/v1/apps/{app}", "_app";
+    "/v1/apps/{app}/users/{user}", "_user";
+    "/v1/apps/{app}/users/{user}/sessions/{session}", "_session";
+};
+
+/// Every route of API v1.
+pub fn routes() -> Vec<&'static Route> {
+    MEMORY.iter().chain(ARTIFACTS.iter()).collect()
+}
+
+/// The API v1 router (without the state and the outer layers).
+pub fn router() -> axum::Router<AppState> {
+    let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
+    for r in routes() {
+        match by_path.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, m)) => *m = std::mem::take(m).merge((r.handler)()),
+            None => by_path.push((r.path, (r.handler)())),
+        }
+    }
+    by_path
+        .into_iter()
+        .fold(axum::Router::new(), |router, (path, m)| {
+            router.route(path, m)
+        })
+}

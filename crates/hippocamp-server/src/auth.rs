@@ -1,0 +1,493 @@
+//! Bearer tokens bound to scopes.
+//!
+//! A token grants one application (or, for the admin token made on first
+//! start, every application) and either one user or every user of it, with
+//! a set of permissions. Tokens are 256 random bits, so they are stored as
+//! their SHA-256 (a slow password hash buys nothing against a secret that
+//! cannot be guessed), in `tokens.json` in the data directory, written
+//! atomically. The server re-reads the file when it changes, so `hippocamp
+//! token revoke` takes effect on a running server within a second.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use hippocamp_artifacts::ArtifactScope;
+use hippocamp_core::{AppName, Error, Field, MemoryScope, Problem, Result, UserId};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// The token file in a data directory.
+pub const TOKENS_FILE: &str = "tokens.json";
+/// The prefix of every token (helps secret scanners).
+pub const TOKEN_PREFIX: &str = "hct_";
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Permission {
+    /// Search and read memory entries.
+    #[serde(rename = "memory:read")]
+    MemoryRead,
+    /// Add entries and events.
+    #[serde(rename = "memory:write")]
+    MemoryWrite,
+    /// Delete entries, sessions and users.
+    #[serde(rename = "memory:erase")]
+    MemoryErase,
+    /// Read artifacts.
+    #[serde(rename = "artifacts:read")]
+    ArtifactsRead,
+    /// Put artifacts.
+    #[serde(rename = "artifacts:write")]
+    ArtifactsWrite,
+    /// Delete artifacts.
+    #[serde(rename = "artifacts:delete")]
+    ArtifactsDelete,
+    /// Every permission within the grant, and the inspection page.
+    #[serde(rename = "admin")]
+    Admin,
+}
+
+impl Permission {
+    /// Every permission, in order.
+    pub const ALL: [Permission; 7] = [
+        Permission::MemoryRead,
+        Permission::MemoryWrite,
+        Permission::MemoryErase,
+        Permission::ArtifactsRead,
+        Permission::ArtifactsWrite,
+        Permission::ArtifactsDelete,
+        Permission::Admin,
+    ];
+
+    /// The wire name (`memory:read`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::MemoryRead => "memory:read",
+            Permission::MemoryWrite => "memory:write",
+            Permission::MemoryErase => "memory:erase",
+            Permission::ArtifactsRead => "artifacts:read",
+            Permission::ArtifactsWrite => "artifacts:write",
+            Permission::ArtifactsDelete => "artifacts:delete",
+            Permission::Admin => "admin",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                Error::config(
+                    "permissions",
+                    Problem::Malformed(format!(
+                        "unknown permission `{s}`; one of {}",
+                        Self::ALL.map(Permission::as_str).join(", ")
+                    )),
+                )
+            })
+    }
+}
+
+/// What a token grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// The application; `None` for every application (the admin token).
+    pub app: Option<AppName>,
+    /// The user; `None` for every user of the application.
+    pub user: Option<UserId>,
+    /// Permissions.
+    pub permissions: BTreeSet<Permission>,
+}
+
+impl Grant {
+    fn has(&self, p: Permission) -> bool {
+        self.permissions.contains(&p) || self.permissions.contains(&Permission::Admin)
+    }
+
+    fn app_ok(&self, app: &AppName) -> bool {
+        self.app.as_ref().is_none_or(|a| a == app)
+    }
+
+    fn user_ok(&self, user: &UserId) -> bool {
+        self.user.as_ref().is_none_or(|u| u == user)
+    }
+
+    /// Whether the grant covers `p` on a memory scope.
+    pub fn allows_memory(&self, scope: &MemoryScope, p: Permission) -> bool {
+        self.has(p) && self.app_ok(scope.app()) && self.user_ok(scope.user())
+    }
+
+    /// Whether the grant covers `p` on an artifact scope. A user-bound
+    /// token may read its application's app-scoped artifacts; only a token
+    /// for every user writes or deletes them.
+    pub fn allows_artifacts(&self, scope: &ArtifactScope, p: Permission) -> bool {
+        if !self.has(p) || !self.app_ok(scope.app_name()) {
+            return false;
+        }
+        match scope {
+            ArtifactScope::App { .. } => self.user.is_none() || p == Permission::ArtifactsRead,
+            ArtifactScope::User { user, .. } | ArtifactScope::Session { user, .. } => {
+                self.user_ok(user)
+            }
+        }
+    }
+
+    /// Whether this is an admin grant (the inspection page).
+    pub fn is_admin(&self) -> bool {
+        self.permissions.contains(&Permission::Admin)
+    }
+}
+
+/// A stored token (its secret is never stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRecord {
+    /// A short public id (the first 12 hex digits of the hash).
+    pub id: String,
+    /// SHA-256 of the secret, hex.
+    pub sha256: String,
+    /// A free label.
+    pub label: String,
+    /// What it grants.
+    pub grant: Grant,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    format: u32,
+    tokens: Vec<TokenRecord>,
+}
+
+const TOKEN_FORMAT: u32 = 1;
+
+#[derive(Debug)]
+struct Loaded {
+    tokens: Vec<TokenRecord>,
+    modified: Option<SystemTime>,
+    checked: Instant,
+}
+
+/// The tokens of a server (a file in the data directory, or memory only).
+#[derive(Debug)]
+pub struct TokenStore {
+    path: Option<PathBuf>,
+    loaded: Mutex<Loaded>,
+}
+
+fn hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+fn io(what: &str, e: &std::io::Error) -> Error {
+    Error::Unavailable(format!("{what}: {e}"))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl TokenStore {
+    /// Tokens kept in memory only (the ephemeral profile).
+    pub fn in_memory() -> Self {
+        Self {
+            path: None,
+            loaded: Mutex::new(Loaded {
+                tokens: Vec::new(),
+                modified: None,
+                checked: Instant::now(),
+            }),
+        }
+    }
+
+    /// The token file of `data_dir` (created on the first write).
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        let path = data_dir.join(TOKENS_FILE);
+        let (tokens, modified) = read_file(&path)?;
+        Ok(Self {
+            path: Some(path),
+            loaded: Mutex::new(Loaded {
+                tokens,
+                modified,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// Creates a token; returns its secret (shown once) and its record.
+    pub fn create(&self, label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
+        if grant.permissions.is_empty() {
+            return Err(Error::config(
+                "permissions",
+                Problem::Malformed("a token needs at least one permission".into()),
+            ));
+        }
+        let secret = format!("{TOKEN_PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()));
+        let sha256 = hash(&secret);
+        let record = TokenRecord {
+            id: sha256[..12].to_owned(),
+            sha256,
+            label: label.to_owned(),
+            grant,
+            created_at_ms: now_ms(),
+        };
+        let rec = record.clone();
+        self.update(move |tokens| {
+            tokens.push(rec);
+            Ok(())
+        })?;
+        Ok((secret, record))
+    }
+
+    /// Every token's record.
+    pub fn list(&self) -> Result<Vec<TokenRecord>> {
+        self.refresh(true)?;
+        Ok(self.loaded.lock().tokens.clone())
+    }
+
+    /// Revokes a token by id; whether one was revoked.
+    pub fn revoke(&self, id: &str) -> Result<bool> {
+        let mut found = false;
+        self.update(|tokens| {
+            let before = tokens.len();
+            tokens.retain(|t| t.id != id);
+            found = tokens.len() != before;
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
+    /// Makes an admin token for every application if there is no token
+    /// at all; returns its secret when it did.
+    pub fn ensure_admin(&self) -> Result<Option<String>> {
+        self.refresh(true)?;
+        if !self.loaded.lock().tokens.is_empty() {
+            return Ok(None);
+        }
+        let grant = Grant {
+            app: None,
+            user: None,
+            permissions: BTreeSet::from([Permission::Admin]),
+        };
+        Ok(Some(self.create("admin (first start)", grant)?.0))
+    }
+
+    /// The grant of a presented secret, if it is a current token.
+    pub fn authenticate(&self, secret: &str) -> Option<Grant> {
+        let _ = self.refresh(false);
+        let h = hash(secret);
+        self.loaded
+            .lock()
+            .tokens
+            .iter()
+            .find(|t| t.sha256 == h)
+            .map(|t| t.grant.clone())
+    }
+
+    /// Re-reads the file if it changed (at most once a second unless
+    /// `force`).
+    fn refresh(&self, force: bool) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let mut l = self.loaded.lock();
+        if !force && l.checked.elapsed() < Duration::from_secs(1) {
+            return Ok(());
+        }
+        l.checked = Instant::now();
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if modified != l.modified || force {
+            let (tokens, modified) = read_file(path)?;
+            l.tokens = tokens;
+            l.modified = modified;
+        }
+        Ok(())
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<()>) -> Result<()> {
+        let Some(path) = &self.path else {
+            return change(&mut self.loaded.lock().tokens);
+        };
+        let dir = path
+            .parent()
+            .ok_or_else(|| Error::Unavailable("the token file has no directory".into()))?;
+        std::fs::create_dir_all(dir).map_err(|e| io("cannot create the data directory", &e))?;
+        // Two `hippocamp token` commands must not interleave their edits.
+        let _lock = loop {
+            match hippocamp_durable::DirLock::acquire(dir, "tokens.lock") {
+                Ok(l) => break l,
+                Err(hippocamp_durable::lock::LockError::Held) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(hippocamp_durable::lock::LockError::Io(e)) => {
+                    return Err(io("cannot lock the token file", &e));
+                }
+            }
+        };
+        let (mut tokens, _) = read_file(path)?;
+        change(&mut tokens)?;
+        let body = serde_json::to_vec_pretty(&TokenFile {
+            format: TOKEN_FORMAT,
+            tokens: tokens.clone(),
+        })
+        .map_err(|e| Error::Unavailable(format!("cannot encode tokens: {e}")))?;
+        let tmp = path.with_extension("json.tmp");
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode_owner_only()
+                .open(&tmp)
+                .map_err(|e| io("cannot write the token file", &e))?;
+            f.write_all(&body)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| io("cannot write the token file", &e))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| io("cannot replace the token file", &e))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("cannot sync the data directory", &e))?;
+        let mut l = self.loaded.lock();
+        l.tokens = tokens;
+        l.modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Ok(())
+    }
+}
+
+trait OwnerOnly {
+    fn mode_owner_only(&mut self) -> &mut Self;
+}
+
+impl OwnerOnly for std::fs::OpenOptions {
+    fn mode_owner_only(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        self.mode(0o600)
+    }
+}
+
+fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<SystemTime>)> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
+        Err(e) => return Err(io("cannot read the token file", &e)),
+    };
+    let file: TokenFile = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::Corrupt(format!(
+            "the token file {} is unreadable: {e}",
+            path.display()
+        ))
+    })?;
+    if file.format != TOKEN_FORMAT {
+        return Err(Error::Unavailable(format!(
+            "the token file has format {}, this build reads {TOKEN_FORMAT}",
+            file.format
+        )));
+    }
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    Ok((file.tokens, modified))
+}
+
+/// Parses `memory:read,artifacts:read` into a set.
+pub fn parse_permissions(list: &str) -> Result<BTreeSet<Permission>> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(Permission::parse)
+        .collect()
+}
+
+/// Validates the app and user of a grant given as text.
+pub fn grant(app: Option<&str>, user: Option<&str>, permissions: &str) -> Result<Grant> {
+    let app = app.map(AppName::new).transpose()?;
+    let user = user.map(UserId::new).transpose()?;
+    if app.is_none() && user.is_some() {
+        return Err(Error::invalid(
+            Field::UserId,
+            Problem::Malformed("a user grant needs its application".into()),
+        ));
+    }
+    Ok(Grant {
+        app,
+        user,
+        permissions: parse_permissions(permissions)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn g(app: Option<&str>, user: Option<&str>, p: &str) -> Grant {
+        grant(app, user, p).unwrap()
+    }
+
+    #[test]
+    fn grants_cover_exactly_their_scope() {
+        let alice = MemoryScope::parse("a", "alice").unwrap();
+        let bob = MemoryScope::parse("a", "bob").unwrap();
+        let other = MemoryScope::parse("b", "alice").unwrap();
+        let user = g(Some("a"), Some("alice"), "memory:read");
+        assert!(user.allows_memory(&alice, Permission::MemoryRead));
+        assert!(!user.allows_memory(&alice, Permission::MemoryWrite));
+        assert!(!user.allows_memory(&bob, Permission::MemoryRead));
+        assert!(!user.allows_memory(&other, Permission::MemoryRead));
+        let app = g(Some("a"), None, "memory:read");
+        assert!(app.allows_memory(&bob, Permission::MemoryRead));
+        assert!(!app.allows_memory(&other, Permission::MemoryRead));
+        let admin = g(None, None, "admin");
+        assert!(admin.allows_memory(&other, Permission::MemoryErase));
+    }
+
+    #[test]
+    fn app_artifacts_are_readable_by_users_and_writable_by_the_app() {
+        let shared = ArtifactScope::app("a").unwrap();
+        let user = g(Some("a"), Some("alice"), "artifacts:read,artifacts:write");
+        assert!(user.allows_artifacts(&shared, Permission::ArtifactsRead));
+        assert!(!user.allows_artifacts(&shared, Permission::ArtifactsWrite));
+        let app = g(Some("a"), None, "artifacts:write");
+        assert!(app.allows_artifacts(&shared, Permission::ArtifactsWrite));
+        let session = ArtifactScope::session("a", "bob", "s").unwrap();
+        assert!(!user.allows_artifacts(&session, Permission::ArtifactsRead));
+        assert!(
+            !user.allows_artifacts(&ArtifactScope::app("b").unwrap(), Permission::ArtifactsRead)
+        );
+    }
+
+    #[test]
+    fn tokens_persist_hashed_and_revoke() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::open(dir.path()).unwrap();
+        let admin = store.ensure_admin().unwrap().unwrap();
+        assert!(store.ensure_admin().unwrap().is_none());
+        let (secret, rec) = store
+            .create("t", g(Some("a"), Some("u"), "memory:read"))
+            .unwrap();
+        let text = std::fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap();
+        assert!(!text.contains(&secret) && !text.contains(&admin));
+        let again = TokenStore::open(dir.path()).unwrap();
+        assert!(again.authenticate(&secret).is_some());
+        assert!(again.authenticate(&admin).unwrap().is_admin());
+        assert!(again.authenticate("hct_nope").is_none());
+        assert!(again.revoke(&rec.id).unwrap());
+        assert!(!again.revoke(&rec.id).unwrap());
+        assert!(
+            TokenStore::open(dir.path())
+                .unwrap()
+                .authenticate(&secret)
+                .is_none()
+        );
+        assert!(parse_permissions("memory:read,nope").is_err());
+        assert!(grant(None, Some("u"), "memory:read").is_err());
+    }
+}

@@ -1,0 +1,247 @@
+//! The hippocamp server: HTTP API v1 over the memory and artifact
+//! services of a profile, bearer tokens bound to scopes, a developer
+//! inspection page, Prometheus metrics and health probes.
+//!
+//! - [`config`]: the TOML configuration (unknown keys refused).
+//! - [`services`]: builds the stores of a profile, in one place.
+//! - [`auth`]: tokens, grants and permissions.
+//! - [`api`]: the v1 handlers and the route table.
+//! - [`openapi`]: the OpenAPI document generated from that table.
+//! - [`ui`]: the inspection page.
+//! - [`error`]: the one error → status mapping.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod openapi;
+pub mod services;
+pub mod ui;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower::ServiceBuilder;
+
+pub use api::AppState;
+pub use config::{ConfigError, Profile, ServerConfig};
+pub use services::Services;
+
+use crate::error::ApiError;
+
+/// The process-wide Prometheus recorder (installed on first use).
+fn prometheus() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ])
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// Counts and times every request by route, method and status.
+async fn track(matched: Option<MatchedPath>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().as_str().to_owned();
+    let route = matched.map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    let labels = [("route", route), ("method", method), ("status", status)];
+    metrics::counter!("hippocamp_http_requests_total", &labels).increment(1);
+    metrics::histogram!("hippocamp_http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
+    resp
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready when both stores answer a status probe.
+async fn readyz(State(s): State<AppState>) -> Response {
+    let memory = s.services.memory.status().await;
+    let artifacts = s.services.artifacts.status().await;
+    match (memory, artifacts) {
+        (Ok(_), Ok(_)) => (StatusCode::OK, "ready").into_response(),
+        (Err(e), _) | (_, Err(e)) => ApiError::from(hippocamp_core::Error::Unavailable(format!(
+            "a store did not answer: {e}"
+        )))
+        .into_response(),
+    }
+}
+
+/// Prometheus text; router gauges are read from the stores' status now.
+async fn metrics_page(State(s): State<AppState>) -> Response {
+    if let Ok(st) = s.services.memory.status().await {
+        metrics::gauge!("hippocamp_memory_entries").set(st.entries as f64);
+        if let Some(r) = st.router {
+            metrics::gauge!("hippocamp_router_active_scopes", "service" => "memory")
+                .set(r.active_scopes as f64);
+            metrics::gauge!("hippocamp_router_idle_evictions", "service" => "memory")
+                .set(r.idle_evictions as f64);
+        }
+    }
+    if let Ok(st) = s.services.artifacts.status().await
+        && let Some(r) = st.router
+    {
+        metrics::gauge!("hippocamp_router_active_scopes", "service" => "artifacts")
+            .set(r.active_scopes as f64);
+        metrics::gauge!("hippocamp_router_idle_evictions", "service" => "artifacts")
+            .set(r.idle_evictions as f64);
+    }
+    match prometheus() {
+        Some(h) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4",
+            )],
+            h.render(),
+        )
+            .into_response(),
+        None => ApiError::from(hippocamp_core::Error::Unavailable(
+            "another metrics recorder is installed in this process".into(),
+        ))
+        .into_response(),
+    }
+}
+
+async fn openapi_json() -> Response {
+    axum::Json(openapi::document()).into_response()
+}
+
+async fn overloaded(err: tower::BoxError) -> ApiError {
+    if err.is::<tower::load_shed::error::Overloaded>() {
+        ApiError::from(hippocamp_core::Error::Overloaded(
+            "the server's concurrency limit is reached",
+        ))
+    } else {
+        ApiError::from(hippocamp_core::Error::Unavailable(err.to_string()))
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+/// The whole application: API v1, the page, probes and metrics, with the
+/// global concurrency limit (over it: 503 at once, no queue) and tracing.
+pub fn app(state: AppState) -> axum::Router {
+    let _ = prometheus();
+    let limit = usize::try_from(state.config.http.max_concurrent_requests).unwrap_or(512);
+    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request| {
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", MatchedPath::as_str);
+        // Never the URI: it holds scope names. Handlers record the
+        // scope's hash.
+        tracing::info_span!("request", method = %req.method(), route, scope = tracing::field::Empty)
+    });
+    axum::Router::new()
+        .merge(api::router())
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_page))
+        .route("/openapi.json", get(openapi_json))
+        .route("/ui", get(ui::page))
+        .route("/ui/whoami", get(ui::whoami))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(track))
+        .layer(trace)
+        // `Router::layer` wraps each route on its own: the limit must be
+        // one semaphore shared by all of them.
+        .layer(
+            ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(overloaded))
+                .load_shed()
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limit)),
+        )
+        .with_state(state)
+}
+
+/// A server listening but not yet serving.
+#[derive(Debug)]
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    state: AppState,
+}
+
+impl Bound {
+    /// Opens the services of `config` and binds its address (port 0 picks
+    /// one).
+    pub async fn new(config: ServerConfig) -> hippocamp_core::Result<Self> {
+        let config = Arc::new(config);
+        let c = Arc::clone(&config);
+        let services = tokio::task::spawn_blocking(move || Services::build(&c))
+            .await
+            .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))??;
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| {
+                hippocamp_core::Error::Unavailable(format!("cannot listen on {}: {e}", config.bind))
+            })?;
+        Ok(Self {
+            listener,
+            state: AppState { services, config },
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or(self.state.config.bind)
+    }
+
+    /// The services (to make tokens before serving).
+    pub fn services(&self) -> &Services {
+        &self.state.services
+    }
+
+    /// Serves until `shutdown` resolves, then lets requests in flight
+    /// finish (at most `http.shutdown_grace_ms`), then closes the stores.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> hippocamp_core::Result<()> {
+        let grace = Duration::from_millis(self.state.config.http.shutdown_grace_ms);
+        let app = app(self.state.clone());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(());
+        });
+        {
+            let mut server = std::pin::pin!(server.into_future());
+            tokio::select! {
+                r = &mut server => r.map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))?,
+                () = async {
+                    let _ = stop_rx.await;
+                    tokio::time::sleep(grace).await;
+                } => {
+                    tracing::warn!("shutdown grace expired with requests in flight");
+                }
+            }
+        }
+        // The last handles: the stores close (and checkpoint) here.
+        drop(self.state);
+        Ok(())
+    }
+}

@@ -1,0 +1,862 @@
+//! API v1 over real HTTP on loopback: every route, the error mapping, the
+//! auth matrix (tokens of another app and of another user on every route),
+//! body limits, overload, graceful shutdown and the committed OpenAPI file.
+
+// End-to-end scenarios read top to bottom; `s`, `t`, `b` are the server,
+// the token and a body throughout.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_lines,
+    clippy::many_single_char_names
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use futures::SinkExt as _;
+
+use hippocamp_server::Profile;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::{TestServer, client};
+
+const ALICE: &str = "/v1/apps/shop/users/alice";
+
+async fn send(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
+    let mut rq = client().request(method, s.url(path));
+    if let Some(t) = token {
+        rq = rq.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        rq = rq.body(b);
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    (status, headers, r.bytes().await.unwrap().to_vec())
+}
+
+fn j(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or(Value::Null)
+}
+
+async fn memory_round_trip(s: &TestServer, token: &str) {
+    let t = Some(token);
+    let entry = json!({"content": "Alice prefers aisle seats", "metadata": {"topic": "travel"}, "idempotency_key": "seat"});
+    let (st, _, b) = send(
+        s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(entry.to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+    let id = j(&b)["entry"]["id"].as_str().unwrap().to_owned();
+    let (st, _, b) = send(
+        s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(entry.to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["duplicate"].clone()),
+        (StatusCode::OK, json!(true))
+    );
+    let events = json!({"events": [
+        {"id": "e1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}},
+        {"id": "e2", "author": "model", "timestamp_ms": 2, "content": {"role": "model", "parts": [{"text": "Noted, no peanuts"}]}}
+    ]});
+    let (st, _, b) = send(
+        s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/events"),
+        t,
+        Some(events.to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(j(&b)["added"].as_array().unwrap().len(), 2);
+    let (st, _, b) = send(
+        s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        t,
+        Some(json!({"query": "peanut allergy"}).to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        j(&b)["hits"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("peanuts")
+    );
+    let (st, _, b) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["content"].clone()),
+        (StatusCode::OK, json!("Alice prefers aisle seats"))
+    );
+    let (_, _, b) = send(
+        s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/sessions/s1"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["deleted"], 2);
+    let (_, _, b) = send(
+        s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["deleted"], 1);
+    let (st, _, b) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+    let (_, _, b) = send(s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    assert_eq!(j(&b)["deleted"], 0);
+}
+
+async fn artifact_round_trip(s: &TestServer, token: &str) {
+    let t = Some(token);
+    // Artifacts: put twice, read whole, by range, head, list, delete.
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let r = client()
+        .put(s.url(&format!("{ALICE}/artifacts/reports/q3.bin")))
+        .bearer_auth(token)
+        .header("content-type", "application/pdf")
+        .header("x-hippocamp-metadata", r#"{"quarter":3}"#)
+        .body(data.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.headers()["x-hippocamp-version"], "1");
+    let (st, _, _) = send(
+        s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/reports/q3.bin"),
+        t,
+        Some(b"v2".to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, h, b) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/artifacts/reports/q3.bin?version=1"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(h["content-type"], "application/pdf");
+    assert_eq!(b, data);
+    let r = client()
+        .get(s.url(&format!("{ALICE}/artifacts/reports/q3.bin?version=1")))
+        .bearer_auth(token)
+        .header("range", "bytes=1048570-1048579")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        r.headers()["content-range"],
+        "bytes 1048570-1048579/3000000"
+    );
+    assert_eq!(
+        r.bytes().await.unwrap().to_vec(),
+        data[1_048_570..1_048_580].to_vec()
+    );
+    let r = client()
+        .get(s.url(&format!("{ALICE}/artifacts/reports/q3.bin")))
+        .bearer_auth(token)
+        .header("range", "bytes=5-")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+    let (st, h, _) = send(
+        s,
+        Method::HEAD,
+        &format!("{ALICE}/artifacts/reports/q3.bin"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, h["x-hippocamp-version"].to_str().unwrap()),
+        (StatusCode::OK, "2")
+    );
+    assert_eq!(h["content-length"], "2");
+    let (_, _, b) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/artifact-meta/reports/q3.bin?version=1"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["metadata"]["quarter"], 3);
+    assert_eq!(j(&b)["size"], 3_000_000);
+    let (_, _, b) = send(s, Method::GET, &format!("{ALICE}/artifacts"), t, None).await;
+    assert_eq!(j(&b)["items"], json!(["reports/q3.bin"]));
+    let (_, _, b) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/artifact-versions/reports/q3.bin?limit=1"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["items"].as_array().unwrap().len(), 1);
+    assert!(j(&b)["items"][0].get("data").is_none());
+    let (_, _, b) = send(
+        s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts/reports/q3.bin?version=1"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["removed"], json!([1]));
+    let (_, _, b) = send(
+        s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts/reports/q3.bin?all=true"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["removed"], json!([2]));
+    let (st, _, _) = send(
+        s,
+        Method::GET,
+        &format!("{ALICE}/artifacts/reports/q3.bin"),
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    // Session and app scopes are their own namespaces.
+    let app_token = s.all_permissions("shop", None);
+    let (st, _, b) = send(
+        s,
+        Method::PUT,
+        "/v1/apps/shop/artifacts/logo.png",
+        Some(&app_token),
+        Some(b"png".to_vec()),
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["version"].clone()),
+        (StatusCode::CREATED, json!(1))
+    );
+    let (st, _, b) = send(
+        s,
+        Method::PUT,
+        &format!("{ALICE}/sessions/s9/artifacts/logo.png"),
+        t,
+        Some(b"x".to_vec()),
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["version"].clone()),
+        (StatusCode::CREATED, json!(1))
+    );
+    // A user-bound token reads its app's artifacts but does not write them.
+    let (st, _, b) = send(s, Method::GET, "/v1/apps/shop/artifacts/logo.png", t, None).await;
+    assert_eq!((st, b), (StatusCode::OK, b"png".to_vec()));
+    let (st, _, _) = send(
+        s,
+        Method::PUT,
+        "/v1/apps/shop/artifacts/logo.png",
+        t,
+        Some(b"no".to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, _, _) = send(
+        s,
+        Method::DELETE,
+        "/v1/apps/shop/artifacts/logo.png",
+        t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+}
+
+async fn round_trip(profile: Profile) {
+    let s = TestServer::start(profile, |_| {}).await;
+    let token = s.all_permissions("shop", Some("alice"));
+    memory_round_trip(&s, &token).await;
+    artifact_round_trip(&s, &token).await;
+    let t = Some(token.as_str());
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/v1/memory/capabilities",
+        "/v1/artifacts/capabilities",
+    ] {
+        let (st, _, _) = send(&s, Method::GET, path, t, None).await;
+        assert_eq!(st, StatusCode::OK, "{path}");
+    }
+    let (_, _, b) = send(&s, Method::GET, "/metrics", None, None).await;
+    let m = String::from_utf8(b).unwrap();
+    for needle in [
+        "hippocamp_http_requests_total",
+        "hippocamp_http_request_duration_seconds_bucket",
+        "hippocamp_store_op_duration_seconds",
+        "hippocamp_router_active_scopes",
+    ] {
+        assert!(m.contains(needle), "metrics lack {needle}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_works_on_the_durable_profile() {
+    round_trip(Profile::Durable).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_works_on_the_ephemeral_profile() {
+    round_trip(Profile::Ephemeral).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_have_their_status_and_code() {
+    /// Method, path, body, expected status and code.
+    type Case = (Method, String, Option<Vec<u8>>, u16, &'static str);
+    let s = TestServer::start(Profile::Ephemeral, |c| {
+        c.http.max_json_body_bytes = 4096;
+        c.artifacts.max_artifact_bytes = 1 << 20;
+        c.memory.limits.max_entries_per_scope = 1;
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let t = Some(t.as_str());
+    let cases: Vec<Case> = vec![
+        (
+            Method::POST,
+            format!("{ALICE}/memory/search"),
+            Some(b"not json".to_vec()),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            format!("{ALICE}/memory/search"),
+            Some(br#"{"query":"x","mode":"fast"}"#.to_vec()),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            format!("{ALICE}/memory/search?timeout_ms=0"),
+            Some(br#"{"query":"x"}"#.to_vec()),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            format!("{ALICE}/memory/search?verbose=1"),
+            Some(br#"{"query":"x"}"#.to_vec()),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::POST,
+            format!("{ALICE}/memory/entries"),
+            Some(br#"{"content":"aws key AKIAIOSFODNN7EXAMPLE"}"#.to_vec()),
+            400,
+            "sensitive_content",
+        ),
+        (
+            Method::POST,
+            format!("{ALICE}/memory/entries"),
+            Some(vec![b' '; 5000]),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Method::GET,
+            format!("{ALICE}/memory/entries/mem-nope"),
+            None,
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::GET,
+            format!("{ALICE}/memory/entries/mem-{}", "0".repeat(32)),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            Method::GET,
+            "/v1/apps/sh%00op/users/alice/memory/entries/x".to_owned(),
+            None,
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::PUT,
+            format!("{ALICE}/artifacts/a//b"),
+            Some(b"x".to_vec()),
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::PUT,
+            format!("{ALICE}/artifacts/big"),
+            Some(vec![0; (1 << 20) + 1]),
+            413,
+            "quota_exceeded",
+        ),
+        (
+            Method::GET,
+            format!("{ALICE}/artifacts/none"),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            Method::DELETE,
+            format!("{ALICE}/artifacts/x?version=1&all=true"),
+            None,
+            400,
+            "invalid_argument",
+        ),
+        (
+            Method::GET,
+            "/v1/nothing".to_owned(),
+            None,
+            404,
+            "not_found",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let (st, _, b) = send(&s, method.clone(), &path, t, body).await;
+        assert_eq!(
+            st.as_u16(),
+            status,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert_eq!(j(&b)["code"], code, "{method} {path}");
+        assert!(j(&b)["message"].is_string());
+    }
+    // Quota: the second entry of a scope with room for one.
+    let add = |c: &str| json!({"content": c}).to_string().into_bytes();
+    let (st, _, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(add("one")),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(add("two")),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), j(&b)["code"].clone()),
+        (413, json!("quota_exceeded"))
+    );
+    // Stale epoch: a write admitted before an erasure.
+    let (_, _, _) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries?epoch=0"),
+        t,
+        Some(add("late")),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), j(&b)["code"].clone()),
+        (409, json!("stale_epoch"))
+    );
+    // Idempotency conflict: the same key for other content.
+    let keyed = |c: &str| {
+        json!({"content": c, "idempotency_key": "k"})
+            .to_string()
+            .into_bytes()
+    };
+    send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(keyed("a")),
+    )
+    .await;
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(keyed("b")),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), j(&b)["code"].clone()),
+        (409, json!("idempotency_conflict"))
+    );
+    // No token, a bad token.
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        None,
+        Some(add("x")),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), j(&b)["code"].clone()),
+        (401, json!("unauthorized"))
+    );
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        "/v1/memory/capabilities",
+        Some("hct_bogus"),
+        None,
+    )
+    .await;
+    assert_eq!(st.as_u16(), 401);
+    s.stop().await;
+}
+
+/// One request per route with `token`: the path uses scope `app`/`user`.
+fn requests(app: &str, user: &str) -> Vec<(Method, String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for r in hippocamp_server::api::routes() {
+        if r.permission.is_none() {
+            continue;
+        }
+        let path = r
+            .path
+            .replace("{app}", app)
+            .replace("{user}", user)
+            .replace("{session}", "s1")
+            .replace("{id}", &format!("mem-{}", "1".repeat(32)))
+            .replace("{*name}", "doc.txt");
+        let body = match r.request {
+            hippocamp_server::api::Payload::Json("NewEntry") => Some(br#"{"content":"planted"}"#.to_vec()),
+            hippocamp_server::api::Payload::Json("Events") => Some(
+                br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
+            ),
+            hippocamp_server::api::Payload::Json("SearchRequest") => Some(br#"{"query":"secret"}"#.to_vec()),
+            hippocamp_server::api::Payload::Bytes => Some(b"planted".to_vec()),
+            _ => None,
+        };
+        out.push((
+            r.method.to_uppercase().parse::<Method>().unwrap(),
+            path,
+            body,
+        ));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_of_another_app_or_user_touch_nothing_on_any_route() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    // Victim data: alice's memory and artifacts in every artifact scope.
+    let owner = s.all_permissions("shop", None);
+    let o = Some(owner.as_str());
+    let (st, _, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        o,
+        Some(br#"{"content":"alice secret plan"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    for prefix in [
+        "/v1/apps/shop",
+        ALICE,
+        "/v1/apps/shop/users/alice/sessions/s1",
+    ] {
+        let (st, _, _) = send(
+            &s,
+            Method::PUT,
+            &format!("{prefix}/artifacts/doc.txt"),
+            o,
+            Some(b"alice".to_vec()),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let snapshot = |s: &TestServer| {
+        let memory = s.services.memory.clone();
+        let artifacts = s.services.artifacts.clone();
+        async move {
+            let c = hippocamp_core::CallOptions::default();
+            let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+            let hits = memory
+                .search(
+                    &scope,
+                    &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
+                    &c,
+                )
+                .await
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.entry.content.clone())
+                .collect::<Vec<_>>();
+            let mut versions = Vec::new();
+            for sc in [
+                hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),
+                hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
+                hippocamp_artifacts::ArtifactScope::session("shop", "alice", "s1").unwrap(),
+            ] {
+                let name = hippocamp_artifacts::ArtifactName::new("doc.txt").unwrap();
+                let page = artifacts
+                    .list_versions(&sc, &name, &hippocamp_artifacts::PageRequest::default(), &c)
+                    .await
+                    .unwrap();
+                versions.push(page.items.iter().map(|m| m.version).collect::<Vec<_>>());
+            }
+            (hits, versions)
+        }
+    };
+    let before = snapshot(&s).await;
+    assert_eq!(before.0, vec!["alice secret plan".to_owned()]);
+    // Every permission, but another app; every permission, but another
+    // user (bob) of the same app.
+    let other_app = s.all_permissions("rival", None);
+    let other_user = s.all_permissions("shop", Some("bob"));
+    let mut checked = 0;
+    for (token, label) in [(&other_app, "another app"), (&other_user, "another user")] {
+        for (method, path, body) in requests("shop", "alice") {
+            // A user-bound token may read its own app's app-scoped
+            // artifacts: that is its grant, not a crossing.
+            let app_scoped_read = label == "another user"
+                && path.starts_with("/v1/apps/shop/artifact")
+                && (method == Method::GET || method == Method::HEAD);
+            let (st, _, b) = send(&s, method.clone(), &path, Some(token), body).await;
+            if app_scoped_read {
+                assert!(st.is_success(), "{label}: {method} {path}: {st}");
+                continue;
+            }
+            assert_eq!(
+                st,
+                StatusCode::FORBIDDEN,
+                "{label}: {method} {path}: {}",
+                String::from_utf8_lossy(&b)
+            );
+            if method != Method::HEAD {
+                assert_eq!(j(&b)["code"], "forbidden");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "{checked}");
+    assert_eq!(snapshot(&s).await, before, "a refused request changed data");
+    // And with the right token, the same requests do work (the matrix is
+    // not vacuous).
+    let (st, _, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        o,
+        Some(br#"{"query":"plan"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_concurrency_limit_requests_get_503_at_once() {
+    let s = TestServer::start(Profile::Ephemeral, |c| c.http.max_concurrent_requests = 1).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    // Hold the only slot with an upload that has not finished.
+    let (tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let url = s.url(&format!("{ALICE}/artifacts/slow"));
+    let token = t.clone();
+    let upload = tokio::spawn(async move {
+        client()
+            .put(url)
+            .bearer_auth(token)
+            .body(reqwest::Body::wrap_stream(rx))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    let mut tx = tx;
+    tx.send(Ok(b"first".to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (st, h, b) = send(&s, Method::GET, "/v1/memory/capabilities", Some(&t), None).await;
+    assert_eq!(
+        st,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    assert_eq!(h["retry-after"], "1");
+    assert_eq!(j(&b)["code"], "overloaded");
+    drop(tx);
+    assert_eq!(upload.await.unwrap(), StatusCode::CREATED);
+    let (st, _, _) = send(&s, Method::GET, "/v1/memory/capabilities", Some(&t), None).await;
+    assert_eq!(st, StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_upload_times_out_with_504_and_stores_nothing() {
+    let s = TestServer::start(Profile::Durable, |c| c.http.transfer_timeout_ms = 300).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    tx.send(Ok(b"partial".to_vec())).await.unwrap();
+    let r = client()
+        .put(s.url(&format!("{ALICE}/artifacts/stalled")))
+        .bearer_auth(&t)
+        .body(reqwest::Body::wrap_stream(rx))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(j(&r.bytes().await.unwrap())["code"], "timeout");
+    drop(tx);
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifacts/stalled"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_a_write_in_flight_finish() {
+    let mut s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let url = s.url(&format!("{ALICE}/artifacts/in-flight"));
+    let token = t.clone();
+    let upload = tokio::spawn(async move {
+        client()
+            .put(url)
+            .bearer_auth(token)
+            .body(reqwest::Body::wrap_stream(rx))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    tx.send(Ok(b"started before shutdown".to_vec()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = s.shutdown_signal().unwrap().send(());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tx.send(Ok(b", finished after".to_vec())).await.unwrap();
+    drop(tx);
+    assert_eq!(upload.await.unwrap(), StatusCode::CREATED);
+    let done = s.done.take().unwrap();
+    done.await.unwrap().unwrap();
+    // Drop the last handles (the stores close), reopen the directory and
+    // read the write back.
+    let dir = s.dir.path().join("data");
+    drop(s.services);
+    let store = hippocamp_artifacts_fs::FsArtifacts::open(
+        std::fs::canonicalize(dir.join("artifacts")).unwrap(),
+        hippocamp_artifacts::ArtifactLimits::default(),
+        hippocamp_artifacts_fs::FsOptions::default(),
+    )
+    .unwrap();
+    let got = hippocamp_artifacts::ArtifactStore::get(
+        &store,
+        &hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
+        &hippocamp_artifacts::ArtifactName::new("in-flight").unwrap(),
+        hippocamp_artifacts::Selector::Latest,
+        None,
+        &hippocamp_core::CallOptions::default(),
+    )
+    .await
+    .unwrap()
+    .bytes()
+    .await
+    .unwrap();
+    assert_eq!(&got[..], b"started before shutdown, finished after");
+}
+
+#[test]
+fn the_committed_openapi_document_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let current =
+        serde_json::to_string_pretty(&hippocamp_server::openapi::document()).unwrap() + "\n";
+    if std::env::var_os("HIPPOCAMP_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &current).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == current,
+        "docs/openapi.json is stale: run `HIPPOCAMP_UPDATE_OPENAPI=1 cargo test -p hippocamp-server --test api the_committed_openapi_document_is_current`"
+    );
+    let doc: Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(
+        doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+            .as_array()
+            .unwrap()
+            .len(),
+        hippocamp_server::error::CODES.len()
+    );
+    assert_eq!(
+        doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|p| p.as_object().unwrap().len())
+            .sum::<usize>(),
+        hippocamp_server::api::routes().len()
+    );
+}

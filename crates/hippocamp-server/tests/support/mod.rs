@@ -1,0 +1,84 @@
+//! A server on a loopback port for the tests, and tokens for it.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use hippocamp_server::auth::{Grant, Permission, grant};
+use hippocamp_server::{Bound, Profile, ServerConfig};
+
+pub(crate) struct TestServer {
+    pub(crate) base: String,
+    pub(crate) admin: String,
+    pub(crate) dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub(crate) done: Option<tokio::task::JoinHandle<hippocamp_core::Result<()>>>,
+    pub(crate) services: hippocamp_server::Services,
+}
+
+impl TestServer {
+    pub(crate) async fn start(profile: Profile, tune: impl FnOnce(&mut ServerConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ServerConfig {
+            profile,
+            data_dir: dir.path().join("data"),
+            bind: "127.0.0.1:0".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        tune(&mut config);
+        let bound = Bound::new(config).await.unwrap();
+        let admin = bound.services().tokens.ensure_admin().unwrap().unwrap();
+        let services = bound.services().clone();
+        let base = format!("http://{}", bound.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let done = tokio::spawn(bound.serve(async {
+            let _ = rx.await;
+        }));
+        Self {
+            base,
+            admin,
+            dir,
+            stop: Some(tx),
+            done: Some(done),
+            services,
+        }
+    }
+
+    pub(crate) fn token(&self, app: Option<&str>, user: Option<&str>, perms: &str) -> String {
+        let g = grant(app, user, perms).unwrap();
+        self.services.tokens.create("test", g).unwrap().0
+    }
+
+    pub(crate) fn all_permissions(&self, app: &str, user: Option<&str>) -> String {
+        let g = Grant {
+            app: Some(hippocamp_core::AppName::new(app).unwrap()),
+            user: user.map(|u| hippocamp_core::UserId::new(u).unwrap()),
+            permissions: Permission::ALL
+                .into_iter()
+                .filter(|p| *p != Permission::Admin)
+                .collect::<BTreeSet<_>>(),
+        };
+        self.services.tokens.create("test", g).unwrap().0
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub(crate) async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(d) = self.done.take() {
+            d.await.unwrap().unwrap();
+        }
+    }
+
+    pub(crate) fn shutdown_signal(&mut self) -> Option<tokio::sync::oneshot::Sender<()>> {
+        self.stop.take()
+    }
+}
+
+pub(crate) fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}

@@ -1,0 +1,152 @@
+//! `hippocamp serve`, `hippocamp token …` and `hippocamp config check`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use hippocamp_server::auth::{TokenStore, grant};
+use hippocamp_server::{Bound, ServerConfig};
+use serde_json::{Value, json};
+
+/// `hippocamp serve`.
+#[derive(Debug, Args)]
+pub(crate) struct Serve {
+    /// A TOML configuration file (profile, bounds); unknown keys are refused.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The data directory (overrides the file's `data_dir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The listening address (overrides the file's `bind`).
+    #[arg(long)]
+    bind: Option<std::net::SocketAddr>,
+}
+
+/// `hippocamp token …` on a data directory.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokenCmd {
+    /// Make a token; its secret is printed once and stored hashed.
+    Create {
+        /// The application it grants (omit with --admin for every one).
+        #[arg(long)]
+        app: Option<String>,
+        /// The one user it grants (omit for every user of the app).
+        #[arg(long)]
+        user: Option<String>,
+        /// Comma-separated: memory:read, memory:write, memory:erase,
+        /// artifacts:read, artifacts:write, artifacts:delete, admin.
+        #[arg(long)]
+        permissions: String,
+        /// A label for people.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List tokens (never their secrets).
+    List,
+    /// Revoke a token by id (a running server notices within a second).
+    Revoke {
+        /// The token's id.
+        id: String,
+    },
+}
+
+/// `hippocamp config …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCmd {
+    /// Validate a configuration file and print it with every default.
+    Check {
+        /// The TOML file.
+        file: PathBuf,
+    },
+}
+
+fn load(path: &Path) -> anyhow::Result<ServerConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    ServerConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))
+}
+
+pub(crate) fn config(cmd: ConfigCmd) -> anyhow::Result<Value> {
+    match cmd {
+        ConfigCmd::Check { file } => {
+            let c = load(&file)?;
+            Ok(json!({ "valid": true, "config": c }))
+        }
+    }
+}
+
+pub(crate) fn token(data_dir: &Path, cmd: TokenCmd) -> anyhow::Result<Value> {
+    let store = TokenStore::open(data_dir)?;
+    Ok(match cmd {
+        TokenCmd::Create {
+            app,
+            user,
+            permissions,
+            label,
+        } => {
+            let g = grant(app.as_deref(), user.as_deref(), &permissions)?;
+            let (secret, record) = store.create(&label, g)?;
+            json!({ "token": secret, "record": record })
+        }
+        TokenCmd::List => json!({ "tokens": store.list()? }),
+        TokenCmd::Revoke { id } => json!({ "revoked": store.revoke(&id)? }),
+    })
+}
+
+pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => load(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(b) = args.bind {
+        config.bind = b;
+    }
+    let profile = config.profile;
+    let bound = Bound::new(config.clone())
+        .await
+        .context("starting the server")?;
+    let admin = bound.services().tokens.ensure_admin()?;
+    let addr = bound.local_addr();
+    println!(
+        "hippocamp {} profile listening on http://{addr}",
+        profile.as_str()
+    );
+    if profile == hippocamp_server::Profile::Durable {
+        println!("data directory: {}", config.data_dir.display());
+    }
+    match admin {
+        Some(t) => println!(
+            "admin token (shown once, stored hashed): {t}\ninspection page: http://{addr}/ui"
+        ),
+        None => println!(
+            "inspection page: http://{addr}/ui (an admin token: `hippocamp token create --permissions admin`)"
+        ),
+    }
+    bound
+        .serve(async {
+            let ctrl_c = tokio::signal::ctrl_c();
+            #[cfg(unix)]
+            {
+                let Ok(mut term) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                else {
+                    let _ = ctrl_c.await;
+                    return;
+                };
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = ctrl_c.await;
+            }
+        })
+        .await?;
+    println!("stopped");
+    Ok(())
+}
