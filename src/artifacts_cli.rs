@@ -1,5 +1,6 @@
 //! `hippocamp artifacts …`: the artifact operations on a local data
-//! directory (the filesystem store in its `artifacts/` folder). Every
+//! directory (the filesystem store in its `artifacts/` folder), or on a
+//! running server with `--server URL --token T`. Every
 //! command prints one JSON document on stdout, except `get`, which writes
 //! the bytes to a file (or to stdout with `--out -`). Large transfers show
 //! a progress bar on stderr.
@@ -33,6 +34,12 @@ pub(crate) struct Target {
     /// The session of a session scope.
     #[arg(long, global = true)]
     session: Option<String>,
+    /// A running server to use instead of the data directory.
+    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
+    server: Option<String>,
+    /// The bearer token for `--server`.
+    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -211,6 +218,10 @@ fn parse_resume(s: &str) -> anyhow::Result<RepairCursor> {
 }
 
 pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Value> {
+    if let Some(server) = &target.server {
+        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+        return run_remote(&remote, &scope(target)?, cmd).await;
+    }
     let root = artifacts_dir(&target.data_dir)?;
     let store = tokio::task::spawn_blocking(move || {
         FsArtifacts::open(root, ArtifactLimits::default(), FsOptions::default())
@@ -378,4 +389,225 @@ async fn get(
     }
     tokio::fs::rename(&part, out).await?;
     Ok(json!({"written": out, "bytes": total, "meta": meta}))
+}
+
+/// The path segments of a scope's API prefix.
+fn scope_segments(scope: &ArtifactScope) -> Vec<&str> {
+    match scope {
+        ArtifactScope::App { app } => vec!["v1", "apps", app.as_str()],
+        ArtifactScope::User { app, user } => {
+            vec!["v1", "apps", app.as_str(), "users", user.as_str()]
+        }
+        ArtifactScope::Session { app, user, session } => vec![
+            "v1",
+            "apps",
+            app.as_str(),
+            "users",
+            user.as_str(),
+            "sessions",
+            session.as_str(),
+        ],
+    }
+}
+
+/// The same commands through a server's API v1.
+async fn run_remote(
+    remote: &crate::remote::Remote,
+    scope: &ArtifactScope,
+    cmd: ArtifactsCmd,
+) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    let prefix = scope_segments(scope);
+    let under = |kind: &'static str, name: &str| -> Vec<String> {
+        prefix
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(std::iter::once(kind.to_owned()))
+            .chain(name.split('/').map(str::to_owned))
+            .collect()
+    };
+    let page = |cursor: Option<String>, limit: Option<u64>| {
+        let cursor = cursor.map(|c| ("cursor", c));
+        let limit = limit.map(|l| ("limit", l.to_string()));
+        cursor.into_iter().chain(limit).collect::<Vec<_>>()
+    };
+    Ok(match cmd {
+        ArtifactsCmd::Put {
+            name,
+            file,
+            mime_type,
+            metadata,
+        } => {
+            ArtifactName::new(name.clone())?;
+            let segments = under("artifacts", &name);
+            remote_put(remote, &strs(&segments), &file, mime_type, metadata).await?
+        }
+        ArtifactsCmd::Get {
+            name,
+            version,
+            out,
+            offset,
+            length,
+        } => {
+            let segments = under("artifacts", &name);
+            let url = remote.url(&strs(&segments))?;
+            let mut rq = remote.request(Method::GET, url);
+            if let Some(v) = version {
+                rq = rq.query(&[("version", v)]);
+            }
+            if let (Some(o), Some(l)) = (offset, length) {
+                if l == 0 {
+                    bail!("--length must be at least 1");
+                }
+                rq = rq.header(reqwest::header::RANGE, format!("bytes={o}-{}", o + l - 1));
+            }
+            let reply = remote.send(rq).await?;
+            remote_download(reply, &out, offset.is_none()).await?
+        }
+        ArtifactsCmd::Head { name, version } => {
+            let segments = under("artifact-meta", &name);
+            let q: Vec<(&str, String)> = version
+                .map(|v| ("version", v.to_string()))
+                .into_iter()
+                .collect();
+            remote.json(Method::GET, &strs(&segments), &q, None).await?
+        }
+        ArtifactsCmd::Ls { cursor, limit } => {
+            let mut segments = prefix.clone();
+            segments.push("artifacts");
+            remote
+                .json(Method::GET, &segments, &page(cursor, limit), None)
+                .await?
+        }
+        ArtifactsCmd::Versions {
+            name,
+            cursor,
+            limit,
+        } => {
+            let segments = under("artifact-versions", &name);
+            remote
+                .json(
+                    Method::GET,
+                    &strs(&segments),
+                    &page(cursor.map(|c| c.to_string()), limit),
+                    None,
+                )
+                .await?
+        }
+        ArtifactsCmd::Rm { name, version, all } => {
+            let segments = under("artifacts", &name);
+            let version = version.map(|v| ("version", v.to_string()));
+            let all = all.then(|| ("all", "true".to_owned()));
+            let q: Vec<_> = version.into_iter().chain(all).collect();
+            remote
+                .json(Method::DELETE, &strs(&segments), &q, None)
+                .await?
+        }
+        ArtifactsCmd::Repair { .. } => {
+            bail!(
+                "repair works on a data directory; run it where the server's data is, with the server stopped"
+            )
+        }
+    })
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Streams a file (or stdin) up as the next version.
+async fn remote_put(
+    remote: &crate::remote::Remote,
+    segments: &[&str],
+    file: &Path,
+    mime_type: Option<String>,
+    metadata: Option<String>,
+) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    let len = if file.as_os_str() == "-" {
+        0
+    } else {
+        std::fs::metadata(file).map_or(0, |m| m.len())
+    };
+    let mut rq = remote.request(Method::PUT, remote.url(segments)?);
+    if let Some(m) = mime_type {
+        rq = rq.header(reqwest::header::CONTENT_TYPE, m);
+    }
+    if let Some(m) = metadata {
+        match serde_json::from_str::<Value>(&m).context("--metadata is not JSON")? {
+            Value::Object(_) => rq = rq.header("x-hippocamp-metadata", m),
+            _ => bail!("--metadata must be a JSON object"),
+        }
+    }
+    let body = file_stream(file, bar(len, "put"))?;
+    Ok(remote
+        .send(rq.body(reqwest::Body::wrap_stream(body)))
+        .await?
+        .json()
+        .await?)
+}
+
+/// Writes a reply's body to `out` (`-`: stdout) through a `.part` file.
+/// The server verified every chunk before sending it; a whole read is
+/// also checked here against the version's SHA-256 (its ETag), so a
+/// truncated transfer never lands under the target's name.
+async fn remote_download(
+    reply: reqwest::Response,
+    out: &Path,
+    whole: bool,
+) -> anyhow::Result<Value> {
+    use sha2::Digest as _;
+    let expected = reply
+        .headers()
+        .get(reqwest::header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_matches('"').to_owned());
+    let version = reply
+        .headers()
+        .get("x-hippocamp-version")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let total = reply.content_length().unwrap_or(0);
+    let bar = bar(total, "get");
+    let to_stdout = out.as_os_str() == "-";
+    let part = out.with_extension("part");
+    let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = if to_stdout {
+        Box::new(tokio::io::stdout())
+    } else {
+        Box::new(tokio::fs::File::create(&part).await?)
+    };
+    let mut hasher = sha2::Sha256::new();
+    let mut got = 0u64;
+    let mut body = reply.bytes_stream();
+    let result: anyhow::Result<()> = async {
+        while let Some(piece) = body.next().await {
+            let piece = piece.context("the download was cut")?;
+            hasher.update(&piece);
+            got += piece.len() as u64;
+            bar.inc(piece.len() as u64);
+            sink.write_all(&piece).await?;
+        }
+        sink.flush().await?;
+        if got != total {
+            bail!("the download ended after {got} of {total} bytes");
+        }
+        if whole && expected.as_deref() != Some(hex::encode(hasher.finalize()).as_str()) {
+            bail!("the downloaded bytes do not match the version's SHA-256");
+        }
+        Ok(())
+    }
+    .await;
+    drop(sink);
+    bar.finish_and_clear();
+    if let Err(e) = result {
+        if !to_stdout {
+            let _ = tokio::fs::remove_file(&part).await;
+        }
+        return Err(e);
+    }
+    if to_stdout {
+        return Ok(Value::Null);
+    }
+    tokio::fs::rename(&part, out).await?;
+    Ok(json!({"written": out, "bytes": got, "version": version}))
 }

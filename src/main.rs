@@ -3,6 +3,7 @@
 
 mod artifacts_cli;
 mod memory_cli;
+mod remote;
 mod server_cli;
 
 // Every request allocates (query terms, score accumulators, hits), often on

@@ -1,5 +1,6 @@
-//! `hippocamp memory …`: the memory operations on a local data directory.
-//! Every command prints one JSON document on stdout.
+//! `hippocamp memory …`: the memory operations on a local data directory,
+//! or on a running server with `--server URL --token T`. Every command
+//! prints one JSON document on stdout.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,12 @@ pub(crate) struct Target {
     /// The user of the scope.
     #[arg(long, global = true)]
     user: Option<String>,
+    /// A running server to use instead of the data directory.
+    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
+    server: Option<String>,
+    /// The bearer token for `--server`.
+    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +109,10 @@ fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, 
 
 pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
     let scope = scope(target)?;
+    if let Some(server) = &target.server {
+        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+        return run_remote(&remote, &scope, cmd).await;
+    }
     let dir = memory_dir(&target.data_dir);
     let store =
         tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, MemoryConfig::default()))
@@ -155,18 +166,111 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         MemoryCmd::DeleteUser => json!({"deleted": store.delete_user(&scope, &c).await?}),
         MemoryCmd::Import { file, session } => {
             let session = SessionId::new(session)?;
-            import(&store, &scope, &session, &file).await?
+            let store = &store;
+            let (scope, session) = (&scope, &session);
+            import(&file, |events| async move {
+                Ok(store
+                    .add_events(scope, session, &events, &WriteOptions::default())
+                    .await?)
+            })
+            .await?
         }
     })
 }
 
-/// Streams a JSON-lines file in batches of `max_events_per_request`.
-async fn import(
-    store: &dyn MemoryStore,
+/// `base` followed by `more`.
+fn at<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    [base, more].concat()
+}
+
+/// The same commands through a server's API v1.
+async fn run_remote(
+    remote: &crate::remote::Remote,
     scope: &MemoryScope,
-    session: &SessionId,
-    file: &Path,
+    cmd: MemoryCmd,
 ) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    let (app, user) = (scope.app().as_str(), scope.user().as_str());
+    let base = ["v1", "apps", app, "users", user, "memory"];
+    Ok(match cmd {
+        MemoryCmd::Add {
+            content,
+            metadata,
+            key,
+            session,
+        } => {
+            let mut entry = json!({ "content": content });
+            if let Some(m) = metadata {
+                entry["metadata"] = Value::Object(json_object(&m, "--metadata")?);
+            }
+            if let Some(k) = key {
+                entry["idempotency_key"] = json!(k);
+            }
+            if let Some(s) = session {
+                entry["provenance"] = json!({ "session_id": s });
+            }
+            remote
+                .json(Method::POST, &at(&base, &["entries"]), &[], Some(&entry))
+                .await?
+        }
+        MemoryCmd::Get { id } => {
+            remote
+                .json(Method::GET, &at(&base, &["entries", &id]), &[], None)
+                .await?
+        }
+        MemoryCmd::Search {
+            query,
+            limit,
+            filter,
+        } => {
+            let mut req = json!({ "query": query });
+            if let Some(l) = limit {
+                req["limit"] = json!(l);
+            }
+            if let Some(f) = filter {
+                req["filter"] = Value::Object(json_object(&f, "--filter")?);
+            }
+            remote
+                .json(Method::POST, &at(&base, &["search"]), &[], Some(&req))
+                .await?
+        }
+        MemoryCmd::Delete { id } => {
+            remote
+                .json(Method::DELETE, &at(&base, &["entries", &id]), &[], None)
+                .await?
+        }
+        MemoryCmd::DeleteSession { session } => {
+            remote
+                .json(
+                    Method::DELETE,
+                    &at(&base, &["sessions", &session]),
+                    &[],
+                    None,
+                )
+                .await?
+        }
+        MemoryCmd::DeleteUser => remote.json(Method::DELETE, &base, &[], None).await?,
+        MemoryCmd::Import { file, session } => {
+            let path = at(&base, &["sessions", &session, "events"]);
+            let path = &path;
+            import(&file, |events| async move {
+                let reply = remote
+                    .json(Method::POST, path, &[], Some(&json!({ "events": events })))
+                    .await?;
+                Ok(serde_json::from_value::<IngestReport>(reply)?)
+            })
+            .await?
+        }
+    })
+}
+
+/// Streams a JSON-lines file in batches of `max_events_per_request`,
+/// each given to `send` (a store, or a server).
+async fn import<F, Fut>(file: &Path, send: F) -> anyhow::Result<Value>
+where
+    F: Fn(Vec<hippocamp_memory::Event>) -> Fut,
+    Fut: Future<Output = anyhow::Result<IngestReport>>,
+{
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let size = f.metadata().map_or(0, |m| m.len());
     let bar = indicatif::ProgressBar::new(size);
@@ -185,12 +289,13 @@ async fn import(
     let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let mut batch: Vec<Value> = Vec::with_capacity(batch_size);
     let mut not_json = 0usize;
-    let flush = |batch: Vec<Value>| async {
+    let flush = |batch: Vec<Value>| {
         let (events, positions, parse_skipped) = parse_events(batch);
-        let report = store
-            .add_events(scope, session, &events, &WriteOptions::default())
-            .await?;
-        Ok::<IngestReport, hippocamp_core::Error>(merge_report(report, &positions, parse_skipped))
+        let sent = send(events);
+        async move {
+            let report = sent.await?;
+            Ok::<IngestReport, anyhow::Error>(merge_report(report, &positions, parse_skipped))
+        }
     };
     for line in std::io::BufReader::new(f).lines() {
         let line = line.context("reading the import file")?;

@@ -94,6 +94,15 @@ pub(crate) fn token(data_dir: &Path, cmd: TokenCmd) -> anyhow::Result<Value> {
 }
 
 pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
+    // One line per request (route, status, latency, scope hash; never
+    // content or names) unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
     let mut config = match &args.config {
         Some(path) => load(path)?,
         None => ServerConfig::default(),

@@ -483,3 +483,127 @@ fn serve_prints_its_address_and_admin_token_and_answers() {
     assert!(status.success(), "{status}");
     assert!(lines.map(Result::unwrap).any(|l| l == "stopped"));
 }
+
+/// A `hippocamp serve` child on a free port; its address and admin token.
+fn spawn_server(dir: &std::path::Path) -> (std::process::Child, String, String) {
+    use std::io::{BufRead as _, BufReader};
+    let mut child = hippocamp()
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.rsplit("http://").next().unwrap().to_owned();
+    let token = lines
+        .map(Result::unwrap)
+        .find_map(|l| {
+            l.strip_prefix("admin token (shown once, stored hashed): ")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    (child, format!("http://{addr}"), token)
+}
+
+#[test]
+fn memory_and_artifact_commands_work_against_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, server, token) = spawn_server(&dir.path().join("data"));
+    let run = |args: &[&str]| {
+        let out = hippocamp()
+            .args(args)
+            .args([
+                "--server", &server, "--token", &token, "--app", "shop", "--user", "alice",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let v = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+    let (ok, out, err) = run(&["memory", "add", "Alice likes jazz", "--key", "music"]);
+    assert!(ok, "{err}");
+    let id = v(&out)["entry"]["id"].as_str().unwrap().to_owned();
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I play the saxophone"}]}}"#, "\n",
+            "not json\n",
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = run(&[
+        "memory",
+        "import",
+        events.to_str().unwrap(),
+        "--session",
+        "s1",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        (v(&out)["added"].clone(), v(&out)["skipped"].clone()),
+        (serde_json::json!(1), serde_json::json!(1))
+    );
+    let (_, out, _) = run(&["memory", "search", "saxophone"]);
+    assert!(
+        v(&out)["hits"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("saxophone")
+    );
+    let (_, out, _) = run(&["memory", "get", &id]);
+    assert_eq!(v(&out)["content"], "Alice likes jazz");
+    let (ok, _, err) = run(&["memory", "get", "mem-bad"]);
+    assert!(!ok && err.contains("invalid_argument"), "{err}");
+
+    let file = dir.path().join("song.txt");
+    std::fs::write(&file, "la la la").unwrap();
+    let (ok, out, err) = run(&[
+        "artifacts",
+        "put",
+        "songs/a b.txt",
+        file.to_str().unwrap(),
+        "--mime-type",
+        "text/plain",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(v(&out)["version"], 1);
+    let copy = dir.path().join("copy.txt");
+    let (ok, _, err) = run(&[
+        "artifacts",
+        "get",
+        "songs/a b.txt",
+        "--out",
+        copy.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), "la la la");
+    let (ok, out, _) = run(&[
+        "artifacts",
+        "get",
+        "songs/a b.txt",
+        "--offset",
+        "3",
+        "--length",
+        "2",
+        "--out",
+        "-",
+    ]);
+    assert!(ok);
+    assert_eq!(out, b"la");
+    let (_, out, _) = run(&["artifacts", "ls"]);
+    assert_eq!(v(&out)["items"], serde_json::json!(["songs/a b.txt"]));
+    let (_, out, _) = run(&["artifacts", "versions", "songs/a b.txt"]);
+    assert_eq!(v(&out)["items"][0]["size"], 8);
+    let (_, out, _) = run(&["artifacts", "rm", "songs/a b.txt", "--all"]);
+    assert_eq!(v(&out)["removed"], serde_json::json!([1]));
+    let (_, out, _) = run(&["memory", "delete-user"]);
+    assert_eq!(v(&out)["deleted"], 2);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -147,7 +147,9 @@ async fn not_found() -> ApiError {
 pub fn app(state: AppState) -> axum::Router {
     let _ = prometheus();
     let limit = usize::try_from(state.config.http.max_concurrent_requests).unwrap_or(512);
-    let trace = tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request| {
+    let trace = tower_http::trace::TraceLayer::new_for_http()
+        .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
+        .make_span_with(|req: &Request| {
         let route = req
             .extensions()
             .get::<MatchedPath>()
