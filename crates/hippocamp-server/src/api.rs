@@ -76,9 +76,11 @@ impl FromRequestParts<AppState> for Caller {
 /// fields (the types say so).
 async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> ApiResult<T> {
     let max = usize::try_from(state.config.http.max_json_body_bytes).unwrap_or(usize::MAX);
-    let bytes = http_body_util::Limited::new(body, max)
-        .collect()
+    // A client trickling its body must not hold a slot for ever.
+    let patience = Duration::from_millis(state.config.http.request_timeout_ms);
+    let bytes = tokio::time::timeout(patience, http_body_util::Limited::new(body, max).collect())
         .await
+        .map_err(|_| ApiError::from(Error::Timeout))?
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 ApiError::new(

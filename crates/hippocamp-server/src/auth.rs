@@ -171,7 +171,7 @@ const TOKEN_FORMAT: u32 = 1;
 #[derive(Debug)]
 struct Loaded {
     tokens: Vec<TokenRecord>,
-    modified: Option<SystemTime>,
+    modified: Option<Stamp>,
     checked: Instant,
 }
 
@@ -180,6 +180,17 @@ struct Loaded {
 pub struct TokenStore {
     path: Option<PathBuf>,
     loaded: Mutex<Loaded>,
+}
+
+/// What identifies a version of the token file: it is replaced by a
+/// rename on every change, so its inode changes even when two writes land
+/// within one tick of the file-time clock.
+type Stamp = (SystemTime, u64, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.ino(), m.len()))
 }
 
 fn hash(secret: &str) -> String {
@@ -283,18 +294,26 @@ impl TokenStore {
 
     /// The grant of a presented secret, if it is a current token.
     pub fn authenticate(&self, secret: &str) -> Option<Grant> {
+        // Revocations show within a second; a token made a moment ago is
+        // found at once (an unknown secret re-checks the file).
         let _ = self.refresh(false);
         let h = hash(secret);
-        self.loaded
-            .lock()
-            .tokens
-            .iter()
-            .find(|t| t.sha256 == h)
-            .map(|t| t.grant.clone())
+        let find = || {
+            self.loaded
+                .lock()
+                .tokens
+                .iter()
+                .find(|t| t.sha256 == h)
+                .map(|t| t.grant.clone())
+        };
+        find().or_else(|| {
+            let _ = self.refresh(true);
+            find()
+        })
     }
 
-    /// Re-reads the file if it changed (at most once a second unless
-    /// `force`).
+    /// Re-reads the file if it changed (looking at most once a second
+    /// unless `force`).
     fn refresh(&self, force: bool) -> Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
@@ -304,8 +323,8 @@ impl TokenStore {
             return Ok(());
         }
         l.checked = Instant::now();
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        if modified != l.modified || force {
+        let modified = stamp(path);
+        if modified != l.modified {
             let (tokens, modified) = read_file(path)?;
             l.tokens = tokens;
             l.modified = modified;
@@ -359,7 +378,7 @@ impl TokenStore {
             .map_err(|e| io("cannot sync the data directory", &e))?;
         let mut l = self.loaded.lock();
         l.tokens = tokens;
-        l.modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        l.modified = stamp(path);
         Ok(())
     }
 }
@@ -375,7 +394,7 @@ impl OwnerOnly for std::fs::OpenOptions {
     }
 }
 
-fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<SystemTime>)> {
+fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<Stamp>)> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
@@ -393,8 +412,7 @@ fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<SystemTime>)> {
             file.format
         )));
     }
-    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    Ok((file.tokens, modified))
+    Ok((file.tokens, stamp(path)))
 }
 
 /// Parses `memory:read,artifacts:read` into a set.

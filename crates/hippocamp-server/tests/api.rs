@@ -860,3 +860,22 @@ fn the_committed_openapi_document_is_current() {
         hippocamp_server::api::routes().len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_json_body_times_out_with_504() {
+    let s = TestServer::start(Profile::Ephemeral, |c| c.http.request_timeout_ms = 300).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    tx.send(Ok(b"{\"query\":".to_vec())).await.unwrap();
+    let r = client()
+        .post(s.url(&format!("{ALICE}/memory/search")))
+        .bearer_auth(&t)
+        .body(reqwest::Body::wrap_stream(rx))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(j(&r.bytes().await.unwrap())["code"], "timeout");
+    drop(tx);
+    s.stop().await;
+}
