@@ -210,12 +210,7 @@ fn unknown_key(text: &str, e: &toml::de::Error) -> ConfigError {
         .step_by(2)
         .filter(|s| !s.is_empty())
         .collect();
-    let suggestion = valid
-        .iter()
-        .map(|v| (strsim::levenshtein(key, v), *v))
-        .min()
-        .filter(|(d, v)| *d <= v.len().max(key.len()) / 2 + 1)
-        .map(|(_, v)| v.to_owned());
+    let suggestion = hippocamp_core::error::suggest(key, valid);
     let section = e.span().and_then(|span| section_of(text, span.start));
     let key = match section {
         Some(s) => format!("{s}.{key}"),
