@@ -101,19 +101,7 @@ impl Default for FsOptions {
 impl FsOptions {
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
-        let range = |key: &str, v: u64, min: u64, max: u64| {
-            if v < min || v > max {
-                return Err(Error::config(
-                    key,
-                    Problem::OutOfRange {
-                        value: i128::from(v),
-                        min: i128::from(min),
-                        max: i128::from(max),
-                    },
-                ));
-            }
-            Ok(())
-        };
+        let range = hippocamp_core::error::check_range;
         range("checkpoint_records", self.checkpoint_records, 1, 1 << 20)?;
         range("checkpoint_bytes", self.checkpoint_bytes, 1 << 10, 1 << 30)?;
         range(

@@ -158,16 +158,7 @@ impl ObjectOptions {
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         for (key, v, _, min, max, _) in numeric(self) {
-            if v < min || v > max {
-                return Err(Error::config(
-                    key,
-                    Problem::OutOfRange {
-                        value: i128::from(v),
-                        min: i128::from(min),
-                        max: i128::from(max),
-                    },
-                ));
-            }
+            hippocamp_core::error::check_range(key, v, min, max)?;
         }
         let p = self.prefix.trim_matches('/');
         if p.is_empty()

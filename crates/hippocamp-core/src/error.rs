@@ -376,6 +376,22 @@ impl fmt::Display for QuotaLimit {
     }
 }
 
+/// `Ok` when `min <= value <= max`; otherwise the `InvalidConfig` error
+/// naming `key` and the range.
+pub fn check_range(key: &str, value: u64, min: u64, max: u64) -> Result<()> {
+    if value < min || value > max {
+        return Err(Error::config(
+            key,
+            Problem::OutOfRange {
+                value: i128::from(value),
+                min: i128::from(min),
+                max: i128::from(max),
+            },
+        ));
+    }
+    Ok(())
+}
+
 /// The closest of `known` to `given` by edit distance, if it is close
 /// enough to be a plausible typo.
 pub fn suggest<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {

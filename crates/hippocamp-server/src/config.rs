@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use hippocamp_artifacts::ArtifactLimits;
 use hippocamp_artifacts_fs::FsOptions;
+use hippocamp_core::error::check_range;
 use hippocamp_core::{Error, Problem};
 use hippocamp_memory::MemoryConfig;
 use hippocamp_router::RouterConfig;
@@ -147,26 +148,26 @@ impl ServerConfig {
         self.artifacts_router.validate()?;
         self.artifacts_fs.validate()?;
         let h = &self.http;
-        range("http.request_timeout_ms", h.request_timeout_ms, 1, 300_000)?;
-        range(
+        check_range("http.request_timeout_ms", h.request_timeout_ms, 1, 300_000)?;
+        check_range(
             "http.transfer_timeout_ms",
             h.transfer_timeout_ms,
             1,
             3_600_000,
         )?;
-        range(
+        check_range(
             "http.max_json_body_bytes",
             h.max_json_body_bytes,
             1 << 10,
             64 << 20,
         )?;
-        range(
+        check_range(
             "http.max_concurrent_requests",
             h.max_concurrent_requests,
             1,
             100_000,
         )?;
-        range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
+        check_range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
         if self.profile == Profile::Distributed {
             return Err(Error::config(
                 "profile",
@@ -178,20 +179,6 @@ impl ServerConfig {
         }
         Ok(())
     }
-}
-
-fn range(key: &str, v: u64, min: u64, max: u64) -> Result<(), Error> {
-    if v < min || v > max {
-        return Err(Error::config(
-            key,
-            Problem::OutOfRange {
-                value: i128::from(v),
-                min: i128::from(min),
-                max: i128::from(max),
-            },
-        ));
-    }
-    Ok(())
 }
 
 /// Turns serde's "unknown field `x`, expected one of `a`, `b`" into an
