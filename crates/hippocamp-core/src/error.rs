@@ -88,6 +88,16 @@ pub enum Error {
     /// The store is closed, locked by another process, or otherwise unusable.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A service this one depends on (an embedding provider) answered with
+    /// something unusable (wrong model, count, width, or non-finite
+    /// numbers); it was refused, not used.
+    #[error("invalid reply from {service}: {detail}")]
+    InvalidReply {
+        /// The service.
+        service: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
     /// An I/O or storage-engine failure.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
@@ -130,6 +140,7 @@ impl Error {
             Error::ScopeViolation => "scope_violation",
             Error::Unsupported { .. } => "unsupported",
             Error::Unavailable(_) => "unavailable",
+            Error::InvalidReply { .. } => "invalid_reply",
             Error::Storage(_) => "storage",
         }
     }

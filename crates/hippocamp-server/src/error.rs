@@ -22,6 +22,7 @@ pub const CODES: &[&str] = &[
     "scope_violation",
     "unsupported",
     "unavailable",
+    "invalid_reply",
     "storage",
     "unauthorized",
     "forbidden",
@@ -104,6 +105,7 @@ impl From<Error> for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Error::Unsupported { .. } => StatusCode::NOT_IMPLEMENTED,
+            Error::InvalidReply { .. } => StatusCode::BAD_GATEWAY,
             // Corrupt, ScopeViolation, Storage and kinds added later.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

