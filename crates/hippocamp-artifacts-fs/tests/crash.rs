@@ -2,7 +2,7 @@
 //! every acknowledged put stays readable and verified, no acknowledged
 //! delete is undone, nothing partial becomes visible, no version number
 //! is reused. `HIPPOCAMP_CRASH_TRIALS` sets the count (default 50); the
-//! release example `crash_trials` runs 1,000.
+//! release example `artifact_crash_trials` runs 1,000.
 
 #![allow(clippy::unwrap_used)]
 

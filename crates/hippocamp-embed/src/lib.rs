@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod hash;
+#[cfg(feature = "http")]
 pub mod http;
 
 use std::time::Duration;

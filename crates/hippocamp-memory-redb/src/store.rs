@@ -444,6 +444,8 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
         let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        // Vectors are not stored durably yet: vector modes are refused.
+        hippocamp_memory::search::resolve_mode(prepared.mode, false)?;
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout)??;

@@ -1,7 +1,7 @@
 //! Store configuration and the capability report built from it.
 
 use hippocamp_core::{Error, MemoryLimits, Problem, Result};
-use hippocamp_search::Bm25Params;
+use hippocamp_search::{Bm25Params, FusionParams};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{CONTRACT_VERSION, Capabilities, SearchCapabilities};
@@ -14,6 +14,8 @@ pub struct MemoryConfig {
     pub limits: MemoryLimits,
     /// BM25 parameters.
     pub bm25: Bm25Params,
+    /// How hybrid search fuses BM25 and vector scores.
+    pub fusion: FusionParams,
 }
 
 impl MemoryConfig {
@@ -28,6 +30,16 @@ impl MemoryConfig {
                     _ => "b must be within 0..=1".into(),
                 }),
             )
+        })?;
+        self.fusion.validate().map_err(|name| {
+            Error::config(
+                format!("fusion.{name}"),
+                Problem::Malformed(match name {
+                    "dense_weight" => "dense_weight must be within 0..=1".into(),
+                    "depth" => "depth must be within 1..=1000".into(),
+                    _ => "rrf_k must be within 1..=1000".into(),
+                }),
+            )
         })
     }
 
@@ -39,7 +51,7 @@ impl MemoryConfig {
             durable,
             scope: "app_user".to_owned(),
             search: SearchCapabilities {
-                modes: vec!["bm25".to_owned()],
+                modes: vec!["lexical".to_owned()],
                 bm25: self.bm25,
                 analyzer: "english: unicode words, lowercase, stopwords, snowball stemming"
                     .to_owned(),
@@ -50,6 +62,8 @@ impl MemoryConfig {
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+                embedder: None,
+                fusion: self.fusion,
             },
             idempotent_ingestion: true,
             incremental_events: true,

@@ -91,6 +91,36 @@ impl StoreFactory for InMemoryFactory {
     }
 }
 
+/// In-memory stores that embed with the feature-hashing embedder.
+#[derive(Debug)]
+pub struct EmbeddedInMemoryFactory;
+
+#[async_trait]
+impl StoreFactory for EmbeddedInMemoryFactory {
+    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
+        Arc::new(
+            InMemoryStore::new(config)
+                .unwrap()
+                .with_embedder(Arc::new(hippocamp_embed::hash::HashEmbedder::new(64))),
+        )
+    }
+}
+
+/// Expands to one test per vector and hybrid scenario for a factory whose
+/// stores have an embedder.
+#[macro_export]
+macro_rules! vector_conformance_tests {
+    ($factory:expr) => {
+        $crate::memory_conformance_tests!(@cases $factory;
+            vector_modes_are_reported_and_hybrid_is_the_default,
+            vector_search_ranks_by_similarity_and_forgets_deleted_entries,
+            hybrid_filters_and_budget_apply_to_the_fused_list,
+            vector_search_never_crosses_scopes,
+            erased_users_leave_vector_search,
+        );
+    };
+}
+
 /// Expands to one test per conformance scenario, plus the model test, for
 /// the factory expression given.
 #[macro_export]
@@ -124,6 +154,7 @@ macro_rules! memory_conformance_tests {
             status_counts_entries,
             concurrent_keyed_adds_make_one_entry,
             readd_after_delete,
+            search_modes_match_capabilities,
         );
         #[test]
         fn model_test() {
@@ -139,6 +170,12 @@ macro_rules! memory_conformance_tests {
             }
         )*
     };
+}
+
+/// The core suite checks the lexical contract, so it asks for lexical
+/// search explicitly: a store with an embedder would default to hybrid.
+pub(crate) fn lexical(query: impl Into<String>) -> SearchRequest {
+    SearchRequest::new(query).mode(crate::SearchMode::Lexical)
 }
 
 fn scope(app: &str, user: &str) -> MemoryScope {
@@ -206,7 +243,7 @@ pub async fn capabilities_report_contract_and_limits(f: &dyn StoreFactory) {
     let caps = store.capabilities();
     assert_eq!(caps.contract_version, crate::store::CONTRACT_VERSION);
     assert_eq!(caps.scope, "app_user");
-    assert!(caps.search.modes.contains(&"bm25".to_owned()));
+    assert!(caps.search.modes.contains(&"lexical".to_owned()));
     assert!(caps.idempotent_ingestion && caps.incremental_events);
     assert!(caps.erasure_epoch_fencing);
     assert!(caps.per_scope_quota && caps.global_quota);
@@ -271,7 +308,7 @@ pub async fn keyed_add_is_idempotent_and_redacts(f: &dyn StoreFactory) {
     assert!(second.duplicate);
     assert_eq!(second.entry, first.entry);
     assert_eq!(
-        ids(&*store, &s, SearchRequest::new("supervisors")).await,
+        ids(&*store, &s, lexical("supervisors")).await,
         vec![first.entry.id]
     );
     let got = store.get_entry(&s, &first.entry.id, &c()).await.unwrap();
@@ -313,7 +350,7 @@ pub async fn search_finds_with_filter_and_provenance(f: &dyn StoreFactory) {
     let res = store
         .search(
             &s,
-            &SearchRequest::new("supervisors restart").filter(json!({"topic": "otp"})),
+            &lexical("supervisors restart").filter(json!({"topic": "otp"})),
             &c(),
         )
         .await
@@ -325,12 +362,7 @@ pub async fn search_finds_with_filter_and_provenance(f: &dyn StoreFactory) {
     assert_eq!(h.score_type, ScoreType::Bm25);
     assert!(h.score > 0.0 && h.score.is_finite());
     assert_eq!(h.entry.provenance, prov);
-    assert_eq!(
-        ids(&*store, &s, SearchRequest::new("supervisors"))
-            .await
-            .len(),
-        2
-    );
+    assert_eq!(ids(&*store, &s, lexical("supervisors")).await.len(), 2);
 }
 
 pub async fn scopes_are_isolated(f: &dyn StoreFactory) {
@@ -349,11 +381,7 @@ pub async fn scopes_are_isolated(f: &dyn StoreFactory) {
         .unwrap()
         .entry;
     for s in [&other_app, &other_user] {
-        assert!(
-            ids(&*store, s, SearchRequest::new("green tea"))
-                .await
-                .is_empty()
-        );
+        assert!(ids(&*store, s, lexical("green tea")).await.is_empty());
         assert!(matches!(
             store.get_entry(s, &e.id, &c()).await,
             Err(Error::NotFound(_))
@@ -376,7 +404,7 @@ pub async fn scopes_are_isolated(f: &dyn StoreFactory) {
     }
     assert_eq!(store.get_entry(&a, &e.id, &c()).await.unwrap(), e);
     let hits = store
-        .search(&a, &SearchRequest::new("green tea"), &c())
+        .search(&a, &lexical("green tea"), &c())
         .await
         .unwrap()
         .hits;
@@ -417,11 +445,7 @@ pub async fn idempotency_conflict_keeps_original(f: &dyn StoreFactory) {
         .unwrap_err();
     assert!(matches!(err, Error::IdempotencyConflict(_)));
     assert_eq!(store.get_entry(&s, &first.id, &c()).await.unwrap(), first);
-    assert!(
-        ids(&*store, &s, SearchRequest::new("second"))
-            .await
-            .is_empty()
-    );
+    assert!(ids(&*store, &s, lexical("second")).await.is_empty());
 }
 
 fn sample_events() -> Vec<Event> {
@@ -489,10 +513,7 @@ pub async fn add_events_reports_added_duplicates_skipped(f: &dyn StoreFactory) {
     assert!(again.added.is_empty());
     assert_eq!(again.duplicates.len(), 2);
     assert_eq!(again.duplicates[0].entry_id, report.added[0].entry_id);
-    assert_eq!(
-        ids(&*store, &s, SearchRequest::new("lisbon")).await.len(),
-        2
-    );
+    assert_eq!(ids(&*store, &s, lexical("lisbon")).await.len(), 2);
     // In-batch repeats: identical is a duplicate, different is a conflict.
     let batch = vec![
         Event::text("n1", "user", 10, "new fact about porto"),
@@ -541,7 +562,7 @@ pub async fn secret_events_are_not_searchable(f: &dyn StoreFactory) {
     assert_eq!(r.added.len(), 1);
     assert_eq!(r.skipped.len(), 2);
     let hits = store
-        .search(&s, &SearchRequest::new("github"), &c())
+        .search(&s, &lexical("github"), &c())
         .await
         .unwrap()
         .hits;
@@ -568,7 +589,7 @@ pub async fn delete_session_is_idempotent(f: &dyn StoreFactory) {
     let keep = add(&*store, &s, "lisbon without a session").await;
     assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 2);
     assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 0);
-    let left = ids(&*store, &s, SearchRequest::new("lisbon")).await;
+    let left = ids(&*store, &s, lexical("lisbon")).await;
     assert_eq!(left.len(), 2);
     assert!(left.contains(&keep));
     assert_eq!(
@@ -589,13 +610,9 @@ pub async fn delete_entry_and_user_are_idempotent(f: &dyn StoreFactory) {
         store.get_entry(&s, &a, &c()).await,
         Err(Error::NotFound(_))
     ));
-    assert_eq!(ids(&*store, &s, SearchRequest::new("alpha")).await.len(), 2);
+    assert_eq!(ids(&*store, &s, lexical("alpha")).await.len(), 2);
     assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 2);
-    assert!(
-        ids(&*store, &s, SearchRequest::new("alpha"))
-            .await
-            .is_empty()
-    );
+    assert!(ids(&*store, &s, lexical("alpha")).await.is_empty());
     assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
     assert_eq!(
         store
@@ -841,11 +858,7 @@ pub async fn event_batch_is_atomic_under_quota(f: &dyn StoreFactory) {
             limit: QuotaLimit::EntriesPerScope(3)
         }
     ));
-    assert!(
-        ids(&*store, &s, SearchRequest::new("fact"))
-            .await
-            .is_empty()
-    );
+    assert!(ids(&*store, &s, lexical("fact")).await.is_empty());
     assert_eq!(store.status().await.unwrap().entries, 1);
     let r = store
         .add_events(&s, &sid("s"), &events[..2], &w())
@@ -879,11 +892,7 @@ pub async fn expired_deadline_never_writes(f: &dyn StoreFactory) {
         .await
         .unwrap_err();
     assert!(matches!(e, Error::Timeout));
-    assert!(
-        ids(&*store, &s, SearchRequest::new("late"))
-            .await
-            .is_empty()
-    );
+    assert!(ids(&*store, &s, lexical("late")).await.is_empty());
     let kept = add(&*store, &s, "kept fact").await;
     assert!(matches!(
         store.delete_entry(&s, &kept, &past()).await,
@@ -960,12 +969,7 @@ pub async fn filter_semantics(f: &dyn StoreFactory) {
         (json!({"topic": "otp", "n": {"$gt": 2}}), vec!["c"]),
         (json!({"missing": "x"}), vec![]),
     ] {
-        let found = ids(
-            &*store,
-            &s,
-            SearchRequest::new("shared word").filter(filter.clone()),
-        )
-        .await;
+        let found = ids(&*store, &s, lexical("shared word").filter(filter.clone())).await;
         assert_eq!(names(found), want.into_iter().collect(), "{filter}");
     }
 }
@@ -979,28 +983,25 @@ pub async fn bad_input_gets_typed_errors(f: &dyn StoreFactory) {
         let s = s.clone();
         async move { store.search(&s, &req, &c()).await.unwrap_err() }
     };
+    assert!(is_invalid(&search_err(lexical("")).await, Field::Query));
     assert!(is_invalid(
-        &search_err(SearchRequest::new("")).await,
+        &search_err(lexical("q".repeat(4_097))).await,
         Field::Query
     ));
     assert!(is_invalid(
-        &search_err(SearchRequest::new("q".repeat(4_097))).await,
+        &search_err(lexical("nul\0")).await,
         Field::Query
     ));
     assert!(is_invalid(
-        &search_err(SearchRequest::new("nul\0")).await,
-        Field::Query
-    ));
-    assert!(is_invalid(
-        &search_err(SearchRequest::new("fact").limit(0)).await,
+        &search_err(lexical("fact").limit(0)).await,
         Field::Limit
     ));
     assert!(is_invalid(
-        &search_err(SearchRequest::new("fact").limit(51)).await,
+        &search_err(lexical("fact").limit(51)).await,
         Field::Limit
     ));
     assert!(is_invalid(
-        &search_err(SearchRequest::new("fact").max_bytes(0)).await,
+        &search_err(lexical("fact").max_bytes(0)).await,
         Field::MaxBytes
     ));
     for filter in [
@@ -1010,15 +1011,12 @@ pub async fn bad_input_gets_typed_errors(f: &dyn StoreFactory) {
         json!({"password": "[REDACTED]"}),
         json!({"a": {"$in": "x"}}),
     ] {
-        let e = search_err(SearchRequest::new("fact").filter(filter.clone())).await;
+        let e = search_err(lexical("fact").filter(filter.clone())).await;
         assert!(is_invalid(&e, Field::Filter), "{filter}: {e}");
     }
     // A query of stopwords or punctuation is valid and matches nothing.
     for q in ["what is it?", "?!..."] {
-        let r = store
-            .search(&s, &SearchRequest::new(q), &c())
-            .await
-            .unwrap();
+        let r = store.search(&s, &lexical(q), &c()).await.unwrap();
         assert!(r.hits.is_empty());
     }
     let deep = json!({"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": 1}}}}}}}}});
@@ -1121,7 +1119,7 @@ pub async fn ranking_is_deterministic(f: &dyn StoreFactory) {
     let mut want = vec![best, newer];
     want.extend(same_time);
     let first = store
-        .search(&s, &SearchRequest::new("kayak trip"), &c())
+        .search(&s, &lexical("kayak trip"), &c())
         .await
         .unwrap();
     let got: Vec<EntryId> = first.hits.iter().map(|h| h.entry.id).collect();
@@ -1129,7 +1127,7 @@ pub async fn ranking_is_deterministic(f: &dyn StoreFactory) {
     assert!(first.hits.windows(2).all(|w| w[0].score >= w[1].score));
     for _ in 0..3 {
         let again = store
-            .search(&s, &SearchRequest::new("trip kayak"), &c())
+            .search(&s, &lexical("trip kayak"), &c())
             .await
             .unwrap();
         assert_eq!(again, first);
@@ -1151,22 +1149,19 @@ pub async fn byte_budget_skips_and_continues(f: &dyn StoreFactory) {
         .entry;
     let small = add(&*store, &s, "a zebra").await;
     let small2 = add(&*store, &s, "zebra crossing").await;
-    let all = store
-        .search(&s, &SearchRequest::new("zebra"), &c())
-        .await
-        .unwrap();
+    let all = store.search(&s, &lexical("zebra"), &c()).await.unwrap();
     assert_eq!(all.hits[0].entry.id, long.id);
     assert!(!all.skipped_over_budget);
     let budget = 2 * 400;
     let r = store
-        .search(&s, &SearchRequest::new("zebra").max_bytes(budget), &c())
+        .search(&s, &lexical("zebra").max_bytes(budget), &c())
         .await
         .unwrap();
     assert!(r.skipped_over_budget);
     let got: BTreeSet<EntryId> = r.hits.iter().map(|h| h.entry.id).collect();
     assert_eq!(got, [small, small2].into_iter().collect());
     let limited = store
-        .search(&s, &SearchRequest::new("zebra").limit(1), &c())
+        .search(&s, &lexical("zebra").limit(1), &c())
         .await
         .unwrap();
     assert_eq!(limited.hits.len(), 1);
@@ -1185,14 +1180,14 @@ pub async fn bm25_statistics_are_per_scope(f: &dyn StoreFactory) {
         add(&*store, &a, t).await;
     }
     let before = store
-        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .search(&a, &lexical("boats harbor"), &c())
         .await
         .unwrap();
     for i in 0..50 {
         add(&*store, &b, &format!("boats boats harbor number {i}")).await;
     }
     let after = store
-        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .search(&a, &lexical("boats harbor"), &c())
         .await
         .unwrap();
     assert_eq!(
@@ -1208,7 +1203,7 @@ pub async fn bm25_statistics_are_per_scope(f: &dyn StoreFactory) {
         add(&*alone, &a, t).await;
     }
     let solo = alone
-        .search(&a, &SearchRequest::new("boats harbor"), &c())
+        .search(&a, &lexical("boats harbor"), &c())
         .await
         .unwrap();
     let scores = |r: &crate::SearchResults| -> Vec<(String, f64)> {
@@ -1348,11 +1343,7 @@ pub async fn erasure_epoch_fences_stale_writes(f: &dyn StoreFactory) {
         .await
         .unwrap_err();
     assert!(matches!(stale, Error::StaleEpoch { .. }));
-    assert!(
-        ids(&*store, &s, SearchRequest::new("erasure"))
-            .await
-            .is_empty()
-    );
+    assert!(ids(&*store, &s, lexical("erasure")).await.is_empty());
     // Erasing an empty scope still advances its epoch.
     assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
     assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 2);
@@ -1425,12 +1416,7 @@ pub async fn concurrent_keyed_adds_make_one_entry(f: &dyn StoreFactory) {
     }
     assert_eq!(ids_seen.len(), 1);
     assert_eq!(fresh, 1);
-    assert_eq!(
-        ids(&*store, &s, SearchRequest::new("concurrent"))
-            .await
-            .len(),
-        1
-    );
+    assert_eq!(ids(&*store, &s, lexical("concurrent")).await.len(), 1);
     assert_eq!(store.status().await.unwrap().entries, 1);
 }
 
@@ -1447,8 +1433,207 @@ pub async fn readd_after_delete(f: &dyn StoreFactory) {
     let second = store.add_entry(&s, input, &w()).await.unwrap();
     assert!(!second.duplicate);
     assert_eq!(second.entry.id, first.id);
-    assert_eq!(
-        ids(&*store, &s, SearchRequest::new("recurring")).await,
-        vec![first.id]
+    assert_eq!(ids(&*store, &s, lexical("recurring")).await, vec![first.id]);
+}
+
+// ---- vector and hybrid scenarios (stores with an embedder) ------------
+
+async fn seeded(f: &dyn StoreFactory, s: &MemoryScope) -> Arc<dyn MemoryStore> {
+    let store = default_store(f).await;
+    for (text, topic) in [
+        ("the cat sat on the warm mat", "pets"),
+        ("a cat and a kitten play with yarn", "pets"),
+        ("stock markets fell sharply on monday", "finance"),
+        ("interest rates and bond markets", "finance"),
+    ] {
+        store
+            .add_entry(
+                s,
+                NewEntry::new(text).metadata(obj(json!({"topic": topic}))),
+                &w(),
+            )
+            .await
+            .unwrap();
+    }
+    store
+}
+
+/// Capabilities name the embedder and the modes; a search without a mode
+/// is hybrid, with each hit's bm25, vector and fused scores.
+pub async fn vector_modes_are_reported_and_hybrid_is_the_default(f: &dyn StoreFactory) {
+    let s = scope("app", "v1");
+    let store = seeded(f, &s).await;
+    let caps = store.capabilities();
+    let e = caps
+        .search
+        .embedder
+        .as_ref()
+        .expect("an embedder is reported");
+    assert!(e.dimension > 0 && !e.model.is_empty());
+    for m in ["lexical", "vector", "hybrid"] {
+        assert!(caps.search.modes.contains(&m.to_owned()), "{m}");
+    }
+    let res = store
+        .search(&s, &SearchRequest::new("cat on a mat"), &c())
+        .await
+        .unwrap();
+    assert!(!res.hits.is_empty());
+    let top = &res.hits[0];
+    assert_eq!(top.score_type, ScoreType::Hybrid);
+    assert!(top.entry.content.contains("mat"));
+    let d = top.details.expect("hybrid hits carry score details");
+    assert!(d.bm25.is_some() && d.vector.is_some());
+    assert!((d.fused - top.score).abs() < 1e-9);
+    let lexical = store
+        .search(
+            &s,
+            &SearchRequest::new("cat").mode(crate::SearchMode::Lexical),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        lexical
+            .hits
+            .iter()
+            .all(|h| h.score_type == ScoreType::Bm25 && h.details.is_none())
     );
+}
+
+/// Vector mode ranks by similarity (no word in common needed beyond the
+/// embedder's view) and a deleted entry is gone from it at once.
+pub async fn vector_search_ranks_by_similarity_and_forgets_deleted_entries(f: &dyn StoreFactory) {
+    let s = scope("app", "v2");
+    let store = seeded(f, &s).await;
+    let req = SearchRequest::new("markets").mode(crate::SearchMode::Vector);
+    let res = store.search(&s, &req, &c()).await.unwrap();
+    assert_eq!(res.hits.len(), 4, "vector mode scores every entry");
+    assert!(res.hits[0].entry.content.contains("markets"));
+    assert_eq!(res.hits[0].score_type, ScoreType::Vector);
+    assert!(res.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let first = res.hits[0].entry.id;
+    assert_eq!(store.delete_entry(&s, &first, &c()).await.unwrap(), 1);
+    let after = store.search(&s, &req, &c()).await.unwrap();
+    assert_eq!(after.hits.len(), 3);
+    assert!(after.hits.iter().all(|h| h.entry.id != first));
+}
+
+/// Filters, limits and the byte budget apply to the fused list.
+pub async fn hybrid_filters_and_budget_apply_to_the_fused_list(f: &dyn StoreFactory) {
+    let s = scope("app", "v3");
+    let store = seeded(f, &s).await;
+    let res = store
+        .search(
+            &s,
+            &SearchRequest::new("cat markets").filter(json!({"topic": "finance"})),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert!(!res.hits.is_empty());
+    assert!(
+        res.hits
+            .iter()
+            .all(|h| h.entry.metadata["topic"] == "finance")
+    );
+    let one = store
+        .search(&s, &SearchRequest::new("cat markets").limit(1), &c())
+        .await
+        .unwrap();
+    assert_eq!(one.hits.len(), 1);
+    let tiny = store
+        .search(&s, &SearchRequest::new("cat markets").max_bytes(1), &c())
+        .await
+        .unwrap();
+    assert!(tiny.hits.is_empty() && tiny.skipped_over_budget);
+}
+
+/// Another scope's vectors never answer a search.
+pub async fn vector_search_never_crosses_scopes(f: &dyn StoreFactory) {
+    let a = scope("app", "alice");
+    let b = scope("app", "bob");
+    let other_app = scope("other", "alice");
+    let store = default_store(f).await;
+    store
+        .add_entry(&a, NewEntry::new("alice keeps bees"), &w())
+        .await
+        .unwrap();
+    store
+        .add_entry(&other_app, NewEntry::new("alice keeps bees too"), &w())
+        .await
+        .unwrap();
+    for mode in [crate::SearchMode::Vector, crate::SearchMode::Hybrid] {
+        let res = store
+            .search(&b, &SearchRequest::new("keeps bees").mode(mode), &c())
+            .await
+            .unwrap();
+        assert!(res.hits.is_empty(), "{mode:?}");
+        let res = store
+            .search(&a, &SearchRequest::new("keeps bees").mode(mode), &c())
+            .await
+            .unwrap();
+        assert_eq!(res.hits.len(), 1, "{mode:?}");
+        assert_eq!(res.hits[0].entry.scope, a);
+    }
+}
+
+/// After `delete_user`, neither mode finds anything, and a stale write
+/// cannot bring a vector back.
+pub async fn erased_users_leave_vector_search(f: &dyn StoreFactory) {
+    let s = scope("app", "v5");
+    let store = seeded(f, &s).await;
+    let epoch = store.erasure_epoch(&s, &c()).await.unwrap();
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 4);
+    let late = WriteOptions {
+        epoch: Some(epoch),
+        ..w()
+    };
+    assert!(
+        store
+            .add_entry(&s, NewEntry::new("a cat again"), &late)
+            .await
+            .is_err()
+    );
+    for mode in [crate::SearchMode::Vector, crate::SearchMode::Hybrid] {
+        let res = store
+            .search(&s, &SearchRequest::new("cat").mode(mode), &c())
+            .await
+            .unwrap();
+        assert!(res.hits.is_empty(), "{mode:?}");
+    }
+}
+
+/// Every store answers the modes its capabilities list and refuses the
+/// others with a typed error (never silently empty or lexical results).
+pub async fn search_modes_match_capabilities(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "modes");
+    store
+        .add_entry(&s, NewEntry::new("modes of search"), &w())
+        .await
+        .unwrap();
+    let modes = store.capabilities().search.modes;
+    for mode in [
+        crate::SearchMode::Lexical,
+        crate::SearchMode::Vector,
+        crate::SearchMode::Hybrid,
+    ] {
+        let r = store
+            .search(&s, &SearchRequest::new("search").mode(mode), &c())
+            .await;
+        if modes.contains(&mode.as_str().to_owned()) {
+            assert_eq!(r.unwrap().hits.len(), 1, "{mode:?}");
+        } else {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::InvalidArgument {
+                        field: Field::Query,
+                        ..
+                    })
+                ),
+                "{mode:?}: {r:?}"
+            );
+        }
+    }
 }

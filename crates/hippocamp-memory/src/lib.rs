@@ -31,6 +31,7 @@
 
 pub mod checked;
 pub mod config;
+pub mod embedding;
 pub mod entry;
 pub mod event;
 pub mod mem;
@@ -50,8 +51,8 @@ pub use event::{Event, IngestReport, SkipReason};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
-    AddOutcome, Capabilities, MemoryStore, ScoreType, SearchHit, SearchRequest, SearchResults,
-    StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, EmbedderInfo, MemoryStore, ScoreDetails, ScoreType, SearchHit,
+    SearchMode, SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_embed::Embedder;
 use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::RwLock;
 use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -20,7 +21,7 @@ use crate::entry::{MemoryEntry, NewEntry, prepare_entry};
 use crate::event::{Decision, Event, IngestReport, plan_events};
 use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
-use crate::search::prepare_search;
+use crate::search::{prepare_search, resolve_mode};
 use crate::store::{
     AddOutcome, Capabilities, MemoryStore, SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
@@ -37,6 +38,7 @@ type ShellRef = Arc<AsyncRwLock<Shell>>;
 #[derive(Debug)]
 pub struct InMemoryStore {
     config: MemoryConfig,
+    embedder: Option<Arc<dyn Embedder>>,
     analyzer: Analyzer,
     scopes: RwLock<HashMap<MemoryScope, ShellRef>>,
     quota: Arc<GlobalQuota>,
@@ -70,10 +72,19 @@ impl InMemoryStore {
     fn build(config: MemoryConfig, quota: Arc<GlobalQuota>) -> Self {
         Self {
             config,
+            embedder: None,
             analyzer: Analyzer::english(),
             scopes: RwLock::new(HashMap::new()),
             quota,
         }
+    }
+
+    /// A store that embeds every entry with `embedder` before it commits
+    /// and offers `vector` and `hybrid` search (the default mode).
+    #[must_use]
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
     }
 
     /// The configuration.
@@ -130,7 +141,9 @@ impl InMemoryStore {
 #[async_trait]
 impl MemoryStore for InMemoryStore {
     fn capabilities(&self) -> Capabilities {
-        self.config.capabilities("memory", false)
+        let mut c = self.config.capabilities("memory", false);
+        crate::embedding::describe(&mut c, self.embedder.as_deref());
+        c
     }
 
     async fn add_entry(
@@ -143,6 +156,14 @@ impl MemoryStore for InMemoryStore {
         let limits = &self.config.limits;
         let prepared = prepare_entry(scope, entry, limits)?;
         let terms = self.analyzer.analyze(&prepared.entry.content);
+        // Embedded before the write commits, so every entry has its vector.
+        let vector = crate::embedding::embed_passages(
+            self.embedder.as_deref(),
+            std::slice::from_ref(&prepared.entry.content),
+            deadline,
+        )
+        .await?
+        .pop();
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
@@ -170,7 +191,11 @@ impl MemoryStore for InMemoryStore {
         reservation.commit();
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
+        let id = entry.id;
         s.data.insert(entry.clone(), prepared.storage_bytes, &terms);
+        if let Some(v) = vector {
+            s.data.insert_vector(id, &v);
+        }
         Ok(AddOutcome {
             entry,
             duplicate: false,
@@ -193,6 +218,20 @@ impl MemoryStore for InMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
+        let texts: Vec<String> = plan
+            .entries
+            .iter()
+            .map(|p| p.prepared.entry.content.clone())
+            .collect();
+        let mut vectors: HashMap<usize, Vec<f32>> = plan
+            .entries
+            .iter()
+            .map(|p| p.index)
+            .zip(
+                crate::embedding::embed_passages(self.embedder.as_deref(), &texts, deadline)
+                    .await?,
+            )
+            .collect();
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
@@ -212,7 +251,11 @@ impl MemoryStore for InMemoryStore {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
             let terms = terms.remove(&planned.index).unwrap_or_default();
+            let id = entry.id;
             s.data.insert(entry, planned.prepared.storage_bytes, &terms);
+            if let Some(v) = vectors.remove(&planned.index) {
+                s.data.insert_vector(id, &v);
+            }
         }
         Ok(report)
     }
@@ -225,11 +268,21 @@ impl MemoryStore for InMemoryStore {
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
         let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mode = resolve_mode(prepared.mode, self.embedder.is_some())?;
+        let query_vector =
+            crate::embedding::embed_query(self.embedder.as_deref(), mode, &request.query, deadline)
+                .await?;
         let Some(shell) = self.find(scope) else {
             return Ok(SearchResults::default());
         };
         let s = Self::read(&shell, deadline).await?;
-        Ok(s.data.search(&prepared, self.config.bm25))
+        Ok(match &query_vector {
+            None => s.data.search(&prepared, self.config.bm25),
+            Some(v) => {
+                s.data
+                    .search_vectors(&prepared, mode, v, self.config.bm25, &self.config.fusion)
+            }
+        })
     }
 
     async fn get_entry(

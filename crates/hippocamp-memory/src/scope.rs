@@ -9,11 +9,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
-use hippocamp_search::{Bm25Params, InvertedIndex, TermFreqs};
+use hippocamp_search::{
+    Bm25Params, Candidate, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
+};
 
 use crate::entry::MemoryEntry;
 use crate::search::PreparedSearch;
-use crate::store::{ScoreType, SearchHit, SearchResults};
+use crate::store::{ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults};
 
 #[derive(Debug, Clone)]
 struct Stored {
@@ -39,6 +41,15 @@ pub struct ScopeData {
     index: InvertedIndex<EntryId>,
     sessions: HashMap<SessionId, BTreeSet<EntryId>>,
     bytes: u64,
+    /// Unit vectors of the entries, when the store embeds (created with
+    /// the first vector; its width is the embedder's).
+    vectors: Option<VectorSet<EntryId>>,
+}
+
+/// A scored candidate on its way to a hit.
+struct Scored {
+    candidate: Candidate<EntryId>,
+    details: Option<ScoreDetails>,
 }
 
 fn recency(entry: &MemoryEntry) -> i64 {
@@ -93,10 +104,30 @@ impl ScopeData {
         );
     }
 
+    /// Stores the vector of entry `id` (already inserted); `false` if it
+    /// is unknown or the width differs from the scope's vectors.
+    pub fn insert_vector(&mut self, id: EntryId, vector: &[f32]) -> bool {
+        let Some(stored) = self.entries.get(&id) else {
+            return false;
+        };
+        let r = recency(&stored.entry);
+        self.vectors
+            .get_or_insert_with(|| VectorSet::new(vector.len()))
+            .insert(id, vector, r)
+    }
+
+    /// Entries without a vector (added before an embedder was configured).
+    pub fn missing_vectors(&self) -> u64 {
+        self.len() - self.vectors.as_ref().map_or(0, |v| v.len() as u64)
+    }
+
     /// Removes an entry; returns it with its byte count.
     pub fn remove(&mut self, id: &EntryId) -> Option<(Arc<MemoryEntry>, u64)> {
         let stored = self.entries.remove(id)?;
         self.index.remove(id);
+        if let Some(v) = &mut self.vectors {
+            v.remove(id);
+        }
         if let Some(s) = &stored.entry.provenance.session_id
             && let Some(ids) = self.sessions.get_mut(s)
         {
@@ -133,15 +164,98 @@ impl ScopeData {
     /// filter, then the limit and byte budget. A hit that does not fit the
     /// budget is skipped and later, smaller hits are still taken.
     pub fn search(&self, q: &PreparedSearch, params: Bm25Params) -> SearchResults {
-        let mut out = SearchResults::default();
         if q.terms.is_empty() {
-            return out;
+            return SearchResults::default();
         }
+        let ranked = self.index.search(&q.terms, params).map(|c| Scored {
+            candidate: c,
+            details: None,
+        });
+        self.collect(q, ranked, ScoreType::Bm25)
+    }
+
+    /// Runs a prepared search in `mode` with the query's vector: `vector`
+    /// ranks by dot product; `hybrid` fuses the top of the BM25 and the
+    /// vector lists (`fusion`); then the filter, limit and byte budget as
+    /// for BM25. Filters apply after fusion, to the fused list.
+    pub fn search_vectors(
+        &self,
+        q: &PreparedSearch,
+        mode: SearchMode,
+        query_vector: &[f32],
+        params: Bm25Params,
+        fusion: &FusionParams,
+    ) -> SearchResults {
+        let Some(vectors) = &self.vectors else {
+            return match mode {
+                SearchMode::Vector => SearchResults::default(),
+                _ => self.search(q, params),
+            };
+        };
+        match mode {
+            SearchMode::Lexical => self.search(q, params),
+            SearchMode::Vector => {
+                let ranked =
+                    Ranked::new(vectors.search(query_vector, vectors.len().max(1))).map(|c| {
+                        Scored {
+                            candidate: c,
+                            details: None,
+                        }
+                    });
+                self.collect(q, ranked, ScoreType::Vector)
+            }
+            SearchMode::Hybrid => {
+                let lexical: Vec<Candidate<EntryId>> = if q.terms.is_empty() {
+                    Vec::new()
+                } else {
+                    self.index
+                        .search(&q.terms, params)
+                        .take(fusion.depth)
+                        .collect()
+                };
+                let dense = vectors.search(query_vector, fusion.depth);
+                let fused = fuse(lexical, dense, fusion);
+                let mut details: HashMap<EntryId, ScoreDetails> = fused
+                    .iter()
+                    .map(|f| {
+                        (
+                            f.candidate.key,
+                            ScoreDetails {
+                                bm25: f.bm25.map(f64::from),
+                                vector: f.vector.map(f64::from),
+                                fused: f64::from(f.candidate.score),
+                            },
+                        )
+                    })
+                    .collect();
+                let ranked =
+                    Ranked::new(fused.into_iter().map(|f| f.candidate).collect()).map(|c| Scored {
+                        details: details.remove(&c.key),
+                        candidate: c,
+                    });
+                self.collect(q, ranked, ScoreType::Hybrid)
+            }
+        }
+    }
+
+    /// Walks ranked candidates applying the filter, limit and byte budget.
+    fn collect(
+        &self,
+        q: &PreparedSearch,
+        mut ranked: impl Iterator<Item = Scored>,
+        score_type: ScoreType,
+    ) -> SearchResults {
+        let mut out = SearchResults::default();
         let mut used = 0u64;
         let min_hit = crate::entry::ENTRY_OVERHEAD_BYTES as u64;
-        let mut ranked = self.index.search(&q.terms, params);
         while out.hits.len() < q.limit {
-            let Some(c) = ranked.next() else { break };
+            let Some(Scored {
+                candidate: c,
+                details,
+            }) = ranked.next()
+            else {
+                break;
+            };
             let Some(stored) = self.entries.get(&c.key) else {
                 continue;
             };
@@ -160,7 +274,8 @@ impl ScopeData {
             out.hits.push(SearchHit {
                 entry: Arc::clone(&stored.entry),
                 score: f64::from(c.score),
-                score_type: ScoreType::Bm25,
+                score_type,
+                details,
             });
         }
         out

@@ -5,7 +5,7 @@ use hippocamp_core::limits::to_usize;
 use hippocamp_core::{Error, Field, Filter, MemoryLimits, Problem, Result};
 use hippocamp_search::Analyzer;
 
-use crate::store::SearchRequest;
+use crate::store::{SearchMode, SearchRequest};
 
 /// A validated search.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +19,8 @@ pub struct PreparedSearch {
     pub limit: usize,
     /// Byte budget of the hits.
     pub max_bytes: u64,
+    /// The mode asked for (the store resolves the default).
+    pub mode: Option<SearchMode>,
 }
 
 fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
@@ -33,6 +35,24 @@ fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
         ));
     }
     Ok(value)
+}
+
+/// The mode a search runs in: the one asked for, or `hybrid` when the
+/// store embeds and `lexical` otherwise. Vector modes without an embedder
+/// are refused (never silently answered lexically or emptily).
+pub fn resolve_mode(requested: Option<SearchMode>, embeds: bool) -> Result<SearchMode> {
+    match (requested, embeds) {
+        (None, true) => Ok(SearchMode::Hybrid),
+        (None, false) | (Some(SearchMode::Lexical), _) => Ok(SearchMode::Lexical),
+        (Some(m), true) => Ok(m),
+        (Some(m), false) => Err(Error::invalid(
+            Field::Query,
+            Problem::Malformed(format!(
+                "mode `{}` needs an embedder and this store has none",
+                m.as_str()
+            )),
+        )),
+    }
 }
 
 /// Validates `req` (query, limit, byte budget, filter, in that order) and
@@ -62,6 +82,7 @@ pub fn prepare_search(
         filter,
         limit: to_usize(limit),
         max_bytes,
+        mode: req.mode,
     })
 }
 

@@ -72,6 +72,33 @@ pub struct SearchRequest {
     /// `max_result_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    /// How to score: `lexical`, `vector` or `hybrid`. Default: `hybrid`
+    /// when the store has an embedder, `lexical` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SearchMode>,
+}
+
+/// How a search scores entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// BM25 only.
+    Lexical,
+    /// Dot product of the query's and the entries' vectors only.
+    Vector,
+    /// BM25 and vector scores fused (see the store's fusion parameters).
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Lexical => "lexical",
+            SearchMode::Vector => "vector",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
 }
 
 impl SearchRequest {
@@ -87,6 +114,13 @@ impl SearchRequest {
     #[must_use]
     pub fn limit(mut self, limit: u64) -> Self {
         self.limit = Some(limit);
+        self
+    }
+
+    /// Sets the mode.
+    #[must_use]
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = Some(mode);
         self
     }
 
@@ -112,6 +146,21 @@ impl SearchRequest {
 pub enum ScoreType {
     /// Okapi BM25 over the scope's own statistics.
     Bm25,
+    /// Dot product of unit vectors (cosine similarity).
+    Vector,
+    /// BM25 and vector scores fused.
+    Hybrid,
+}
+
+/// The scores a fused hit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScoreDetails {
+    /// Its BM25 score, if the lexical list held it.
+    pub bm25: Option<f64>,
+    /// Its vector score, if the dense list held it.
+    pub vector: Option<f64>,
+    /// The fused score (the hit's `score`).
+    pub fused: f64,
 }
 
 /// One search hit.
@@ -126,6 +175,9 @@ pub struct SearchHit {
     pub score: f64,
     /// How the score was computed.
     pub score_type: ScoreType,
+    /// For hybrid hits, the scores that were fused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<ScoreDetails>,
 }
 
 /// Hits, best first: higher score, then newer, then smaller id.
@@ -149,6 +201,22 @@ pub struct SearchCapabilities {
     pub analyzer: String,
     /// Filter operators understood.
     pub filter_operators: Vec<String>,
+    /// The embedder, when vector and hybrid modes are offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<EmbedderInfo>,
+    /// Fusion parameters of hybrid search.
+    pub fusion: hippocamp_search::FusionParams,
+}
+
+/// The embedder a store uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedderInfo {
+    /// Its model.
+    pub model: String,
+    /// The width of its vectors.
+    pub dimension: usize,
+    /// Content is embedded before the write commits (`synchronous`).
+    pub ingestion: String,
 }
 
 /// Router details, present when a store is behind a scope router.

@@ -14,9 +14,13 @@
 #![warn(missing_docs)]
 
 pub mod analyzer;
+pub mod fusion;
 pub mod index;
 pub mod rank;
+pub mod vector;
 
 pub use analyzer::{Analyzer, TermFreqs};
+pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
 pub use index::{Bm25Params, IndexStats, InvertedIndex};
 pub use rank::{Candidate, Ranked};
+pub use vector::{VectorSet, dot};

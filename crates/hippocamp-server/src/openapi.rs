@@ -153,6 +153,8 @@ fn schemas() -> Value {
             "filter": { "description": "a metadata filter", "type": "object" },
             "limit": { "type": "integer" },
             "max_bytes": { "type": "integer" },
+            "mode": { "type": "string", "enum": ["lexical", "vector", "hybrid"],
+                      "description": "default: hybrid when the store has an embedder, else lexical" },
         }), &["query"]),
         "MemoryEntry": obj("A stored entry", json!({
             "id": { "type": "string", "pattern": "^mem-[0-9a-f]{32}$" },
@@ -174,7 +176,12 @@ fn schemas() -> Value {
                 { "$ref": "#/components/schemas/MemoryEntry" },
                 obj("The entry's fields, and its score", json!({
                     "score": { "type": "number" },
-                    "score_type": { "type": "string", "enum": ["bm25"] },
+                    "score_type": { "type": "string", "enum": ["bm25", "vector", "hybrid"] },
+                    "details": obj("The scores a hybrid hit fused", json!({
+                        "bm25": { "type": ["number", "null"] },
+                        "vector": { "type": ["number", "null"] },
+                        "fused": { "type": "number" },
+                    }), &["fused"]),
                 }), &["score", "score_type"]),
             ] } },
             "skipped_over_budget": { "type": "boolean", "description": "a hit was left out to keep within max_bytes" },

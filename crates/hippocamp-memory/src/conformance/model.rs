@@ -20,7 +20,7 @@ use super::StoreFactory;
 use crate::MemoryConfig;
 use crate::entry::{NewEntry, Provenance};
 use crate::event::Event;
-use crate::store::{MemoryStore, SearchRequest, WriteOptions};
+use crate::store::{MemoryStore, WriteOptions};
 
 const WORDS: &[&str] = &["apple", "banana", "cherry", "delta", "echo", "falcon"];
 const SCOPES: &[(&str, &str)] = &[("app", "alice"), ("app", "bob"), ("other", "alice")];
@@ -314,7 +314,7 @@ async fn verify(
         total += entries.len() as u64;
         for word in WORDS {
             let res = store
-                .search(s, &SearchRequest::new(*word), c)
+                .search(s, &super::lexical(*word), c)
                 .await
                 .map_err(fail)?;
             let stem = analyzer.terms(word);

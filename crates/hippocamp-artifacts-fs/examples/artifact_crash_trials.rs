@@ -1,5 +1,5 @@
 //! Process-crash tally of the filesystem artifact store:
-//! `cargo run --release -p hippocamp-artifacts-fs --example crash_trials
+//! `cargo run --release -p hippocamp-artifacts-fs --example artifact_crash_trials
 //! -- [TRIALS]` (default 1,000). Each trial starts a child that puts and
 //! deletes artifacts from 4 concurrent streams and prints every
 //! acknowledgement, kills it with SIGKILL at a random moment, reopens the
