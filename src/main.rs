@@ -407,6 +407,33 @@ struct Common {
     /// not given); each store of the run gets a new sub-folder.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Search mode (default: hybrid with an embedder, lexical without).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// The embedder: `http:<base url>` (an OpenAI-compatible endpoint) or
+    /// `local:<model dir>`.
+    #[arg(long)]
+    embedder: Option<String>,
+    /// The model to ask the embedding endpoint for.
+    #[arg(long)]
+    embedder_model: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Lexical,
+    Vector,
+    Hybrid,
+}
+
+impl From<ModeArg> for hippocamp_memory::SearchMode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Lexical => Self::Lexical,
+            ModeArg::Vector => Self::Vector,
+            ModeArg::Hybrid => Self::Hybrid,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -445,7 +472,41 @@ impl StoreOpener for DurableOpener {
 }
 
 impl Common {
-    fn opener(&self) -> anyhow::Result<Box<dyn StoreOpener>> {
+    async fn opener(&self) -> anyhow::Result<Box<dyn StoreOpener>> {
+        if let Some(spec) = &self.embedder {
+            if self.store != StoreKind::Memory {
+                anyhow::bail!("--embedder works with --store memory (vectors are not durable yet)");
+            }
+            let embedder: Arc<dyn hippocamp_embed::Embedder> =
+                if let Some(url) = spec.strip_prefix("http:") {
+                    let model = self
+                        .embedder_model
+                        .clone()
+                        .context("--embedder http:… needs --embedder-model")?;
+                    Arc::new(
+                        hippocamp_embed::http::OpenAiEmbedder::connect(
+                            hippocamp_embed::http::HttpEmbedderConfig {
+                                base_url: url.to_owned(),
+                                model,
+                                dimension: None,
+                                api_key: std::env::var("HIPPOCAMP_EMBED_API_KEY").ok(),
+                                limits: hippocamp_embed::EmbedLimits::default(),
+                            },
+                        )
+                        .await
+                        .context("connecting to the embedding endpoint")?,
+                    )
+                } else if spec.starts_with("local:") {
+                    anyhow::bail!("local embedding models are not in this build yet (use http:)");
+                } else {
+                    anyhow::bail!("--embedder is http:<base url> or local:<model dir>");
+                };
+            let label = format!("{}@{spec}", embedder.model());
+            return Ok(Box::new(hippocamp_eval::EmbeddingOpener {
+                embedder,
+                label,
+            }));
+        }
         Ok(match self.store {
             StoreKind::Memory => Box::new(InMemoryOpener),
             StoreKind::Durable => {
@@ -493,9 +554,10 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                     ..MemoryConfig::default()
                 },
                 isolation_check: !no_isolation,
+                mode: common.mode.map(Into::into),
                 ..locomo::LocomoOptions::default()
             };
-            let report = locomo::run(&*common.opener()?, &samples, &opts).await?;
+            let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;
             print(&report, common.json)
         }
         Eval::Cranfield { dir, common } => {
@@ -504,7 +566,14 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                 bm25: common.bm25(),
                 ..cranfield::config()
             };
-            let report = cranfield::run(&*common.opener()?, &collection, config, true).await?;
+            let report = cranfield::run_in_mode(
+                &*common.opener().await?,
+                &collection,
+                config,
+                common.mode.map(Into::into),
+                true,
+            )
+            .await?;
             print(&report, common.json)
         }
     }

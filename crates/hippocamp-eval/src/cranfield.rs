@@ -16,6 +16,10 @@ use crate::{EvalError, StoreOpener, progress};
 /// The run's figures (`--json` keys).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CranfieldReport {
+    /// The search mode (`lexical`, `vector`, `hybrid`).
+    pub mode: String,
+    /// The embedder (`model@where`), if any.
+    pub embedder: Option<String>,
     /// Graded nDCG@10.
     pub ndcg_at_10: f64,
     /// MAP over the top 100.
@@ -43,13 +47,26 @@ pub fn config() -> MemoryConfig {
     }
 }
 
-/// Runs the evaluation with `config` (see [`config`]).
+/// Runs the evaluation with `config` (see [`config`]) in the store's
+/// default mode.
 pub async fn run(
     opener: &dyn StoreOpener,
     collection: &Collection,
     config: MemoryConfig,
     show_progress: bool,
 ) -> Result<CranfieldReport, EvalError> {
+    run_in_mode(opener, collection, config, None, show_progress).await
+}
+
+/// [`run`] with a search mode.
+pub async fn run_in_mode(
+    opener: &dyn StoreOpener,
+    collection: &Collection,
+    config: MemoryConfig,
+    mode: Option<hippocamp_memory::SearchMode>,
+    show_progress: bool,
+) -> Result<CranfieldReport, EvalError> {
+    let mode = crate::run_mode(mode, opener);
     let store = opener.open(config, "cranfield").await?;
     let scope = MemoryScope::parse("cranfield", "corpus")?;
     let bar = show_progress.then(|| progress(collection.docs.len() as u64, "index"));
@@ -86,7 +103,7 @@ pub async fn run(
         let hits = store
             .search(
                 &scope,
-                &SearchRequest::new(q.text.clone()).limit(TOP_K),
+                &SearchRequest::new(q.text.clone()).limit(TOP_K).mode(mode),
                 &CallOptions::default(),
             )
             .await?
@@ -116,6 +133,8 @@ pub async fn run(
         rr.push(reciprocal_rank(&ranked, |x| gains.contains_key(x)));
     }
     Ok(CranfieldReport {
+        mode: mode.as_str().to_owned(),
+        embedder: opener.embedder(),
         ndcg_at_10: mean(ndcg.iter().copied()),
         map: mean(ap.iter().copied()),
         mrr: mean(rr.iter().copied()),

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hippocamp_memory::{MemoryConfig, MemoryStore};
+use hippocamp_memory::{MemoryConfig, MemoryStore, SearchMode};
 
 pub mod cranfield;
 pub mod locomo;
@@ -43,6 +43,47 @@ pub trait StoreOpener: Send + Sync {
         config: MemoryConfig,
         label: &str,
     ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error>;
+
+    /// The embedder its stores use (`model@where`), if any.
+    fn embedder(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The mode a run's searches use: the one asked for, or the store's
+/// default (hybrid with an embedder, lexical without).
+pub fn run_mode(requested: Option<SearchMode>, opener: &dyn StoreOpener) -> SearchMode {
+    requested.unwrap_or(if opener.embedder().is_some() {
+        SearchMode::Hybrid
+    } else {
+        SearchMode::Lexical
+    })
+}
+
+/// Opens in-memory stores that embed with one embedder.
+#[derive(Debug, Clone)]
+pub struct EmbeddingOpener {
+    /// The embedder.
+    pub embedder: Arc<dyn hippocamp_embed::Embedder>,
+    /// How to name it in reports.
+    pub label: String,
+}
+
+#[async_trait]
+impl StoreOpener for EmbeddingOpener {
+    async fn open(
+        &self,
+        config: MemoryConfig,
+        _label: &str,
+    ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error> {
+        Ok(Arc::new(
+            hippocamp_memory::InMemoryStore::new(config)?.with_embedder(Arc::clone(&self.embedder)),
+        ))
+    }
+
+    fn embedder(&self) -> Option<String> {
+        Some(self.label.clone())
+    }
 }
 
 /// Opens in-memory stores.

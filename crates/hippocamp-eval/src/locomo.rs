@@ -39,6 +39,8 @@ pub struct LocomoOptions {
     pub isolation_check: bool,
     /// Whether to draw progress bars.
     pub progress: bool,
+    /// The search mode (default: the store's).
+    pub mode: Option<hippocamp_memory::SearchMode>,
 }
 
 impl Default for LocomoOptions {
@@ -48,6 +50,7 @@ impl Default for LocomoOptions {
             top_k: 50,
             isolation_check: true,
             progress: true,
+            mode: None,
         }
     }
 }
@@ -79,6 +82,10 @@ pub struct QuestionResult {
 /// The run's figures. The first keys are a stable interface (`--json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LocomoReport {
+    /// The search mode (`lexical`, `vector`, `hybrid`).
+    pub mode: String,
+    /// The embedder (`model@where`), if any.
+    pub embedder: Option<String>,
     /// R@1, categories 1-4.
     pub recall_at_1: f64,
     /// R@5, categories 1-4.
@@ -187,11 +194,12 @@ async fn search(
     scope: &MemoryScope,
     question: &str,
     top_k: u64,
+    mode: hippocamp_memory::SearchMode,
 ) -> Result<Ranking, EvalError> {
     let res = store
         .search(
             scope,
-            &SearchRequest::new(question).limit(top_k),
+            &SearchRequest::new(question).limit(top_k).mode(mode),
             &CallOptions::default(),
         )
         .await?;
@@ -218,6 +226,7 @@ pub async fn run(
     opts: &LocomoOptions,
 ) -> Result<LocomoReport, EvalError> {
     let store = opener.open(opts.config.clone(), "locomo").await?;
+    let mode = crate::run_mode(opts.mode, opener);
     let total_turns: usize = samples
         .iter()
         .flat_map(|s| s.sessions.iter().map(|x| x.turns.len()))
@@ -241,7 +250,7 @@ pub async fn run(
         .progress
         .then(|| progress(2 * all.len() as u64, "search"));
     for (s, q) in &all {
-        search(&*store, &scope_of(s)?, &q.text, opts.top_k).await?;
+        search(&*store, &scope_of(s)?, &q.text, opts.top_k, mode).await?;
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -251,7 +260,7 @@ pub async fn run(
     for (s, q) in &all {
         let scope = scope_of(s)?;
         let t = Instant::now();
-        let r = search(&*store, &scope, &q.text, opts.top_k).await?;
+        let r = search(&*store, &scope, &q.text, opts.top_k, mode).await?;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
         rankings.push(r);
         if let Some(b) = &bar {
@@ -285,6 +294,8 @@ pub async fn run(
     };
 
     Ok(LocomoReport {
+        mode: mode.as_str().to_owned(),
+        embedder: opener.embedder(),
         recall_at_1: col(0),
         recall_at_5: col(1),
         recall_at_10: col(2),
@@ -368,6 +379,7 @@ async fn isolation(
         .progress
         .then(|| progress(all.len() as u64, "isolation"));
     let mut equal = true;
+    let mode = crate::run_mode(opts.mode, opener);
     for sample in samples {
         let alone = opener
             .open(opts.config.clone(), &format!("locomo-{}", sample.sample_id))
@@ -378,7 +390,7 @@ async fn isolation(
             if s.sample_id != sample.sample_id {
                 continue;
             }
-            let solo = search(&*alone, &scope, &q.text, opts.top_k).await?;
+            let solo = search(&*alone, &scope, &q.text, opts.top_k, mode).await?;
             let key = |r: &Ranking| -> Vec<(EntryId, u64)> {
                 r.iter().map(|h| (h.0, h.1.to_bits())).collect()
             };

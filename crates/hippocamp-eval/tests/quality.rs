@@ -43,3 +43,38 @@ async fn cranfield_meets_the_bm25_bar() {
     assert!(r.ndcg_at_10 >= 0.35, "nDCG@10 {}", r.ndcg_at_10);
     assert_eq!(r.queries, 225);
 }
+
+/// The modes run end to end through an embedding store (the hashing
+/// embedder: this checks the plumbing and the report keys, never quality).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cranfield_runs_in_every_mode_with_an_embedder() {
+    let Some(dir) = data() else { return };
+    let c = hippocamp_datasets::cranfield::load(&dir.join("cranfield")).unwrap();
+    let opener = hippocamp_eval::EmbeddingOpener {
+        embedder: std::sync::Arc::new(hippocamp_embed::hash::HashEmbedder::new(256)),
+        label: "hash-256@test".into(),
+    };
+    let lexical = cranfield::run(&InMemoryOpener, &c, cranfield::config(), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        (lexical.mode.as_str(), lexical.embedder.as_deref()),
+        ("lexical", None)
+    );
+    for mode in [
+        hippocamp_memory::SearchMode::Lexical,
+        hippocamp_memory::SearchMode::Vector,
+        hippocamp_memory::SearchMode::Hybrid,
+    ] {
+        let r = cranfield::run_in_mode(&opener, &c, cranfield::config(), Some(mode), false)
+            .await
+            .unwrap();
+        assert_eq!(r.mode, mode.as_str());
+        assert_eq!(r.embedder.as_deref(), Some("hash-256@test"));
+        assert!(r.ndcg_at_10 > 0.05, "{mode:?}: {}", r.ndcg_at_10);
+        if mode == hippocamp_memory::SearchMode::Lexical {
+            // The embedder changes nothing in lexical mode.
+            assert!((r.ndcg_at_10 - lexical.ndcg_at_10).abs() < 1e-12);
+        }
+    }
+}

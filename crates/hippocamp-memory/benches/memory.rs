@@ -2,7 +2,10 @@
 //! - `search/<n>`: one search (top 50) on a scope of n entries built from
 //!   LoCoMo turns and Cranfield sentences, LoCoMo questions as queries;
 //! - `add_entry`: one acknowledged add;
-//! - `add_events_1000`: one batch of 1,000 events of ~200 bytes.
+//! - `add_events_1000`: one batch of 1,000 events of ~200 bytes;
+//! - `vectors/{vector,hybrid}_600`: one vector or hybrid search (top 50)
+//!   of a 600-entry scope with 384-wide vectors, excluding the query's
+//!   embedding (vectors are computed before timing).
 
 // Benchmark set-up may panic: a missing corpus is a usage error.
 #![allow(clippy::expect_used, clippy::cast_possible_wrap)]
@@ -140,5 +143,66 @@ fn ingest(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, search, ingest);
+fn vectors(c: &mut Criterion) {
+    use hippocamp_memory::SearchMode;
+    use hippocamp_memory::entry::prepare_entry;
+    use hippocamp_memory::scope::ScopeData;
+    use hippocamp_memory::search::prepare_search;
+    let dir =
+        hippocamp_datasets::data_dir().expect("set HIPPOCAMP_DATA_DIR or provide ../shared/data");
+    let queries = hippocamp_datasets::corpus::queries(&dir).expect("LoCoMo questions");
+    let texts = hippocamp_datasets::corpus::texts(&dir, 600).expect("corpus");
+    let rt = runtime();
+    let embedder = hippocamp_embed::hash::HashEmbedder::new(384);
+    let deadline = || hippocamp_core::Deadline::after(std::time::Duration::from_secs(5));
+    let embed = |t: &[String]| {
+        rt.block_on(hippocamp_memory::embedding::embed_passages(
+            Some(&embedder),
+            t,
+            deadline(),
+        ))
+        .expect("embed")
+    };
+    let config = MemoryConfig::default();
+    let analyzer = hippocamp_search::Analyzer::english();
+    let scope = MemoryScope::parse("bench", "user").expect("scope");
+    let mut data = ScopeData::default();
+    for (text, v) in texts.iter().zip(embed(&texts)) {
+        let p = prepare_entry(&scope, NewEntry::new(text.clone()), &config.limits).expect("entry");
+        let id = p.entry.id;
+        data.insert(p.entry, p.storage_bytes, &analyzer.analyze(text));
+        data.insert_vector(id, &v);
+    }
+    let prepared: Vec<_> = queries
+        .iter()
+        .take(200)
+        .map(|q| {
+            let req = SearchRequest::new(q.clone()).limit(50);
+            prepare_search(&req, &config.limits, &analyzer).expect("query")
+        })
+        .collect();
+    let qv = embed(&queries.iter().take(200).cloned().collect::<Vec<_>>());
+    let mut group = c.benchmark_group("vectors");
+    for (name, mode) in [
+        ("vector_600", SearchMode::Vector),
+        ("hybrid_600", SearchMode::Hybrid),
+    ] {
+        let mut q = 0usize;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                q = (q + 1) % prepared.len();
+                black_box(data.search_vectors(
+                    &prepared[q],
+                    mode,
+                    &qv[q],
+                    config.bm25,
+                    &config.fusion,
+                ))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, search, ingest, vectors);
 criterion_main!(benches);
