@@ -95,6 +95,30 @@ pub struct ServerConfig {
     pub artifacts_router: RouterConfig,
     /// The filesystem artifact store's tuning.
     pub artifacts_fs: FsOptions,
+    /// An embedding endpoint: with one, memory offers vector and hybrid
+    /// search (hybrid by default). Needs the `ephemeral` profile until
+    /// vectors are stored durably.
+    pub embedder: Option<EmbedderConfig>,
+}
+
+/// An OpenAI-compatible embedding endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedderConfig {
+    /// Base URL (requests go to `{base_url}/v1/embeddings`).
+    pub base_url: String,
+    /// The model to ask for.
+    pub model: String,
+    /// The vector width (learned from a probe when absent).
+    #[serde(default)]
+    pub dimension: Option<usize>,
+    /// The environment variable holding the API key (keys never go in the
+    /// file).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Bounds of every call (timeout, batch size...).
+    #[serde(default)]
+    pub limits: hippocamp_embed::EmbedLimits,
 }
 
 impl Default for ServerConfig {
@@ -109,6 +133,7 @@ impl Default for ServerConfig {
             artifacts: ArtifactLimits::default(),
             artifacts_router: RouterConfig::default(),
             artifacts_fs: FsOptions::default(),
+            embedder: None,
         }
     }
 }
@@ -168,6 +193,18 @@ impl ServerConfig {
             100_000,
         )?;
         check_range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
+        if let Some(e) = &self.embedder {
+            e.limits.validate()?;
+            if self.profile == Profile::Durable {
+                return Err(Error::config(
+                    "embedder",
+                    Problem::Malformed(
+                        "vectors are not stored durably yet: an embedder needs profile = \"ephemeral\""
+                            .into(),
+                    ),
+                ));
+            }
+        }
         if self.profile == Profile::Distributed {
             return Err(Error::config(
                 "profile",
@@ -260,6 +297,16 @@ mod tests {
         assert!(e.to_string().contains("http.request_timeout_ms"), "{e}");
         let e = ServerConfig::from_toml("profile = \"distributed\"").unwrap_err();
         assert!(e.to_string().contains("not available"), "{e}");
+        let e = ServerConfig::from_toml(
+            "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ephemeral"), "{e}");
+        let c = ServerConfig::from_toml(
+            "profile = \"ephemeral\"\n[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[embedder.limits]\nmax_inputs = 64\n",
+        )
+        .unwrap();
+        assert_eq!(c.embedder.unwrap().limits.max_inputs, 64);
         let e = ServerConfig::from_toml("profile = \"fast\"").unwrap_err();
         assert!(matches!(e, ConfigError::Syntax(_)), "{e}");
     }

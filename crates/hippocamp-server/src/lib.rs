@@ -192,8 +192,23 @@ impl Bound {
     /// one).
     pub async fn new(config: ServerConfig) -> hippocamp_core::Result<Self> {
         let config = Arc::new(config);
+        let embedder: Option<Arc<dyn hippocamp_embed::Embedder>> = match &config.embedder {
+            None => None,
+            Some(e) => Some(Arc::new(
+                hippocamp_embed::http::OpenAiEmbedder::connect(
+                    hippocamp_embed::http::HttpEmbedderConfig {
+                        base_url: e.base_url.clone(),
+                        model: e.model.clone(),
+                        dimension: e.dimension,
+                        api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+                        limits: e.limits.clone(),
+                    },
+                )
+                .await?,
+            )),
+        };
         let c = Arc::clone(&config);
-        let services = tokio::task::spawn_blocking(move || Services::build(&c))
+        let services = tokio::task::spawn_blocking(move || Services::build(&c, embedder))
             .await
             .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))??;
         let listener = tokio::net::TcpListener::bind(config.bind)

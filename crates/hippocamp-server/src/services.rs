@@ -41,9 +41,13 @@ pub fn artifacts_dir(data_dir: &Path) -> Result<PathBuf> {
 }
 
 impl Services {
-    /// Opens (or creates) the services of `config.profile`. Blocking: call
-    /// from a blocking context.
-    pub fn build(config: &ServerConfig) -> Result<Self> {
+    /// Opens (or creates) the services of `config.profile`, memory
+    /// embedding with `embedder` when given. Blocking: call from a
+    /// blocking context.
+    pub fn build(
+        config: &ServerConfig,
+        embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
+    ) -> Result<Self> {
         config.validate()?;
         match config.profile {
             Profile::Ephemeral => {
@@ -53,7 +57,10 @@ impl Services {
                     strategy: Strategy::Shared,
                     ..config.memory_router.clone()
                 };
-                let memory = InMemoryStore::new(config.memory.clone())?;
+                let mut memory = InMemoryStore::new(config.memory.clone())?;
+                if let Some(e) = embedder {
+                    memory = memory.with_embedder(e);
+                }
                 let memory = RoutedMemory::new(Arc::new(memory), shared.clone())?;
                 let artifacts = InMemoryArtifacts::new(config.artifacts.clone())?;
                 let artifacts = RoutedArtifacts::new(
@@ -71,6 +78,12 @@ impl Services {
                 })
             }
             Profile::Durable => {
+                if embedder.is_some() {
+                    return Err(Error::Unavailable(
+                        "vectors are not stored durably yet: an embedder needs the ephemeral profile"
+                            .into(),
+                    ));
+                }
                 std::fs::create_dir_all(&config.data_dir).map_err(|e| {
                     Error::Unavailable(format!("cannot create {}: {e}", config.data_dir.display()))
                 })?;

@@ -879,3 +879,71 @@ async fn a_trickled_json_body_times_out_with_504() {
     drop(tx);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
+    let Ok(url) = std::env::var("HIPPOCAMP_TEST_EMBED_URL") else {
+        assert!(
+            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
+            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_EMBED_URL is not"
+        );
+        eprintln!("skipping: HIPPOCAMP_TEST_EMBED_URL is not set (scripts/embed-server.sh start)");
+        return;
+    };
+    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
+        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
+    let s = TestServer::start(Profile::Ephemeral, |c| {
+        c.embedder = Some(hippocamp_server::config::EmbedderConfig {
+            base_url: url,
+            model: model.clone(),
+            dimension: None,
+            api_key_env: None,
+            limits: hippocamp_embed::EmbedLimits::default(),
+        });
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let t = Some(t.as_str());
+    let (_, _, b) = send(&s, Method::GET, "/v1/memory/capabilities", t, None).await;
+    let caps = j(&b);
+    assert_eq!(caps["search"]["embedder"]["model"], model.as_str());
+    assert_eq!(caps["search"]["embedder"]["dimension"], 384);
+    for content in ["My daughter plays the violin", "I drive a red pickup truck"] {
+        let body = json!({"content": content}).to_string().into_bytes();
+        let (st, _, _) = send(
+            &s,
+            Method::POST,
+            &format!("{ALICE}/memory/entries"),
+            t,
+            Some(body),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    // No word in common with the entry: the vector side finds it.
+    let q = json!({"query": "which musical instrument does her child learn?"}).to_string();
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        t,
+        Some(q.into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let hit = &j(&b)["hits"][0];
+    assert_eq!(hit["content"], "My daughter plays the violin");
+    assert_eq!(hit["score_type"], "hybrid");
+    assert!(hit["details"]["vector"].is_number() && hit["details"]["fused"].is_number());
+    let q = json!({"query": "violin", "mode": "lexical"}).to_string();
+    let (_, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        t,
+        Some(q.into_bytes()),
+    )
+    .await;
+    assert_eq!(j(&b)["hits"][0]["score_type"], "bm25");
+    s.stop().await;
+}
