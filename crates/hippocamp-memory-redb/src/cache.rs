@@ -28,7 +28,7 @@ use tokio::sync::{OnceCell, RwLock, RwLockReadGuard};
 /// A committed change to one scope.
 #[derive(Debug, Clone)]
 pub(crate) enum CacheOp {
-    Insert(Box<(MemoryEntry, u64, TermFreqs)>),
+    Insert(Box<(MemoryEntry, u64, TermFreqs, Option<Vec<f32>>)>),
     Remove(EntryId),
     Clear,
 }
@@ -37,8 +37,12 @@ impl CacheOp {
     fn apply(self, data: &mut ScopeData) {
         match self {
             CacheOp::Insert(b) => {
-                let (entry, bytes, terms) = *b;
+                let (entry, bytes, terms, vector) = *b;
+                let id = entry.id;
                 data.insert(entry, bytes, &terms);
+                if let Some(v) = vector {
+                    data.insert_vector(id, &v);
+                }
             }
             CacheOp::Remove(id) => {
                 data.remove(&id);

@@ -6,6 +6,11 @@
 //! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch |
 //! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
+//! | `vectors` | scope hash ‖ entry id (32 bytes) | the entry's unit vector, f32 LE; written and deleted in the entry's transactions |
+//!
+//! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
+//! has embedded: its vectors are only comparable with that model's, so
+//! opening it with another embedder is refused.
 //!
 //! The scope hash is the first 16 bytes of SHA-256 over the app and user;
 //! every record also stores the full scope and is checked against the
@@ -30,6 +35,24 @@ pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta
 pub(crate) const SCOPES: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::new("scopes");
 pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("entries");
 pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
+pub(crate) const VECTORS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("vectors");
+
+/// The `meta` key of the embedder the vectors were made with.
+pub(crate) const EMBEDDER_KEY: &str = "embedder";
+
+pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn decode_vector(bytes: &[u8]) -> Result<Vec<f32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(Error::Corrupt("a stored vector is malformed".into()));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
 
 pub(crate) const FORMAT_KEY: &str = "format";
 /// Sequence number of the last log record applied to the database.
@@ -154,6 +177,10 @@ pub(crate) enum Mutation {
     DelSession(Vec<u8>),
     DelSessions(Vec<u8>, Vec<u8>),
     PutScope(Vec<u8>, Vec<u8>),
+    // Appended: older logs decode unchanged (variants are numbered).
+    PutVector(Vec<u8>, Vec<u8>),
+    DelVector(Vec<u8>),
+    DelVectors(Vec<u8>, Vec<u8>),
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {

@@ -23,8 +23,9 @@ use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES, SESSIONS, ScopeRow,
-    Totals, WAL_SEQ_KEY, decode, entry_key, entry_range, scope_hash,
+    EMBEDDER_KEY, ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES,
+    SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode, decode_vector, entry_key,
+    entry_range, scope_hash,
 };
 use crate::writer::{Committer, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
@@ -59,6 +60,7 @@ impl Default for DurableOptions {
 #[derive(Debug)]
 pub struct RedbMemoryStore {
     config: MemoryConfig,
+    embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     analyzer: Analyzer,
     db: Arc<Database>,
     cache: Arc<ScopeCache>,
@@ -91,6 +93,43 @@ impl RedbMemoryStore {
     /// `Unavailable`; a database of an unknown format version is refused.
     pub fn open(dir: impl AsRef<Path>, config: MemoryConfig) -> Result<Self> {
         Self::open_with_options(dir, config, DurableOptions::default())
+    }
+
+    /// Makes the store embed every entry with `embedder` before it
+    /// commits (the vector is stored in the entry's transaction) and offer
+    /// `vector` and `hybrid` search (the default mode). The store records
+    /// the embedder's model and dimension on first use and refuses another
+    /// one later (`InvalidConfig`): vectors of two models do not compare.
+    pub fn with_embedder(mut self, embedder: Arc<dyn hippocamp_embed::Embedder>) -> Result<Self> {
+        let want = format!("{}\n{}", embedder.model(), embedder.dimension());
+        let txn = self.db.begin_write().map_err(storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            let have = meta
+                .get(EMBEDDER_KEY)
+                .map_err(storage)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+            match have {
+                Some(h) if h != want => {
+                    return Err(Error::config(
+                        "embedder",
+                        hippocamp_core::Problem::Malformed(format!(
+                            "this store's vectors come from `{}`; `{}` cannot be compared with them",
+                            h.replace('\n', "@"),
+                            want.replace('\n', "@")
+                        )),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert(EMBEDDER_KEY, want.as_bytes())
+                        .map_err(storage)?;
+                }
+            }
+        }
+        txn.commit().map_err(storage)?;
+        self.embedder = Some(embedder);
+        Ok(self)
     }
 
     /// [`open`](Self::open) with tuning options.
@@ -162,6 +201,7 @@ impl RedbMemoryStore {
         };
         Ok(Self {
             config,
+            embedder: None,
             analyzer: Analyzer::english(),
             db,
             cache,
@@ -273,6 +313,7 @@ fn init_format(db: &Database) -> Result<()> {
         txn.open_table(SCOPES).map_err(storage)?;
         txn.open_table(ENTRIES).map_err(storage)?;
         txn.open_table(SESSIONS).map_err(storage)?;
+        txn.open_table(VECTORS).map_err(storage)?;
     }
     txn.commit().map_err(storage)
 }
@@ -296,6 +337,7 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
         let mut scopes = txn.open_table(SCOPES).map_err(storage)?;
         let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
+        let mut vectors = txn.open_table(VECTORS).map_err(storage)?;
         let mut last = applied;
         let key = |k: &[u8]| Error::Corrupt(format!("a log record has a key of {} bytes", k.len()));
         for (seq, mutations) in records {
@@ -338,6 +380,21 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
                         let k: [u8; 16] = k.as_slice().try_into().map_err(|_| key(&k))?;
                         scopes.insert(&k, v.as_slice()).map_err(storage)?;
                     }
+                    Mutation::PutVector(k, v) => {
+                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        vectors.insert(&k, v.as_slice()).map_err(storage)?;
+                    }
+                    Mutation::DelVector(k) => {
+                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        vectors.remove(&k).map_err(storage)?;
+                    }
+                    Mutation::DelVectors(lo, hi) => {
+                        let lo: [u8; 32] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
+                        let hi: [u8; 32] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
+                        vectors
+                            .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)
+                            .map_err(storage)?;
+                    }
                 }
             }
             last = seq;
@@ -378,13 +435,22 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
         let (entry, bytes, terms) = rec.into_entry(scope)?;
         data.insert(entry, bytes, &terms);
     }
+    let vectors = txn.open_table(VECTORS).map_err(storage)?;
+    for item in vectors.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&k.value()[16..]);
+        data.insert_vector(EntryId::from_bytes(id), &decode_vector(v.value())?);
+    }
     Ok(data)
 }
 
 #[async_trait]
 impl MemoryStore for RedbMemoryStore {
     fn capabilities(&self) -> Capabilities {
-        self.config.capabilities("redb", true)
+        let mut c = self.config.capabilities("redb", true);
+        hippocamp_memory::embedding::describe(&mut c, self.embedder.as_deref());
+        c
     }
 
     async fn add_entry(
@@ -396,12 +462,21 @@ impl MemoryStore for RedbMemoryStore {
         let deadline = self.deadline(&opts.call);
         let prepared = prepare_entry(scope, entry, &self.config.limits)?;
         let terms = self.analyzer.analyze(&prepared.entry.content);
+        // Embedded before the write is queued: the vector commits with it.
+        let vector = hippocamp_memory::embedding::embed_passages(
+            self.embedder.as_deref(),
+            std::slice::from_ref(&prepared.entry.content),
+            deadline,
+        )
+        .await?
+        .pop();
         let scope = scope.clone();
         let fence = opts.epoch;
         self.submit(|reply| Op::AddEntry {
             scope,
             prepared: Box::new(prepared),
             terms,
+            vector,
             fence,
             deadline,
             reply,
@@ -423,12 +498,31 @@ impl MemoryStore for RedbMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
+        let texts: Vec<String> = plan
+            .entries
+            .iter()
+            .map(|p| p.prepared.entry.content.clone())
+            .collect();
+        let vectors: HashMap<usize, Vec<f32>> = plan
+            .entries
+            .iter()
+            .map(|p| p.index)
+            .zip(
+                hippocamp_memory::embedding::embed_passages(
+                    self.embedder.as_deref(),
+                    &texts,
+                    deadline,
+                )
+                .await?,
+            )
+            .collect();
         let scope = scope.clone();
         let fence = opts.epoch;
         self.submit(|reply| Op::AddEvents {
             scope,
             plan,
             terms,
+            vectors,
             fence,
             deadline,
             reply,
@@ -444,8 +538,14 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
         let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
-        // Vectors are not stored durably yet: vector modes are refused.
-        hippocamp_memory::search::resolve_mode(prepared.mode, false)?;
+        let mode = hippocamp_memory::search::resolve_mode(prepared.mode, self.embedder.is_some())?;
+        let query_vector = hippocamp_memory::embedding::embed_query(
+            self.embedder.as_deref(),
+            mode,
+            &request.query,
+            deadline,
+        )
+        .await?;
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout)??;
@@ -453,7 +553,12 @@ impl MemoryStore for RedbMemoryStore {
             .await
             .map_err(|_| Error::Timeout)?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
-        Ok(data.search(&prepared, self.config.bm25))
+        Ok(match &query_vector {
+            None => data.search(&prepared, self.config.bm25),
+            Some(v) => {
+                data.search_vectors(&prepared, mode, v, self.config.bm25, &self.config.fusion)
+            }
+        })
     }
 
     async fn get_entry(

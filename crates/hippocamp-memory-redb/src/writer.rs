@@ -30,8 +30,9 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, WAL_SEQ_KEY, decode,
-    encode, entry_key, entry_range, scope_hash, session_hash, session_key, session_range,
+    ENTRIES, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY,
+    decode, encode, encode_vector, entry_key, entry_range, scope_hash, session_hash, session_key,
+    session_range,
 };
 use hippocamp_durable::{WalStorage, encode_record};
 
@@ -51,6 +52,7 @@ pub(crate) enum Op {
         scope: MemoryScope,
         prepared: Box<PreparedEntry>,
         terms: TermFreqs,
+        vector: Option<Vec<f32>>,
         fence: Option<u64>,
         deadline: Deadline,
         reply: oneshot::Sender<hippocamp_core::Result<AddOutcome>>,
@@ -59,6 +61,7 @@ pub(crate) enum Op {
         scope: MemoryScope,
         plan: EventPlan,
         terms: HashMap<usize, TermFreqs>,
+        vectors: HashMap<usize, Vec<f32>>,
         fence: Option<u64>,
         deadline: Deadline,
         reply: oneshot::Sender<hippocamp_core::Result<IngestReport>>,
@@ -151,6 +154,7 @@ struct Tx<'t> {
     scopes: Table<'t, &'static [u8; 16], &'static [u8]>,
     entries: Table<'t, &'static [u8; 32], &'static [u8]>,
     sessions: Table<'t, &'static [u8; 48], ()>,
+    vectors: Table<'t, &'static [u8; 32], &'static [u8]>,
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
@@ -216,12 +220,18 @@ impl Tx<'_> {
         mut entry: MemoryEntry,
         bytes: u64,
         terms: TermFreqs,
+        vector: Option<Vec<f32>>,
     ) -> Result<MemoryEntry, Fail> {
         entry.epoch = row.epoch;
         let rec = encode(&EntryRecord::new(&entry, bytes, &terms).txn()?).txn()?;
         let key = entry_key(h, &entry.id);
         self.entries.insert(&key, rec.as_slice())?;
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
+        if let Some(v) = &vector {
+            let bytes = encode_vector(v);
+            self.vectors.insert(&key, bytes.as_slice())?;
+            self.log.push(Mutation::PutVector(key.to_vec(), bytes));
+        }
         if let Some(s) = &entry.provenance.session_id {
             let key = session_key(h, &session_hash(s), &entry.id);
             self.sessions.insert(&key, ())?;
@@ -234,8 +244,10 @@ impl Tx<'_> {
         row.bytes += bytes;
         self.totals.entries += 1;
         self.totals.bytes += bytes;
-        self.changes
-            .push((*h, CacheOp::Insert(Box::new((entry.clone(), bytes, terms)))));
+        self.changes.push((
+            *h,
+            CacheOp::Insert(Box::new((entry.clone(), bytes, terms, vector))),
+        ));
         Ok(entry)
     }
 
@@ -257,6 +269,9 @@ impl Tx<'_> {
         }
         self.entries.remove(&key)?;
         self.log.push(Mutation::DelEntry(key.to_vec()));
+        if self.vectors.remove(&key)?.is_some() {
+            self.log.push(Mutation::DelVector(key.to_vec()));
+        }
         if let Some(s) = &rec.session_id {
             let s = SessionId::new(s.as_str()).txn()?;
             let key = session_key(h, &session_hash(&s), id);
@@ -279,6 +294,7 @@ impl Tx<'_> {
         scope: &MemoryScope,
         prepared: PreparedEntry,
         terms: TermFreqs,
+        vector: Option<Vec<f32>>,
         fence: Option<u64>,
         deadline: Deadline,
     ) -> Result<AddOutcome, Fail> {
@@ -307,7 +323,14 @@ impl Tx<'_> {
         .op()?;
         self.check_global(1, prepared.storage_bytes)?;
         deadline.check().op()?;
-        let entry = self.insert(&h, &mut row, prepared.entry, prepared.storage_bytes, terms)?;
+        let entry = self.insert(
+            &h,
+            &mut row,
+            prepared.entry,
+            prepared.storage_bytes,
+            terms,
+            vector,
+        )?;
         self.put_row(&h, &row)?;
         Ok(AddOutcome {
             entry,
@@ -320,6 +343,7 @@ impl Tx<'_> {
         scope: &MemoryScope,
         plan: EventPlan,
         mut terms: HashMap<usize, TermFreqs>,
+        mut vectors: HashMap<usize, Vec<f32>>,
         fence: Option<u64>,
         deadline: Deadline,
     ) -> Result<IngestReport, Fail> {
@@ -346,7 +370,15 @@ impl Tx<'_> {
         deadline.check().op()?;
         for p in new {
             let t = terms.remove(&p.index).unwrap_or_default();
-            self.insert(&h, &mut row, p.prepared.entry, p.prepared.storage_bytes, t)?;
+            let v = vectors.remove(&p.index);
+            self.insert(
+                &h,
+                &mut row,
+                p.prepared.entry,
+                p.prepared.storage_bytes,
+                t,
+                v,
+            )?;
         }
         self.put_row(&h, &row)?;
         Ok(report)
@@ -414,6 +446,10 @@ impl Tx<'_> {
             .retain_in::<&[u8; 48], _>(&slo..=&shi, |_, ()| false)?;
         self.log
             .push(Mutation::DelSessions(slo.to_vec(), shi.to_vec()));
+        self.vectors
+            .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
+        self.log
+            .push(Mutation::DelVectors(lo.to_vec(), hi.to_vec()));
         let removed = row.entries;
         if removed > 0 {
             self.totals.scopes = self.totals.scopes.saturating_sub(1);
@@ -686,6 +722,7 @@ impl Writer {
                 scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
                 entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
                 sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
+                vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
                 totals,
                 limits: &self.limits,
                 changes: Vec::new(),
@@ -773,22 +810,24 @@ impl Writer {
                 scope,
                 prepared,
                 terms,
+                vector,
                 fence,
                 deadline,
                 reply,
             } => {
-                let r = tx.add_entry(&scope, *prepared, terms, fence, deadline);
+                let r = tx.add_entry(&scope, *prepared, terms, vector, fence, deadline);
                 Self::collect(fatal, r, |r| Reply::Add(reply, r))
             }
             Op::AddEvents {
                 scope,
                 plan,
                 terms,
+                vectors,
                 fence,
                 deadline,
                 reply,
             } => {
-                let r = tx.add_events(&scope, plan, terms, fence, deadline);
+                let r = tx.add_events(&scope, plan, terms, vectors, fence, deadline);
                 Self::collect(fatal, r, |r| Reply::Events(reply, r))
             }
             Op::DeleteEntry {

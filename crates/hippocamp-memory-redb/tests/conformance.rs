@@ -22,3 +22,26 @@ impl StoreFactory for RedbFactory {
 }
 
 hippocamp_memory::memory_conformance_tests!(RedbFactory);
+
+/// The durable store with an embedder: the whole suite again, and the
+/// vector and hybrid scenarios.
+mod embedded {
+    use super::*;
+
+    struct EmbeddedRedb;
+
+    #[async_trait]
+    impl StoreFactory for EmbeddedRedb {
+        async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
+            let dir = tempfile::tempdir().unwrap();
+            let store = RedbMemoryStore::open(dir.path(), config)
+                .unwrap()
+                .with_embedder(Arc::new(hippocamp_embed::hash::HashEmbedder::new(64)))
+                .unwrap();
+            Arc::new(Guarded::new(store, dir))
+        }
+    }
+
+    hippocamp_memory::memory_conformance_tests!(EmbeddedRedb);
+    hippocamp_memory::vector_conformance_tests!(EmbeddedRedb);
+}

@@ -208,3 +208,131 @@ fn an_interrupted_creation_leaves_no_half_written_database() {
     assert!(dir.path().join(hippocamp_memory_redb::DB_FILE).exists());
     RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
 }
+
+fn hash_embedder(dim: usize) -> std::sync::Arc<dyn hippocamp_embed::Embedder> {
+    std::sync::Arc::new(hippocamp_embed::hash::HashEmbedder::new(dim))
+}
+
+/// Vectors are written in the entry's transaction and logged with it: after
+/// a power cut (nothing checkpointed, only the synced log survives) the
+/// replay restores them, and an erasure removes them for good. A store
+/// made with one embedder refuses another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_are_logged_with_their_entries_and_erased_with_them() {
+    use hippocamp_durable::sim::PowerLoss;
+    use hippocamp_memory::{NewEntry, SearchMode, SearchRequest, WriteOptions};
+    let options = hippocamp_memory_redb::DurableOptions {
+        checkpoint_groups: 1_000_000,
+        ..hippocamp_memory_redb::DurableOptions::default()
+    };
+    let open = |d: &PowerLoss, dim: usize| {
+        RedbMemoryStore::open_with_backend(d.backend(), d.wal(), MemoryConfig::default(), options)
+            .unwrap()
+            .with_embedder(hash_embedder(dim))
+    };
+    let disk = PowerLoss::new();
+    drop(open(&disk, 64).unwrap());
+    let disk = PowerLoss::with_image(disk.surviving());
+    let s = scope("vectors");
+    let vector = |q: &str| SearchRequest::new(q).mode(SearchMode::Vector);
+    let before = {
+        let store = open(&disk, 64).unwrap();
+        for t in ["bees make honey", "rust never sleeps", "honey bees dance"] {
+            store
+                .add_entry(&s, NewEntry::new(t), &WriteOptions::default())
+                .await
+                .unwrap();
+        }
+        let r = store.search(&s, &vector("honey bees"), &c()).await.unwrap();
+        assert_eq!(r.hits.len(), 3);
+        // The power goes: the store is never closed.
+        std::mem::forget(store);
+        r
+    };
+    let disk = PowerLoss::with_image(disk.surviving());
+    {
+        let store = open(&disk, 64).unwrap();
+        let after = store.search(&s, &vector("honey bees"), &c()).await.unwrap();
+        let ids = |r: &SearchResults| {
+            r.hits
+                .iter()
+                .map(|h| (h.entry.id, h.score.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&after), ids(&before), "replayed vectors rank as before");
+        assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 3);
+        std::mem::forget(store);
+    }
+    let disk = PowerLoss::with_image(disk.surviving());
+    let store = open(&disk, 64).unwrap();
+    assert!(
+        store
+            .search(&s, &vector("honey bees"), &c())
+            .await
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+    drop(store);
+    let err = open(&disk, 32).unwrap_err();
+    assert_eq!(err.code(), "invalid_config", "{err}");
+}
+
+/// Entries stored before the store had an embedder have no vector; vector
+/// and hybrid searches say how many they could not consider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_say_how_many_entries_lack_a_vector() {
+    use hippocamp_memory::SearchMode;
+    let dir = tempfile::tempdir().unwrap();
+    let s = scope("late");
+    {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        store
+            .add_entry(
+                &s,
+                NewEntry::new("written before embedding"),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default())
+        .unwrap()
+        .with_embedder(hash_embedder(64))
+        .unwrap();
+    store
+        .add_entry(
+            &s,
+            NewEntry::new("written with embedding"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let r = store
+        .search(
+            &s,
+            &SearchRequest::new("written").mode(SearchMode::Vector),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.hits.len(), r.entries_without_vectors), (1, 1));
+    let r = store
+        .search(
+            &s,
+            &SearchRequest::new("written").mode(SearchMode::Hybrid),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.hits.len(), r.entries_without_vectors), (2, 1));
+    let r = store
+        .search(
+            &s,
+            &SearchRequest::new("written").mode(SearchMode::Lexical),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.entries_without_vectors, 0);
+}

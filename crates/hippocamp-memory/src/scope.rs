@@ -186,6 +186,21 @@ impl ScopeData {
         params: Bm25Params,
         fusion: &FusionParams,
     ) -> SearchResults {
+        let mut out = self.search_vectors_in(q, mode, query_vector, params, fusion);
+        if mode != SearchMode::Lexical {
+            out.entries_without_vectors = self.missing_vectors();
+        }
+        out
+    }
+
+    fn search_vectors_in(
+        &self,
+        q: &PreparedSearch,
+        mode: SearchMode,
+        query_vector: &[f32],
+        params: Bm25Params,
+        fusion: &FusionParams,
+    ) -> SearchResults {
         let Some(vectors) = &self.vectors else {
             return match mode {
                 SearchMode::Vector => SearchResults::default(),

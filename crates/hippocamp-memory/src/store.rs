@@ -188,6 +188,16 @@ pub struct SearchResults {
     /// Whether a matching hit was left out because it did not fit the byte
     /// budget (later, smaller hits were still considered).
     pub skipped_over_budget: bool,
+    /// In vector and hybrid modes: entries of the scope that have no
+    /// vector (stored before the store had an embedder), which the vector
+    /// side could not consider.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub entries_without_vectors: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Search features of a store.

@@ -96,8 +96,8 @@ pub struct ServerConfig {
     /// The filesystem artifact store's tuning.
     pub artifacts_fs: FsOptions,
     /// An embedding endpoint: with one, memory offers vector and hybrid
-    /// search (hybrid by default). Needs the `ephemeral` profile until
-    /// vectors are stored durably.
+    /// search (hybrid by default); a durable store records the model and
+    /// refuses another one later.
     pub embedder: Option<EmbedderConfig>,
 }
 
@@ -195,15 +195,6 @@ impl ServerConfig {
         check_range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
         if let Some(e) = &self.embedder {
             e.limits.validate()?;
-            if self.profile == Profile::Durable {
-                return Err(Error::config(
-                    "embedder",
-                    Problem::Malformed(
-                        "vectors are not stored durably yet: an embedder needs profile = \"ephemeral\""
-                            .into(),
-                    ),
-                ));
-            }
         }
         if self.profile == Profile::Distributed {
             return Err(Error::config(
@@ -298,10 +289,10 @@ mod tests {
         let e = ServerConfig::from_toml("profile = \"distributed\"").unwrap_err();
         assert!(e.to_string().contains("not available"), "{e}");
         let e = ServerConfig::from_toml(
-            "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n",
+            "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\nkey = 1\n",
         )
         .unwrap_err();
-        assert!(e.to_string().contains("ephemeral"), "{e}");
+        assert!(e.to_string().contains("embedder.key"), "{e}");
         let c = ServerConfig::from_toml(
             "profile = \"ephemeral\"\n[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[embedder.limits]\nmax_inputs = 64\n",
         )

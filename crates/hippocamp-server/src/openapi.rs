@@ -185,6 +185,7 @@ fn schemas() -> Value {
                 }), &["score", "score_type"]),
             ] } },
             "skipped_over_budget": { "type": "boolean", "description": "a hit was left out to keep within max_bytes" },
+            "entries_without_vectors": { "type": "integer", "description": "vector and hybrid modes: entries without a vector (stored before the embedder), which the vector side could not consider; absent when 0" },
         }), &["hits"]),
         "Deleted": obj("How many entries were deleted", json!({ "deleted": { "type": "integer" } }), &["deleted"]),
         "Capabilities": obj("Limits (name, value, default, range) and features", any.clone(), &[]),

@@ -78,17 +78,14 @@ impl Services {
                 })
             }
             Profile::Durable => {
-                if embedder.is_some() {
-                    return Err(Error::Unavailable(
-                        "vectors are not stored durably yet: an embedder needs the ephemeral profile"
-                            .into(),
-                    ));
-                }
                 std::fs::create_dir_all(&config.data_dir).map_err(|e| {
                     Error::Unavailable(format!("cannot create {}: {e}", config.data_dir.display()))
                 })?;
-                let memory =
+                let mut memory =
                     RedbMemoryStore::open(memory_dir(&config.data_dir), config.memory.clone())?;
+                if let Some(e) = embedder {
+                    memory = memory.with_embedder(e)?;
+                }
                 let memory = RoutedMemory::new(Arc::new(memory), config.memory_router.clone())?;
                 let artifacts = FsArtifacts::open(
                     artifacts_dir(&config.data_dir)?,

@@ -892,7 +892,7 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
     };
     let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
         .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
-    let s = TestServer::start(Profile::Ephemeral, |c| {
+    let s = TestServer::start(Profile::Durable, |c| {
         c.embedder = Some(hippocamp_server::config::EmbedderConfig {
             base_url: url,
             model: model.clone(),
