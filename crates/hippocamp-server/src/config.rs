@@ -101,14 +101,22 @@ pub struct ServerConfig {
     pub embedder: Option<EmbedderConfig>,
 }
 
-/// An OpenAI-compatible embedding endpoint.
+/// Where embeddings come from: an OpenAI-compatible endpoint (`base_url`
+/// and `model`) or a local sentence-transformer directory (`model_dir`,
+/// in a build with the `local-embed` feature).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbedderConfig {
     /// Base URL (requests go to `{base_url}/v1/embeddings`).
-    pub base_url: String,
-    /// The model to ask for.
-    pub model: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model to ask the endpoint for.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A local model directory (`config.json`, `model.safetensors`,
+    /// `tokenizer.json`).
+    #[serde(default)]
+    pub model_dir: Option<PathBuf>,
     /// The vector width (learned from a probe when absent).
     #[serde(default)]
     pub dimension: Option<usize>,
@@ -195,6 +203,12 @@ impl ServerConfig {
         check_range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
         if let Some(e) = &self.embedder {
             e.limits.validate()?;
+            let bad = |m: &str| Error::config("embedder", Problem::Malformed(m.into()));
+            match (&e.base_url, &e.model, &e.model_dir) {
+                (Some(_), Some(_), None) | (None, None, Some(_)) => {}
+                (Some(_), None, None) => return Err(bad("base_url needs model")),
+                _ => return Err(bad("give either base_url and model, or model_dir")),
+            }
         }
         if self.profile == Profile::Distributed {
             return Err(Error::config(
@@ -293,8 +307,13 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("embedder.key"), "{e}");
+        let e = ServerConfig::from_toml(
+            "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel_dir = \"/m\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("either"), "{e}");
         let c = ServerConfig::from_toml(
-            "profile = \"ephemeral\"\n[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[embedder.limits]\nmax_inputs = 64\n",
+            "profile = \"ephemeral\"\n[embedder]\nmodel_dir = \"/models/minilm\"\n[embedder.limits]\nmax_inputs = 64\n",
         )
         .unwrap();
         assert_eq!(c.embedder.unwrap().limits.max_inputs, 64);

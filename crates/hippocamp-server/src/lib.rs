@@ -180,6 +180,55 @@ pub fn app(state: AppState) -> axum::Router {
         .with_state(state)
 }
 
+/// The embedder a configuration names.
+async fn embedder(
+    e: &config::EmbedderConfig,
+) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    if let Some(dir) = &e.model_dir {
+        return local_embedder(dir, e);
+    }
+    let (Some(base_url), Some(model)) = (&e.base_url, &e.model) else {
+        return Err(hippocamp_core::Error::config(
+            "embedder",
+            hippocamp_core::Problem::Malformed("base_url and model are needed".into()),
+        ));
+    };
+    Ok(Arc::new(
+        hippocamp_embed::http::OpenAiEmbedder::connect(hippocamp_embed::http::HttpEmbedderConfig {
+            base_url: base_url.clone(),
+            model: model.clone(),
+            dimension: e.dimension,
+            api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+            limits: e.limits.clone(),
+        })
+        .await?,
+    ))
+}
+
+#[cfg(feature = "local")]
+fn local_embedder(
+    dir: &std::path::Path,
+    e: &config::EmbedderConfig,
+) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    Ok(Arc::new(hippocamp_embed::local::LocalEmbedder::load(
+        dir,
+        e.limits.clone(),
+    )?))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_embedder(
+    _dir: &std::path::Path,
+    _e: &config::EmbedderConfig,
+) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    Err(hippocamp_core::Error::config(
+        "embedder.model_dir",
+        hippocamp_core::Problem::Malformed(
+            "local models need a build with `--features local-embed`".into(),
+        ),
+    ))
+}
+
 /// A server listening but not yet serving.
 #[derive(Debug)]
 pub struct Bound {
@@ -192,20 +241,9 @@ impl Bound {
     /// one).
     pub async fn new(config: ServerConfig) -> hippocamp_core::Result<Self> {
         let config = Arc::new(config);
-        let embedder: Option<Arc<dyn hippocamp_embed::Embedder>> = match &config.embedder {
+        let embedder = match &config.embedder {
             None => None,
-            Some(e) => Some(Arc::new(
-                hippocamp_embed::http::OpenAiEmbedder::connect(
-                    hippocamp_embed::http::HttpEmbedderConfig {
-                        base_url: e.base_url.clone(),
-                        model: e.model.clone(),
-                        dimension: e.dimension,
-                        api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
-                        limits: e.limits.clone(),
-                    },
-                )
-                .await?,
-            )),
+            Some(e) => Some(embedder(e).await?),
         };
         let c = Arc::clone(&config);
         let services = tokio::task::spawn_blocking(move || Services::build(&c, embedder))

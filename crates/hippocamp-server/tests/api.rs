@@ -894,8 +894,9 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
         .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
     let s = TestServer::start(Profile::Durable, |c| {
         c.embedder = Some(hippocamp_server::config::EmbedderConfig {
-            base_url: url,
-            model: model.clone(),
+            base_url: Some(url),
+            model: Some(model.clone()),
+            model_dir: None,
             dimension: None,
             api_key_env: None,
             limits: hippocamp_embed::EmbedLimits::default(),

@@ -1,0 +1,206 @@
+//! A local BERT-family sentence-transformer (e.g. all-MiniLM-L6-v2) on the
+//! CPU with candle: tokenise with the model's `tokenizer.json` (padded to
+//! the longest text of the batch, never to the file's fixed length),
+//! run the encoder, mean-pool the token states under the attention mask,
+//! L2-normalise.
+//!
+//! The weights are read into memory (`from_buffered_safetensors`) rather
+//! than memory-mapped: mapping is `unsafe` in candle and this crate forbids
+//! unsafe code; the 90 MB copy costs a fraction of a second at start.
+//! Inference runs on a blocking thread. A call that outlives its deadline
+//! returns `Timeout` at the deadline; the batch already running finishes
+//! in the background and its result is dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use hippocamp_core::{Deadline, Error, Problem, Result};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request};
+
+const SERVICE: &str = "the local embedding model";
+
+struct Model {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+}
+
+/// A sentence-transformer loaded from a directory holding `config.json`,
+/// `model.safetensors` and `tokenizer.json`.
+#[derive(Clone)]
+pub struct LocalEmbedder {
+    model: Arc<Model>,
+    name: String,
+    dimension: usize,
+    limits: EmbedLimits,
+}
+
+impl std::fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("name", &self.name)
+            .field("dimension", &self.dimension)
+            .finish_non_exhaustive()
+    }
+}
+
+fn load_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::config(
+        "embedder.model_dir",
+        Problem::Malformed(format!("{what}: {e}")),
+    )
+}
+
+fn infer(e: impl std::fmt::Display) -> Error {
+    Error::Unavailable(format!("{SERVICE} failed: {e}"))
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir`; its name is the directory's (or its
+    /// parent's, for a directory called `model`).
+    pub fn load(dir: &Path, limits: EmbedLimits) -> Result<Self> {
+        limits.validate()?;
+        let read = |f: &str| -> Result<Vec<u8>> {
+            std::fs::read(dir.join(f)).map_err(|e| load_err(&format!("cannot read {f}"), e))
+        };
+        let config: Config = serde_json::from_slice(&read("config.json")?)
+            .map_err(|e| load_err("config.json", e))?;
+        let vb = VarBuilder::from_buffered_safetensors(
+            read("model.safetensors")?,
+            DType::F32,
+            &Device::Cpu,
+        )
+        .map_err(|e| load_err("model.safetensors", e))?;
+        let bert = BertModel::load(vb, &config).map_err(|e| load_err("the weights", e))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| load_err("tokenizer.json", e))?;
+        // The shipped file pads every input to a fixed length; padding to
+        // the batch's longest text is as exact (the mask hides padding)
+        // and much faster.
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: config.max_position_embeddings.min(512),
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| load_err("tokenizer.json", e))?;
+        let name = model_name(dir);
+        Ok(Self {
+            model: Arc::new(Model { bert, tokenizer }),
+            name,
+            dimension: config.hidden_size,
+            limits,
+        })
+    }
+}
+
+fn model_name(dir: &Path) -> String {
+    let dir: PathBuf = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let last = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    match last.as_deref() {
+        Some("model") => dir
+            .parent()
+            .and_then(Path::file_name)
+            .map_or_else(|| "model".to_owned(), |n| n.to_string_lossy().into_owned()),
+        Some(n) => n.to_owned(),
+        None => "local-model".to_owned(),
+    }
+}
+
+impl Model {
+    /// Mean-pooled, normalised sentence vectors.
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vector>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(infer)?;
+        let rows = encodings.len();
+        let cols = encodings.first().map_or(0, |e| e.get_ids().len());
+        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
+            encodings
+                .iter()
+                .flat_map(|e| f(e).iter().copied())
+                .collect()
+        };
+        let tensor = |v: Vec<u32>| Tensor::from_vec(v, (rows, cols), &Device::Cpu).map_err(infer);
+        let ids = tensor(flat(&|e| e.get_ids()))?;
+        let types = tensor(flat(&|e| e.get_type_ids()))?;
+        let mask = tensor(flat(&|e| e.get_attention_mask()))?;
+        let states = self
+            .bert
+            .forward(&ids, &types, Some(&mask))
+            .map_err(infer)?;
+        let mask = mask
+            .to_dtype(DType::F32)
+            .and_then(|m| m.unsqueeze(2))
+            .map_err(infer)?;
+        let summed = states
+            .broadcast_mul(&mask)
+            .and_then(|s| s.sum(1))
+            .map_err(infer)?;
+        let counts = mask
+            .sum(1)
+            .and_then(|c| c.clamp(1e-9, f64::MAX))
+            .map_err(infer)?;
+        let mean = summed.broadcast_div(&counts).map_err(infer)?;
+        let norms = mean
+            .sqr()
+            .and_then(|s| s.sum_keepdim(1))
+            .and_then(|s| s.sqrt())
+            .and_then(|n| n.clamp(1e-12, f64::MAX))
+            .map_err(infer)?;
+        mean.broadcast_div(&norms)
+            .and_then(|t| t.to_vec2::<f32>())
+            .map_err(infer)
+    }
+}
+
+#[async_trait]
+impl Embedder for LocalEmbedder {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn limits(&self) -> &EmbedLimits {
+        &self.limits
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+        _kind: InputKind,
+        deadline: Deadline,
+    ) -> Result<Vec<Vector>> {
+        check_request(&self.limits, texts)?;
+        deadline.check()?;
+        let model = Arc::clone(&self.model);
+        let owned = texts.to_vec();
+        let job = tokio::task::spawn_blocking(move || model.embed(&owned));
+        let vectors = tokio::time::timeout(deadline.remaining(), job)
+            .await
+            .map_err(|_| Error::Timeout)?
+            .map_err(infer)??;
+        check_reply(
+            SERVICE,
+            &self.limits,
+            &self.name,
+            None,
+            texts.len(),
+            self.dimension,
+            &vectors,
+        )?;
+        Ok(vectors)
+    }
+}
