@@ -133,8 +133,10 @@ fn call_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOpti
     Ok(CallOptions::timeout_ms(ms)?)
 }
 
-fn transfer_options(state: &AppState) -> ApiResult<CallOptions> {
-    let ms = state.config.http.transfer_timeout_ms.min(300_000);
+/// An upload's or download's deadline: `?timeout_ms=` (1 ..= 300,000) or
+/// the server's transfer timeout.
+fn transfer_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+    let ms = timeout_ms.unwrap_or(state.config.http.transfer_timeout_ms.min(300_000));
     Ok(CallOptions::transfer_timeout(Duration::from_millis(ms))?)
 }
 
@@ -422,7 +424,7 @@ async fn put_artifact(
 ) -> ApiResult<Response> {
     let scope = artifact_scope(&g, &p, Permission::ArtifactsWrite)?;
     let name = artifact_name(&p)?;
-    parse_query(q)?;
+    let q = parse_query(q)?;
     let max = s.config.artifacts.max_artifact_bytes;
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
@@ -436,7 +438,7 @@ async fn put_artifact(
         .into());
     }
     let mut opts = PutOptions {
-        call: transfer_options(&s)?,
+        call: transfer_options(&s, q.timeout_ms)?,
         ..PutOptions::default()
     };
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
@@ -549,7 +551,7 @@ async fn get_artifact(
     let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
     let name = artifact_name(&p)?;
     let sel = selector(parse_query(q)?.version);
-    let call = transfer_options(&s)?;
+    let call = transfer_options(&s, None)?;
     // The range needs the size: a head first, then a read of that version.
     let meta = timed(
         "head_artifact",
@@ -728,7 +730,7 @@ macro_rules! artifact_routes {
     ($($prefix:literal, $suffix:literal;)*) => {
         &[$(
             Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage")), handler: || get(list_names) },
-            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), handler: || axum::routing::put(put_artifact) },
+            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[("timeout_ms", "integer", "deadline of the upload, 1..=300000 ms (default: the server's transfer timeout)")], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), handler: || axum::routing::put(put_artifact) },
             Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206)", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Bytes), handler: || get(get_artifact) },
             Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), handler: || axum::routing::head(head_artifact) },
             Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete a version, the latest, or all (all=true); idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "delete every version")], request: Payload::None, success: (200, Payload::Json("Removed")), handler: || delete(delete_artifact) },
