@@ -477,30 +477,7 @@ impl Common {
             if self.store != StoreKind::Memory {
                 anyhow::bail!("--embedder works with --store memory (vectors are not durable yet)");
             }
-            let embedder: Arc<dyn hippocamp_embed::Embedder> =
-                if let Some(url) = spec.strip_prefix("http:") {
-                    let model = self
-                        .embedder_model
-                        .clone()
-                        .context("--embedder http:… needs --embedder-model")?;
-                    Arc::new(
-                        hippocamp_embed::http::OpenAiEmbedder::connect(
-                            hippocamp_embed::http::HttpEmbedderConfig {
-                                base_url: url.to_owned(),
-                                model,
-                                dimension: None,
-                                api_key: std::env::var("HIPPOCAMP_EMBED_API_KEY").ok(),
-                                limits: hippocamp_embed::EmbedLimits::default(),
-                            },
-                        )
-                        .await
-                        .context("connecting to the embedding endpoint")?,
-                    )
-                } else if let Some(dir) = spec.strip_prefix("local:") {
-                    local_embedder(std::path::Path::new(dir))?
-                } else {
-                    anyhow::bail!("--embedder is http:<base url> or local:<model dir>");
-                };
+            let embedder = cli_embedder(spec, self.embedder_model.as_deref()).await?;
             let label = format!("{}@{spec}", embedder.model());
             return Ok(Box::new(hippocamp_eval::EmbeddingOpener {
                 embedder,
@@ -520,6 +497,34 @@ impl Common {
             }
         })
     }
+}
+
+/// The embedder a `--embedder http:URL` (with `--embedder-model`) or
+/// `--embedder local:DIR` argument names.
+pub(crate) async fn cli_embedder(
+    spec: &str,
+    model: Option<&str>,
+) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    if let Some(url) = spec.strip_prefix("http:") {
+        let model = model.context("--embedder http:… needs --embedder-model")?;
+        return Ok(Arc::new(
+            hippocamp_embed::http::OpenAiEmbedder::connect(
+                hippocamp_embed::http::HttpEmbedderConfig {
+                    base_url: url.to_owned(),
+                    model: model.to_owned(),
+                    dimension: None,
+                    api_key: std::env::var("HIPPOCAMP_EMBED_API_KEY").ok(),
+                    limits: hippocamp_embed::EmbedLimits::default(),
+                },
+            )
+            .await
+            .context("connecting to the embedding endpoint")?,
+        ));
+    }
+    if let Some(dir) = spec.strip_prefix("local:") {
+        return local_embedder(std::path::Path::new(dir));
+    }
+    anyhow::bail!("--embedder is http:<base url> or local:<model dir>")
 }
 
 #[cfg(feature = "local-embed")]

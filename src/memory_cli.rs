@@ -33,6 +33,13 @@ pub(crate) struct Target {
     /// The bearer token for `--server`.
     #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Embed entries and queries (`http:<base url>` or `local:<model dir>`),
+    /// for vector and hybrid search on the data directory.
+    #[arg(long, global = true)]
+    embedder: Option<String>,
+    /// The model to ask an `http:` embedder for.
+    #[arg(long, global = true)]
+    embedder_model: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +73,9 @@ pub(crate) enum MemoryCmd {
         /// A metadata filter as a JSON object.
         #[arg(long)]
         filter: Option<String>,
+        /// lexical, vector or hybrid (default: hybrid with an embedder).
+        #[arg(long)]
+        mode: Option<String>,
     },
     /// Delete one entry (prints how many were removed: 1 or 0).
     Delete {
@@ -110,13 +120,23 @@ fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, 
 pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
     let scope = scope(target)?;
     if let Some(server) = &target.server {
+        if target.embedder.is_some() {
+            bail!("--embedder is for a data directory; a server embeds with its own");
+        }
         let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
         return run_remote(&remote, &scope, cmd).await;
     }
+    if target.server.is_none() && target.embedder_model.is_some() && target.embedder.is_none() {
+        bail!("--embedder-model needs --embedder");
+    }
     let dir = memory_dir(&target.data_dir);
-    let store =
+    let mut store =
         tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, MemoryConfig::default()))
             .await??;
+    if let Some(spec) = &target.embedder {
+        let e = crate::cli_embedder(spec, target.embedder_model.as_deref()).await?;
+        store = store.with_embedder(e)?;
+    }
     let c = CallOptions::default();
     let w = WriteOptions::default();
     Ok(match cmd {
@@ -147,9 +167,11 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             query,
             limit,
             filter,
+            mode,
         } => {
             let mut req = SearchRequest::new(query);
             req.limit = limit;
+            req.mode = mode.as_deref().map(parse_mode).transpose()?;
             if let Some(f) = filter {
                 req.filter = Some(Value::Object(json_object(&f, "--filter")?));
             }
@@ -175,6 +197,15 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             })
             .await?
         }
+    })
+}
+
+fn parse_mode(m: &str) -> anyhow::Result<hippocamp_memory::SearchMode> {
+    Ok(match m {
+        "lexical" => hippocamp_memory::SearchMode::Lexical,
+        "vector" => hippocamp_memory::SearchMode::Vector,
+        "hybrid" => hippocamp_memory::SearchMode::Hybrid,
+        other => bail!("--mode is lexical, vector or hybrid, not `{other}`"),
     })
 }
 
@@ -222,8 +253,12 @@ async fn run_remote(
             query,
             limit,
             filter,
+            mode,
         } => {
             let mut req = json!({ "query": query });
+            if let Some(m) = mode {
+                req["mode"] = json!(parse_mode(&m)?.as_str());
+            }
             if let Some(l) = limit {
                 req["limit"] = json!(l);
             }

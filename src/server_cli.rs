@@ -8,6 +8,16 @@ use hippocamp_server::auth::{TokenStore, grant};
 use hippocamp_server::{Bound, ServerConfig};
 use serde_json::{Value, json};
 
+/// Prints a line to stdout; a server does not stop because nobody reads
+/// its output any more (`println!` would panic on a closed pipe).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, $($arg)*).and_then(|()| out.flush());
+    }};
+}
+
 /// `hippocamp serve`.
 #[derive(Debug, Args)]
 pub(crate) struct Serve {
@@ -119,20 +129,19 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         .context("starting the server")?;
     let admin = bound.services().tokens.ensure_admin()?;
     let addr = bound.local_addr();
-    println!(
+    say!(
         "hippocamp {} profile listening on http://{addr}",
         profile.as_str()
     );
     if profile == hippocamp_server::Profile::Durable {
-        println!("data directory: {}", config.data_dir.display());
+        say!("data directory: {}", config.data_dir.display());
     }
-    match admin {
-        Some(t) => println!(
-            "admin token (shown once, stored hashed): {t}\ninspection page: http://{addr}/ui"
-        ),
-        None => println!(
+    if let Some(t) = admin {
+        say!("admin token (shown once, stored hashed): {t}\ninspection page: http://{addr}/ui");
+    } else {
+        say!(
             "inspection page: http://{addr}/ui (an admin token: `hippocamp token create --permissions admin`)"
-        ),
+        );
     }
     bound
         .serve(async {
@@ -156,6 +165,6 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
             }
         })
         .await?;
-    println!("stopped");
+    say!("stopped");
     Ok(())
 }

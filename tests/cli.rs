@@ -607,3 +607,60 @@ fn memory_and_artifact_commands_work_against_a_server() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn memory_commands_embed_with_an_embedder_on_a_data_directory() {
+    let Ok(url) = std::env::var("HIPPOCAMP_TEST_EMBED_URL") else {
+        assert!(
+            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
+            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_EMBED_URL is not"
+        );
+        eprintln!("skipping: HIPPOCAMP_TEST_EMBED_URL is not set (scripts/embed-server.sh start)");
+        return;
+    };
+    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
+        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("http:{url}");
+    let with = [
+        "--embedder",
+        spec.as_str(),
+        "--embedder-model",
+        model.as_str(),
+    ];
+    let run = |args: &[&str], embed: bool| {
+        let mut cmd = hippocamp();
+        cmd.args(["memory", "--data-dir"])
+            .arg(dir.path())
+            .args(["--app", "app", "--user", "alice"]);
+        if embed {
+            cmd.args(with);
+        }
+        let out = cmd.args(args).output().unwrap();
+        (
+            out.status.success(),
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for text in ["My daughter plays the violin", "I drive a red pickup truck"] {
+        let (ok, _, err) = run(&["add", text], true);
+        assert!(ok, "{err}");
+    }
+    let (ok, found, err) = run(
+        &[
+            "search",
+            "musical instrument of her child",
+            "--mode",
+            "vector",
+        ],
+        true,
+    );
+    assert!(ok, "{err}");
+    assert_eq!(found["hits"][0]["content"], "My daughter plays the violin");
+    assert_eq!(found["hits"][0]["score_type"], "vector");
+    let (ok, _, err) = run(&["search", "violin", "--mode", "vector"], false);
+    assert!(!ok && err.contains("needs an embedder"), "{err}");
+    let (ok, _, err) = run(&["search", "violin", "--mode", "fuzzy"], true);
+    assert!(!ok && err.contains("lexical, vector or hybrid"), "{err}");
+}
