@@ -5,11 +5,14 @@
 //!   transaction's changes here before committing it without an fsync,
 //!   and replay what their last checkpoint did not cover.
 //! - [`lock`]: exclusive ownership of a data directory by one process.
-//! - `sim` (feature): a simulated disk with power loss, for tests.
+//! - `sim` (feature): a simulated disk with power loss, and `crash`, the
+//!   parent side of SIGKILL trials, for tests.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "sim")]
+pub mod crash;
 pub mod lock;
 #[cfg(feature = "sim")]
 pub mod sim;

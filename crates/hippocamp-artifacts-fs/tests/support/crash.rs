@@ -11,11 +11,10 @@
 //! test so only that one runs).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt as _;
@@ -292,44 +291,13 @@ pub async fn check_stream(
 
 /// Runs one trial in `dir` (which must not exist yet, or be empty).
 pub fn trial(dir: &Path, seed: u64, child_args: &[&str]) -> Result<Trial, String> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(child_args)
-        .env("HIPPOCAMP_CRASH_CHILD", dir)
-        .env("HIPPOCAMP_CRASH_SEED", seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let acks: Arc<Mutex<Vec<Option<usize>>>> = Arc::new(Mutex::new(vec![None; STREAMS]));
-    let reader = {
-        let acks = Arc::clone(&acks);
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let Some(at) = line.rfind("ACK ") else {
-                    continue;
-                };
-                let parts: Vec<&str> = line[at..].split_whitespace().collect();
-                if let ["ACK", s, i] = parts[..] {
-                    let (s, i): (usize, usize) = (s.parse().unwrap(), i.parse().unwrap());
-                    acks.lock()[s] = Some(i);
-                }
-            }
-        })
-    };
-    let start = Instant::now();
-    while acks.lock().iter().all(Option::is_none) && start.elapsed() < Duration::from_secs(20) {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("child exited early: {status}"));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    std::thread::sleep(Duration::from_micros(rng.random_range(0..200_000)));
-    child.kill().map_err(|e| e.to_string())?;
-    child.wait().map_err(|e| e.to_string())?;
-    reader.join().map_err(|_| "reader panicked".to_owned())?;
-    let acked: Vec<usize> = acks.lock().iter().map(|a| a.map_or(0, |i| i + 1)).collect();
+    let acked = hippocamp_durable::crash::kill_child(
+        dir,
+        seed,
+        child_args,
+        STREAMS,
+        Duration::from_millis(200),
+    )?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

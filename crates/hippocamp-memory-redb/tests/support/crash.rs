@@ -8,16 +8,14 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hippocamp_memory::MemoryConfig;
 use hippocamp_memory_redb::RedbMemoryStore;
 use parking_lot::Mutex;
-use rand::{Rng, SeedableRng};
 
 use super::workload::{self, WOp};
 
@@ -84,46 +82,13 @@ pub struct Trial {
 /// reopen and check. `child_args` are the arguments that make the
 /// executable run only its child part.
 pub fn trial(dir: &Path, seed: u64, child_args: &[&str]) -> Result<Trial, String> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(child_args)
-        .env("HIPPOCAMP_CRASH_CHILD", dir)
-        .env("HIPPOCAMP_CRASH_SEED", seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let acks: Arc<Mutex<Vec<Option<usize>>>> = Arc::new(Mutex::new(vec![None; STREAMS]));
-    let reader = {
-        let acks = Arc::clone(&acks);
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                // The test harness may print on the same line before us.
-                let Some(at) = line.rfind("ACK ") else {
-                    continue;
-                };
-                let parts: Vec<&str> = line[at..].split_whitespace().collect();
-                if let ["ACK", s, i] = parts[..] {
-                    let (s, i): (usize, usize) = (s.parse().unwrap(), i.parse().unwrap());
-                    acks.lock()[s] = Some(i);
-                }
-            }
-        })
-    };
-    // Wait for the first acknowledgement, then kill at a random moment.
-    let start = Instant::now();
-    while acks.lock().iter().all(Option::is_none) && start.elapsed() < Duration::from_secs(20) {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("child exited early: {status}"));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
-    child.kill().map_err(|e| e.to_string())?;
-    child.wait().map_err(|e| e.to_string())?;
-    reader.join().map_err(|_| "reader panicked".to_owned())?;
-    let acked: Vec<usize> = acks.lock().iter().map(|a| a.map_or(0, |i| i + 1)).collect();
+    let acked = hippocamp_durable::crash::kill_child(
+        dir,
+        seed,
+        child_args,
+        STREAMS,
+        Duration::from_millis(150),
+    )?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
