@@ -500,44 +500,32 @@ impl Common {
 }
 
 /// The embedder a `--embedder http:URL` (with `--embedder-model`) or
-/// `--embedder local:DIR` argument names.
+/// `--embedder local:DIR` argument names, connected as the server's
+/// `[embedder]` section would be.
 pub(crate) async fn cli_embedder(
     spec: &str,
     model: Option<&str>,
 ) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
+    let mut config = hippocamp_server::config::EmbedderConfig {
+        base_url: None,
+        model: None,
+        model_dir: None,
+        dimension: None,
+        api_key_env: Some("HIPPOCAMP_EMBED_API_KEY".to_owned()),
+        limits: hippocamp_embed::EmbedLimits::default(),
+    };
     if let Some(url) = spec.strip_prefix("http:") {
         let model = model.context("--embedder http:… needs --embedder-model")?;
-        return Ok(Arc::new(
-            hippocamp_embed::http::OpenAiEmbedder::connect(
-                hippocamp_embed::http::HttpEmbedderConfig {
-                    base_url: url.to_owned(),
-                    model: model.to_owned(),
-                    dimension: None,
-                    api_key: std::env::var("HIPPOCAMP_EMBED_API_KEY").ok(),
-                    limits: hippocamp_embed::EmbedLimits::default(),
-                },
-            )
-            .await
-            .context("connecting to the embedding endpoint")?,
-        ));
+        config.base_url = Some(url.to_owned());
+        config.model = Some(model.to_owned());
+    } else if let Some(dir) = spec.strip_prefix("local:") {
+        config.model_dir = Some(PathBuf::from(dir));
+    } else {
+        anyhow::bail!("--embedder is http:<base url> or local:<model dir>");
     }
-    if let Some(dir) = spec.strip_prefix("local:") {
-        return local_embedder(std::path::Path::new(dir));
-    }
-    anyhow::bail!("--embedder is http:<base url> or local:<model dir>")
-}
-
-#[cfg(feature = "local-embed")]
-fn local_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    Ok(Arc::new(hippocamp_embed::local::LocalEmbedder::load(
-        dir,
-        hippocamp_embed::EmbedLimits::default(),
-    )?))
-}
-
-#[cfg(not(feature = "local-embed"))]
-fn local_embedder(_dir: &std::path::Path) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    anyhow::bail!("local models need a build with `--features local-embed`")
+    hippocamp_server::connect_embedder(&config)
+        .await
+        .context("starting the embedder")
 }
 
 impl Common {

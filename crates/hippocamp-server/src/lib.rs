@@ -180,8 +180,8 @@ pub fn app(state: AppState) -> axum::Router {
         .with_state(state)
 }
 
-/// The embedder a configuration names.
-async fn embedder(
+/// The embedder a configuration names (the CLI's `--embedder` uses it too).
+pub async fn connect_embedder(
     e: &config::EmbedderConfig,
 ) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
     if let Some(dir) = &e.model_dir {
@@ -243,7 +243,7 @@ impl Bound {
         let config = Arc::new(config);
         let embedder = match &config.embedder {
             None => None,
-            Some(e) => Some(embedder(e).await?),
+            Some(e) => Some(connect_embedder(e).await?),
         };
         let c = Arc::clone(&config);
         let services = tokio::task::spawn_blocking(move || Services::build(&c, embedder))
