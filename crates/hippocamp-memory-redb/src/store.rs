@@ -498,24 +498,9 @@ impl MemoryStore for RedbMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
-        let texts: Vec<String> = plan
-            .entries
-            .iter()
-            .map(|p| p.prepared.entry.content.clone())
-            .collect();
-        let vectors: HashMap<usize, Vec<f32>> = plan
-            .entries
-            .iter()
-            .map(|p| p.index)
-            .zip(
-                hippocamp_memory::embedding::embed_passages(
-                    self.embedder.as_deref(),
-                    &texts,
-                    deadline,
-                )
-                .await?,
-            )
-            .collect();
+        let vectors =
+            hippocamp_memory::embedding::embed_plan(self.embedder.as_deref(), &plan, deadline)
+                .await?;
         let scope = scope.clone();
         let fence = opts.epoch;
         self.submit(|reply| Op::AddEvents {

@@ -3,9 +3,12 @@
 //! always has its vector and search never meets one without), queries
 //! when a search needs a vector. Both within the request's deadline.
 
+use std::collections::HashMap;
+
 use hippocamp_core::{Deadline, Result};
 use hippocamp_embed::{Embedder, InputKind, Vector};
 
+use crate::event::EventPlan;
 use crate::store::{Capabilities, EmbedderInfo, SearchMode};
 
 /// One vector per text, in order (none without an embedder).
@@ -23,6 +26,25 @@ pub async fn embed_passages(
         out.extend(e.embed(chunk, InputKind::Passage, deadline).await?);
     }
     Ok(out)
+}
+
+/// The vectors of an event plan's entries, by request position (empty,
+/// with nothing copied, without an embedder).
+pub async fn embed_plan(
+    embedder: Option<&dyn Embedder>,
+    plan: &EventPlan,
+    deadline: Deadline,
+) -> Result<HashMap<usize, Vector>> {
+    if embedder.is_none() {
+        return Ok(HashMap::new());
+    }
+    let texts: Vec<String> = plan
+        .entries
+        .iter()
+        .map(|p| p.prepared.entry.content.clone())
+        .collect();
+    let vectors = embed_passages(embedder, &texts, deadline).await?;
+    Ok(plan.entries.iter().map(|p| p.index).zip(vectors).collect())
 }
 
 /// The query's vector, when `mode` needs one.

@@ -218,20 +218,8 @@ impl MemoryStore for InMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
-        let texts: Vec<String> = plan
-            .entries
-            .iter()
-            .map(|p| p.prepared.entry.content.clone())
-            .collect();
-        let mut vectors: HashMap<usize, Vec<f32>> = plan
-            .entries
-            .iter()
-            .map(|p| p.index)
-            .zip(
-                crate::embedding::embed_passages(self.embedder.as_deref(), &texts, deadline)
-                    .await?,
-            )
-            .collect();
+        let mut vectors =
+            crate::embedding::embed_plan(self.embedder.as_deref(), &plan, deadline).await?;
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
