@@ -552,18 +552,22 @@ async fn get_artifact(
     let name = artifact_name(&p)?;
     let sel = selector(parse_query(q)?.version);
     let call = transfer_options(&s, None)?;
-    // The range needs the size: a head first, then a read of that version.
-    let meta = timed(
-        "head_artifact",
-        s.services.artifacts.head(&scope, &name, sel, &call),
-    )
-    .await?;
-    let range = parse_range(&headers, meta.size)?;
+    // A range needs the size first (a head, then a read of that version);
+    // a whole read is one call.
+    let (sel, range) = if headers.contains_key(header::RANGE) {
+        let meta = timed(
+            "head_artifact",
+            s.services.artifacts.head(&scope, &name, sel, &call),
+        )
+        .await?;
+        let range = parse_range(&headers, meta.size)?;
+        (Selector::Version(meta.version), range)
+    } else {
+        (sel, None)
+    };
     let read = timed(
         "get_artifact",
-        s.services
-            .artifacts
-            .get(&scope, &name, Selector::Version(meta.version), range, &call),
+        s.services.artifacts.get(&scope, &name, sel, range, &call),
     )
     .await?;
     let len = range.map_or(read.meta.size, |r| r.len);
