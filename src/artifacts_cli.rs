@@ -130,12 +130,6 @@ pub(crate) enum ArtifactsCmd {
     },
 }
 
-pub(crate) fn artifacts_dir(data_dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    Ok(std::fs::canonicalize(data_dir)?.join("artifacts"))
-}
-
 fn scope(t: &Target) -> anyhow::Result<ArtifactScope> {
     let Some(app) = &t.app else {
         bail!("--app is required");
@@ -222,7 +216,7 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
         return run_remote(&remote, &scope(target)?, cmd).await;
     }
-    let root = artifacts_dir(&target.data_dir)?;
+    let root = hippocamp_server::services::artifacts_dir(&target.data_dir)?;
     let store = tokio::task::spawn_blocking(move || {
         FsArtifacts::open(root, ArtifactLimits::default(), FsOptions::default())
     })

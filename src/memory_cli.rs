@@ -99,10 +99,6 @@ pub(crate) enum MemoryCmd {
     },
 }
 
-pub(crate) fn memory_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("memory")
-}
-
 fn scope(t: &Target) -> anyhow::Result<MemoryScope> {
     let (Some(app), Some(user)) = (&t.app, &t.user) else {
         bail!("--app and --user are required");
@@ -129,7 +125,7 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
     if target.server.is_none() && target.embedder_model.is_some() && target.embedder.is_none() {
         bail!("--embedder-model needs --embedder");
     }
-    let dir = memory_dir(&target.data_dir);
+    let dir = hippocamp_server::services::memory_dir(&target.data_dir);
     let mut store =
         tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, MemoryConfig::default()))
             .await??;

@@ -10,14 +10,14 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use hippocamp_artifacts::ArtifactScope;
-use hippocamp_core::{AppName, Error, Field, MemoryScope, Problem, Result, UserId};
+use hippocamp_core::{AppName, Error, Field, MemoryScope, Problem, Result, Sha256Digest, UserId};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 /// The token file in a data directory.
 pub const TOKENS_FILE: &str = "tokens.json";
@@ -194,7 +194,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 }
 
 fn hash(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+    Sha256Digest::of(secret.as_bytes()).to_string()
 }
 
 fn io(what: &str, e: &std::io::Error) -> Error {
@@ -365,7 +365,7 @@ impl TokenStore {
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .mode_owner_only()
+                .mode(0o600)
                 .open(&tmp)
                 .map_err(|e| io("cannot write the token file", &e))?;
             f.write_all(&body)
@@ -380,17 +380,6 @@ impl TokenStore {
         l.tokens = tokens;
         l.modified = stamp(path);
         Ok(())
-    }
-}
-
-trait OwnerOnly {
-    fn mode_owner_only(&mut self) -> &mut Self;
-}
-
-impl OwnerOnly for std::fs::OpenOptions {
-    fn mode_owner_only(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        self.mode(0o600)
     }
 }
 
