@@ -169,6 +169,9 @@ enum Bench {
         /// Share of add_entry operations, percent.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(0..=100))]
         write_percent: u16,
+        /// Rounds of the three configurations (medians are compared).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+        rounds: u16,
         /// Working folder (a temporary one if not given).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -331,6 +334,7 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             write_percent,
             clients,
             store,
+            rounds,
             dir,
         } => {
             let (d, _t) = workdir(dir)?;
@@ -340,6 +344,7 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
                 clients,
                 write_percent: usize::from(write_percent),
                 durable: store == StoreKind::Durable,
+                rounds: usize::from(rounds),
             };
             let r = tokio::task::spawn_blocking(move || hippocamp_bench::router(&d, workload))
                 .await??;

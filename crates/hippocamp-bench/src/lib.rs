@@ -320,12 +320,16 @@ pub struct RouterBench {
     pub workload: RouterWorkload,
     /// Scopes.
     pub scopes: usize,
-    /// 1 thread on 1 CPU, 1 thread unconfined, 2 threads on 2 CPUs.
+    /// Every run, round by round: 1 thread on 1 CPU, 1 thread
+    /// unconfined, 2 threads on 2 CPUs.
     pub runs: Vec<RouterRun>,
-    /// 2 threads on 2 CPUs / 1 thread on 1 CPU: how the workload scales
-    /// with cores.
+    /// Median operations per second of the three configurations, in that
+    /// order.
+    pub median_ops_per_s: [f64; 3],
+    /// 2 threads on 2 CPUs / 1 thread on 1 CPU (medians): how the
+    /// workload scales with cores.
     pub speedup: f64,
-    /// 2 threads / 1 unconfined thread (the store's commits and the
+    /// 2 threads / 1 unconfined thread, medians (the store's commits and the
     /// kernel's fsync work may use the second core even then).
     pub speedup_unconfined: f64,
 }
@@ -374,6 +378,8 @@ pub struct RouterWorkload {
     pub write_percent: usize,
     /// The durable store (else the in-memory one) behind the router.
     pub durable: bool,
+    /// Rounds of the three configurations.
+    pub rounds: usize,
 }
 
 impl Default for RouterWorkload {
@@ -384,6 +390,7 @@ impl Default for RouterWorkload {
             clients: 64,
             write_percent: 10,
             durable: true,
+            rounds: 3,
         }
     }
 }
@@ -525,12 +532,18 @@ fn router_run(
 }
 
 /// 64 scopes, by default 90% search / 10% `add_entry`, through the
-/// exact-scope router over the durable (or in-memory) store: 1 runtime
-/// worker thread confined to 1 CPU, 1 unconfined, then 2 on 2 CPUs.
+/// exact-scope router over the durable (or in-memory) store, in three
+/// configurations: 1 runtime worker thread confined to 1 CPU, 1
+/// unconfined, then 2 on 2 CPUs. Every run starts from an identically
+/// filled store of its own (runs that shared one would each search the
+/// entries the earlier ones added), and the configurations take turns for
+/// `rounds` rounds, so a drift of the machine's speed affects them alike;
+/// the speed-ups compare medians.
 pub fn router(dir: &Path, w: RouterWorkload) -> Result<RouterBench> {
     let w = RouterWorkload {
         entries_per_scope: w.entries_per_scope.max(1),
         write_percent: w.write_percent.min(100),
+        rounds: w.rounds.max(1),
         ..w
     };
     let texts = Arc::new(turns(ROUTER_SCOPES * w.entries_per_scope)?);
@@ -539,27 +552,52 @@ pub fn router(dir: &Path, w: RouterWorkload) -> Result<RouterBench> {
         Arc::new(hippocamp_datasets::corpus::queries(&d)?)
     };
     let store_dir = dir.join("store");
-    if w.durable {
+    let fresh_store = || -> Result<()> {
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir)?;
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         rt.block_on(async {
             let store = RedbMemoryStore::open(&store_dir, big_config())?;
+            // Dropping the store checkpoints it and releases its lock.
             fill(&store, &texts, w.entries_per_scope).await
-        })?;
-    }
-    let run = |threads, cpus| {
-        on_cpus(cpus, || {
-            router_run(&store_dir, w, threads, cpus, &queries, &texts)
         })
     };
-    let runs = vec![run(1, Some(1))?, run(1, None)?, run(2, Some(2))?];
+    let configs = [(1, Some(1)), (1, None), (2, Some(2))];
+    let mut runs = Vec::new();
+    for _ in 0..w.rounds {
+        for (threads, cpus) in configs {
+            if w.durable {
+                fresh_store()?;
+            }
+            runs.push(on_cpus(cpus, || {
+                router_run(&store_dir, w, threads, cpus, &queries, &texts)
+            })?);
+        }
+    }
+    let median_of = |threads: usize, cpus: Option<usize>| {
+        let mut v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.threads == threads && r.pinned_cpus == cpus)
+            .map(|r| r.ops_per_s)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (one_pinned, one, two) = (
+        median_of(1, Some(1)),
+        median_of(1, None),
+        median_of(2, Some(2)),
+    );
     Ok(RouterBench {
         workload: w,
         scopes: ROUTER_SCOPES,
-        speedup: runs[2].ops_per_s / runs[0].ops_per_s,
-        speedup_unconfined: runs[2].ops_per_s / runs[1].ops_per_s,
+        median_ops_per_s: [one_pinned, one, two],
+        speedup: two / one_pinned,
+        speedup_unconfined: two / one,
         runs,
     })
 }
