@@ -131,8 +131,9 @@ pub(crate) fn blob_file(blob: &BlobId) -> (u8, String) {
     (blob[0], hex::encode(blob))
 }
 
+#[cfg(test)]
 pub(crate) fn staged_file(blob: &BlobId) -> String {
-    format!("{}.tmp", hex::encode(blob))
+    crate::files::staged_name(&hex::encode(blob))
 }
 
 /// Parses a content file name: the blob and whether it is staged.

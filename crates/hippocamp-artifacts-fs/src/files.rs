@@ -16,16 +16,21 @@ use std::io::{self, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt as _, FileExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// A file being written.
+/// A staged content file being written: nobody can open it under its
+/// final name before [`WriteFile::publish`].
 pub trait WriteFile: Send {
     /// Appends bytes.
     fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes the written bytes (and the file's size) durable.
     fn sync(&mut self) -> io::Result<()>;
+    /// Gives the (synced) file its final name atomically, then makes the
+    /// directory entry durable.
+    fn publish(self: Box<Self>) -> io::Result<()>;
 }
 
 /// A file being read.
@@ -52,17 +57,23 @@ pub struct Listed {
 /// Operations on content files, each within one fan-out directory
 /// (`dir`, 0..=255).
 pub trait FileOps: Send + Sync + fmt::Debug {
-    /// Creates `name` exclusively (it must not exist).
+    /// Stages a new file that [`WriteFile::publish`] names `name` (which
+    /// must not exist then). Staging is anonymous where the file system
+    /// allows it, so a crash leaves nothing behind; otherwise the file is
+    /// `name.tmp` until published (see [`staged_name`]).
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>>;
     /// Opens `name` for reading.
     fn open(&self, dir: u8, name: &str) -> io::Result<Box<dyn ReadFile>>;
-    /// Renames `from` to `to` (always a new name), then makes the
-    /// directory's entries durable.
-    fn rename_durably(&self, dir: u8, from: &str, to: &str) -> io::Result<()>;
     /// Removes `name`.
     fn remove(&self, dir: u8, name: &str) -> io::Result<()>;
     /// Lists the directory.
     fn list(&self, dir: u8) -> io::Result<Vec<Listed>>;
+}
+
+/// The name of a file staged under a name (where anonymous staging is
+/// not available).
+pub fn staged_name(name: &str) -> String {
+    format!("{name}.tmp")
 }
 
 /// The fan-out directory's name.
@@ -76,7 +87,10 @@ pub struct DiskFiles {
     root: PathBuf,
     /// The 256 fan-out directories, opened once (each operation is then
     /// one system call relative to its directory).
-    dirs: Vec<OwnedFd>,
+    dirs: Arc<Vec<OwnedFd>>,
+    /// Whether staged files are anonymous (`O_TMPFILE`, linked into place
+    /// through `/proc/self/fd`); probed on open.
+    anonymous: bool,
 }
 
 fn dir_flags() -> OFlags {
@@ -151,10 +165,17 @@ impl DiskFiles {
             .collect::<io::Result<Vec<_>>>()?;
         rustix::fs::fsync(&objects)?;
         rustix::fs::fsync(&root_fd)?;
+        let anonymous = dirs.first().is_some_and(anonymous_staging_works);
         Ok(Self {
             root: root.to_path_buf(),
-            dirs,
+            dirs: Arc::new(dirs),
+            anonymous,
         })
+    }
+
+    /// Whether staged files are anonymous on this file system.
+    pub fn anonymous_staging(&self) -> bool {
+        self.anonymous
     }
 
     /// The root directory.
@@ -167,41 +188,111 @@ impl DiskFiles {
     }
 }
 
-struct DiskWriter(File);
+/// Opens an anonymous file in `dir`, readable and writable by the owner
+/// only once linked.
+fn open_anonymous(dir: &OwnedFd) -> rustix::io::Result<File> {
+    rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+        Mode::RUSR | Mode::WUSR,
+    )
+    .map(File::from)
+}
+
+/// Gives an anonymous file a name in `dir`. Linking an open descriptor
+/// directly needs a capability (`AT_EMPTY_PATH`); its `/proc` link does
+/// not.
+fn link_anonymous(file: &File, dir: &OwnedFd, name: &str) -> rustix::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let proc_link = format!("/proc/self/fd/{}", file.as_raw_fd());
+    rustix::fs::linkat(
+        rustix::fs::CWD,
+        proc_link.as_str(),
+        dir,
+        name,
+        AtFlags::SYMLINK_FOLLOW,
+    )
+}
+
+/// Whether an anonymous file can be created and linked in `dir` (the file
+/// system must support `O_TMPFILE` and `/proc` must be mounted); leaves
+/// nothing behind.
+fn anonymous_staging_works(dir: &OwnedFd) -> bool {
+    const PROBE: &str = ".anonymous-staging-probe";
+    let _ = rustix::fs::unlinkat(dir, PROBE, AtFlags::empty());
+    let works = open_anonymous(dir).is_ok_and(|f| link_anonymous(&f, dir, PROBE).is_ok());
+    works && rustix::fs::unlinkat(dir, PROBE, AtFlags::empty()).is_ok()
+}
+
+/// A content file being staged on disk.
+struct DiskWriter {
+    file: File,
+    dirs: Arc<Vec<OwnedFd>>,
+    dir: u8,
+    name: String,
+    /// Staged under `name.tmp` rather than anonymously.
+    named: bool,
+}
 
 impl WriteFile for DiskWriter {
     fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
-        self.0.write_all(data)
+        self.file.write_all(data)
     }
     fn sync(&mut self) -> io::Result<()> {
         // The file is new: its size and block map change, which
         // `fdatasync` also makes durable.
-        self.0.sync_data()
+        self.file.sync_data()
+    }
+    fn publish(self: Box<Self>) -> io::Result<()> {
+        let d = &self.dirs[usize::from(self.dir)];
+        if self.named {
+            drop(self.file);
+            rustix::fs::renameat(d, staged_name(&self.name), d, &self.name)?;
+        } else {
+            link_anonymous(&self.file, d, &self.name)?;
+        }
+        Ok(rustix::fs::fsync(d)?)
     }
 }
 
 #[derive(Debug)]
-struct DiskReader(File);
+struct DiskReader {
+    file: File,
+    /// Taken when the file was opened: content files never change once
+    /// named.
+    len: u64,
+}
 
 impl ReadFile for DiskReader {
     fn size(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
+        Ok(self.len)
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.0.read_exact_at(buf, offset)
+        self.file.read_exact_at(buf, offset)
     }
 }
 
 impl FileOps for DiskFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
         let d = self.dir(dir);
-        let fd = rustix::fs::openat(
-            d,
-            name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::RUSR | Mode::WUSR,
-        )?;
-        Ok(Box::new(DiskWriter(File::from(fd))))
+        let file = if self.anonymous {
+            open_anonymous(d)?
+        } else {
+            File::from(rustix::fs::openat(
+                d,
+                staged_name(name),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::RUSR | Mode::WUSR,
+            )?)
+        };
+        Ok(Box::new(DiskWriter {
+            file,
+            dirs: Arc::clone(&self.dirs),
+            dir,
+            name: name.to_owned(),
+            named: !self.anonymous,
+        }))
     }
 
     fn open(&self, dir: u8, name: &str) -> io::Result<Box<dyn ReadFile>> {
@@ -213,19 +304,17 @@ impl FileOps for DiskFiles {
             Mode::empty(),
         )?;
         let file = File::from(fd);
-        if !file.metadata()?.file_type().is_file() {
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "not a regular file",
             ));
         }
-        Ok(Box::new(DiskReader(file)))
-    }
-
-    fn rename_durably(&self, dir: u8, from: &str, to: &str) -> io::Result<()> {
-        let d = self.dir(dir);
-        rustix::fs::renameat(d, from, d, to)?;
-        Ok(rustix::fs::fsync(d)?)
+        Ok(Box::new(DiskReader {
+            file,
+            len: meta.len(),
+        }))
     }
 
     fn remove(&self, dir: u8, name: &str) -> io::Result<()> {
@@ -274,10 +363,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("data");
         let files = DiskFiles::open(&root).unwrap();
-        let mut w = files.create(7, "abc.tmp").unwrap();
+        // ext4, xfs, btrfs and tmpfs stage anonymously; the named mode has
+        // its own test below.
+        eprintln!("anonymous staging: {}", files.anonymous_staging());
+        let mut w = files.create(7, "abc").unwrap();
         w.write_all(b"hello").unwrap();
         w.sync().unwrap();
-        files.rename_durably(7, "abc.tmp", "abc").unwrap();
+        assert!(files.open(7, "abc").is_err(), "visible before publish");
+        if files.anonymous_staging() {
+            assert_eq!(files.list(7).unwrap(), Vec::new());
+        }
+        w.publish().unwrap();
         let r = files.open(7, "abc").unwrap();
         let mut buf = [0u8; 5];
         r.read_exact_at(&mut buf, 0).unwrap();
@@ -292,8 +388,10 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
-        // Exclusive creation.
-        assert!(files.create(7, "abc").is_err());
+        // Publication never replaces a file.
+        let mut again = files.create(7, "abc").unwrap();
+        again.sync().unwrap();
+        assert!(again.publish().is_err());
         // A planted link is not followed.
         std::fs::write(tmp.path().join("outside"), b"secret").unwrap();
         std::os::unix::fs::symlink(tmp.path().join("outside"), root.join("objects/07/link"))
@@ -315,5 +413,21 @@ mod tests {
         std::fs::remove_dir_all(root.join("objects/09")).unwrap();
         std::os::unix::fs::symlink(tmp.path(), root.join("objects/09")).unwrap();
         assert!(DiskFiles::open(&root).is_err());
+    }
+
+    #[test]
+    fn named_staging_renames_into_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut files = DiskFiles::open(tmp.path()).unwrap();
+        files.anonymous = false;
+        let mut w = files.create(3, "abc").unwrap();
+        w.write_all(b"hi").unwrap();
+        w.sync().unwrap();
+        let names = |f: &DiskFiles| -> Vec<String> {
+            f.list(3).unwrap().into_iter().map(|l| l.name).collect()
+        };
+        assert_eq!(names(&files), vec!["abc.tmp".to_owned()]);
+        w.publish().unwrap();
+        assert_eq!(names(&files), vec!["abc".to_owned()]);
     }
 }

@@ -17,7 +17,7 @@ use hippocamp_artifacts::{
     ArtifactLimits, ArtifactName, ArtifactScope, ArtifactStore, Body, PageRequest, PutOptions,
     Selector,
 };
-use hippocamp_artifacts_fs::{FsArtifacts, FsOptions};
+use hippocamp_artifacts_fs::{DiskFiles, FileOps as _, FsArtifacts, FsOptions};
 use hippocamp_core::{CallOptions, Sha256Digest};
 use serde::Serialize;
 
@@ -36,8 +36,9 @@ pub struct SizeRun {
     pub put_floor: Latency,
     /// put p50 / floor p50.
     pub put_ratio_p50: f64,
-    /// The publication protocol alone, raw: create a staged file + write +
-    /// fdatasync + rename + fsync directory (no hashing, no catalog).
+    /// The store's content publication alone, through its own file layer:
+    /// stage a file + write + fdatasync + name it + fsync directory (no
+    /// hashing, no catalog).
     pub put_protocol_floor: Latency,
     /// Bytes per second at the put p50, MiB/s.
     pub put_mib_s: f64,
@@ -91,6 +92,7 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
     let floor_dir = dir.join("floor");
     std::fs::create_dir_all(&floor_dir)?;
     let floor_dir_handle = File::open(&floor_dir)?;
+    let protocol_files = DiskFiles::open(&std::fs::canonicalize(dir)?.join("protocol"))?;
     let sc = scope()?;
     let mut out = Vec::new();
     for &size in sizes {
@@ -105,16 +107,15 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
         let mut protocol = Vec::new();
         for i in 0..n {
             let path = floor_dir.join(format!("{size}-{i}"));
-            put_floor.push(raw_put(&path, None, &data, &floor_dir_handle)?);
-            let published = floor_dir.join(format!("{size}-{i}.staged"));
-            let staged = published.with_extension("staged.tmp");
-            protocol.push(raw_put(
-                &staged,
-                Some(&published),
-                &data,
-                &floor_dir_handle,
-            )?);
-            std::fs::remove_file(&published)?;
+            put_floor.push(raw_put(&path, &data, &floor_dir_handle)?);
+            let protocol_name = format!("{size}-{i}");
+            let started = Instant::now();
+            let mut f = protocol_files.create(PROTOCOL_DIR, &protocol_name)?;
+            f.write_all(&data)?;
+            f.sync()?;
+            f.publish()?;
+            protocol.push(us(started));
+            protocol_files.remove(PROTOCOL_DIR, &protocol_name)?;
 
             let started = Instant::now();
             let meta = store
@@ -178,16 +179,16 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
     Ok(PutGet { sizes: out })
 }
 
+/// The fan-out directory the protocol floor writes in.
+const PROTOCOL_DIR: u8 = 0x5a;
+
 /// Microseconds of a raw durable put: create `path` + write + fdatasync,
-/// then (with `rename_to`) rename, then fsync the directory.
-fn raw_put(path: &Path, rename_to: Option<&Path>, data: &[u8], dir: &File) -> Result<f64> {
+/// then fsync the directory.
+fn raw_put(path: &Path, data: &[u8], dir: &File) -> Result<f64> {
     let started = Instant::now();
     let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
     f.write_all(data)?;
     f.sync_data()?;
-    if let Some(to) = rename_to {
-        std::fs::rename(path, to)?;
-    }
     dir.sync_all()?;
     Ok(us(started))
 }

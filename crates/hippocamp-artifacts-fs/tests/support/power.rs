@@ -3,8 +3,9 @@
 //! directory is synced. A power cut keeps each directory's synced entries
 //! (when tearing, sometimes its live ones instead, as a file system may
 //! commit on its own) and each file's synced bytes (plus, when tearing, a
-//! prefix of its unsynced writes). Content and directory syncs are
-//! counted separately.
+//! prefix of its unsynced writes). Staged files are anonymous until
+//! published, as the real store's are where `O_TMPFILE` works. Content
+//! and directory syncs are counted separately.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -68,9 +69,13 @@ impl Extra for SimFs {
 #[derive(Debug, Clone)]
 pub struct SimFiles(pub PowerLoss<SimFs>);
 
+/// A staged file: an inode no directory names until it is published
+/// (as with `O_TMPFILE`), so a power cut before then loses it.
 struct SimWriter {
     disk: PowerLoss<SimFs>,
     inode: u64,
+    dir: u8,
+    name: String,
 }
 
 impl WriteFile for SimWriter {
@@ -85,6 +90,23 @@ impl WriteFile for SimWriter {
             if let Some(d) = fs.inodes.get_mut(&self.inode) {
                 d.sync();
             }
+        });
+        Ok(())
+    }
+    fn publish(self: Box<Self>) -> io::Result<()> {
+        self.disk.extra(|fs| {
+            let d = fs.dirs.entry(self.dir).or_default();
+            if d.live.contains_key(&self.name) {
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
+            }
+            d.live
+                .insert(self.name.clone(), (self.inode, SystemTime::now()));
+            Ok(())
+        })?;
+        self.disk.extra_sync(|fs| {
+            fs.dir_syncs += 1;
+            let d = fs.dirs.entry(self.dir).or_default();
+            d.durable = d.live.clone();
         });
         Ok(())
     }
@@ -128,19 +150,16 @@ fn not_found() -> io::Error {
 impl FileOps for SimFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
         let inode = self.0.extra(|fs| {
-            let d = fs.dirs.entry(dir).or_default();
-            if d.live.contains_key(name) {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
-            }
             fs.next_inode += 1;
             let inode = fs.next_inode;
-            d.live.insert(name.to_owned(), (inode, SystemTime::now()));
             fs.inodes.insert(inode, Device::default());
-            Ok(inode)
-        })?;
+            inode
+        });
         Ok(Box::new(SimWriter {
             disk: self.0.clone(),
             inode,
+            dir,
+            name: name.to_owned(),
         }))
     }
 
@@ -158,21 +177,6 @@ impl FileOps for SimFiles {
             disk: self.0.clone(),
             inode,
         }))
-    }
-
-    fn rename_durably(&self, dir: u8, from: &str, to: &str) -> io::Result<()> {
-        self.0.extra(|fs| {
-            let d = fs.dirs.entry(dir).or_default();
-            let e = d.live.remove(from).ok_or_else(not_found)?;
-            d.live.insert(to.to_owned(), e);
-            Ok::<(), io::Error>(())
-        })?;
-        self.0.extra_sync(|fs| {
-            fs.dir_syncs += 1;
-            let d = fs.dirs.entry(dir).or_default();
-            d.durable = d.live.clone();
-        });
-        Ok(())
     }
 
     fn remove(&self, dir: u8, name: &str) -> io::Result<()> {
