@@ -649,8 +649,8 @@ struct FileSource {
 }
 
 fn read_chunk(file: &dyn crate::files::ReadFile, offset: u64, len: u64) -> Result<Bytes> {
-    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
-    file.read_exact_at(&mut buf, offset)
+    let buf = file
+        .read_at(offset, usize::try_from(len).unwrap_or(usize::MAX))
         .map_err(|e| match e.kind() {
             io::ErrorKind::UnexpectedEof => {
                 Error::Corrupt("a content file is shorter than recorded".into())

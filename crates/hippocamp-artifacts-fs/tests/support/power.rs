@@ -126,7 +126,7 @@ impl ReadFile for SimReader {
                 .map_or(0, |d| d.live().len() as u64)
         }))
     }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
         self.disk.extra(|fs| {
             let live = fs
                 .inodes
@@ -134,11 +134,9 @@ impl ReadFile for SimReader {
                 .map(Device::live)
                 .unwrap_or_default();
             let start = usize::try_from(offset).unwrap_or(usize::MAX);
-            let src = live
-                .get(start..start.saturating_add(buf.len()))
-                .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "short file"))?;
-            buf.copy_from_slice(src);
-            Ok(())
+            live.get(start..start.saturating_add(len))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "short file"))
         })
     }
 }
