@@ -540,6 +540,65 @@ enum Staged {
 /// writing it (when the content was in memory).
 type Written = (Box<dyn WriteFile>, Option<Vec<Sha256Digest>>);
 
+type PutOutcome = Result<(crate::writer::Reserved, Integrity)>;
+
+/// Where a put's two blocking halves meet: the content half (the file
+/// written, synced and named) and the catalog half (the version
+/// reserved). Whichever arrives second publishes or aborts, on its own
+/// thread, and replies, so the caller waits for one wake-up only and a
+/// caller that went away changes nothing.
+struct Meeting {
+    content: Option<Result<()>>,
+    reserved: Option<PutOutcome>,
+    writer: Arc<Mutex<Writer>>,
+    deadline: Deadline,
+    guard: Option<InFlight>,
+    reply: Option<tokio::sync::oneshot::Sender<PutOutcome>>,
+}
+
+impl Meeting {
+    fn arrive(meeting: &Mutex<Meeting>, content: Option<Result<()>>, reserved: Option<PutOutcome>) {
+        let mut m = meeting.lock();
+        if content.is_some() {
+            m.content = content;
+        }
+        if reserved.is_some() {
+            m.reserved = reserved;
+        }
+        if m.content.is_none() || m.reserved.is_none() {
+            return;
+        }
+        let (Some(content), Some(reserved)) = (m.content.take(), m.reserved.take()) else {
+            return;
+        };
+        let (writer, deadline) = (Arc::clone(&m.writer), m.deadline);
+        let (mut guard, reply) = (m.guard.take(), m.reply.take());
+        drop(m);
+        let outcome = match (content, reserved) {
+            (Ok(()), Ok((reserved, integrity))) => writer
+                .lock()
+                .publish(&reserved.key, deadline)
+                .map(|()| (reserved, integrity)),
+            (Err(e), Ok((reserved, _))) => {
+                let _ = writer.lock().abort(&reserved.key);
+                Err(e)
+            }
+            (_, Err(e)) => Err(e),
+        };
+        if let Some(g) = &mut guard
+            && outcome.is_ok()
+        {
+            g.armed = false;
+        }
+        // Removes the content of a put that failed (before replying, so a
+        // caller that saw the failure never finds its file).
+        drop(guard);
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
 /// The commit phase of a put (see [`FsArtifacts::put`]).
 async fn commit_put(
     files: Arc<dyn FileOps>,
@@ -548,14 +607,19 @@ async fn commit_put(
     staged: Staged,
     mut reservation: Reservation,
     guard: InFlight,
-) -> Result<(crate::writer::Reserved, Integrity)> {
-    let deadline = reservation.deadline;
-    let blob = reservation.blob;
-    let mut guard = guard;
-    let (dir, fin) = blob_file(&blob);
+) -> PutOutcome {
+    let (dir, fin) = blob_file(&reservation.blob);
+    let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
+    let meeting = Arc::new(Mutex::new(Meeting {
+        content: None,
+        reserved: None,
+        writer: Arc::clone(&writer),
+        deadline: reservation.deadline,
+        guard: Some(guard),
+        reply: Some(reply_tx),
+    }));
     let (chunks_tx, chunks_rx) =
         std::sync::mpsc::sync_channel::<Result<Option<Vec<Sha256Digest>>>>(1);
-    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<Result<()>>(1);
     let (memory, file) = match staged {
         Staged::Memory(b) => (Some(b), None),
         Staged::Written(f, integrity) => {
@@ -564,7 +628,18 @@ async fn commit_put(
         }
     };
     let content_bytes = memory.clone();
-    let content = tokio::task::spawn_blocking(move || {
+    let content_meeting = Arc::clone(&meeting);
+    drop(tokio::task::spawn_blocking(move || {
+        let reserved = (|| -> PutOutcome {
+            if let Some(b) = &memory {
+                reservation.integrity = memory_integrity(b, chunk_size, &chunks_rx)?;
+            }
+            let reserved = writer.lock().reserve(&reservation)?;
+            Ok((reserved, reservation.integrity))
+        })();
+        Meeting::arrive(&meeting, None, Some(reserved));
+    }));
+    drop(tokio::task::spawn_blocking(move || {
         let chunk_len = usize::try_from(chunk_size).unwrap_or(usize::MAX);
         let written = (|| -> Result<Written> {
             match (file, content_bytes) {
@@ -573,9 +648,9 @@ async fn commit_put(
                     let mut f = files
                         .create(dir, &fin)
                         .map_err(|e| io_err("cannot create a content file", &e))?;
-                    // One chunk is hashed by the catalog task (so its
+                    // One chunk is hashed by the catalog half (so its
                     // reservation starts at once); more are hashed here,
-                    // chunk by chunk, while the catalog task computes the
+                    // chunk by chunk, while the catalog half computes the
                     // whole digest.
                     if b.len() <= chunk_len {
                         f.write_all(&b)
@@ -593,53 +668,26 @@ async fn commit_put(
                 (None, None) => Err(Error::Unavailable("a put lost its content".into())),
             }
         })();
-        let mut f = match written {
-            Ok((f, chunks)) => {
+        let r = match written {
+            Ok((mut f, chunks)) => {
                 let _ = chunks_tx.send(Ok(chunks));
-                f
+                f.sync()
+                    .map_err(|e| io_err("cannot sync a content file", &e))
+                    .and_then(|()| {
+                        f.publish()
+                            .map_err(|e| io_err("cannot publish a content file", &e))
+                    })
             }
             Err(e) => {
                 let _ = chunks_tx.send(Err(e.clone()));
-                let _ = done_tx.send(Err(e));
-                return;
+                Err(e)
             }
         };
-        let r = f
-            .sync()
-            .map_err(|e| io_err("cannot sync a content file", &e))
-            .and_then(|()| {
-                f.publish()
-                    .map_err(|e| io_err("cannot publish a content file", &e))
-            });
-        let _ = done_tx.send(r);
-    });
-    let catalog =
-        tokio::task::spawn_blocking(move || -> Result<(crate::writer::Reserved, Integrity)> {
-            let gone = || Error::Unavailable("the content task stopped".into());
-            if let Some(b) = &memory {
-                reservation.integrity = memory_integrity(b, chunk_size, &chunks_rx)?;
-            }
-            let reserved = writer.lock().reserve(&reservation);
-            let content = done_rx.recv().unwrap_or_else(|_| Err(gone()));
-            let reserved = reserved?;
-            match content {
-                Ok(()) => {
-                    writer.lock().publish(&reserved.key, deadline)?;
-                    Ok((reserved, reservation.integrity))
-                }
-                Err(e) => {
-                    let _ = writer.lock().abort(&reserved.key);
-                    Err(e)
-                }
-            }
-        });
-    let (content, catalog) = tokio::join!(content, catalog);
-    content.map_err(joined)?;
-    let outcome = catalog.map_err(joined)?;
-    if outcome.is_ok() {
-        guard.armed = false;
-    }
-    outcome
+        Meeting::arrive(&content_meeting, Some(r), None);
+    }));
+    reply_rx
+        .await
+        .map_err(|_| Error::Unavailable("a put's storage task stopped".into()))?
 }
 
 /// Reads chunks of a content file.
@@ -747,24 +795,25 @@ impl ArtifactStore for FsArtifacts {
             blob,
             deadline,
         };
-        // Two blocking tasks run side by side. The content task writes the
-        // staged file (hashing each chunk of multi-chunk content still in
-        // memory), fsyncs it, renames it into place and fsyncs the
-        // directory. The catalog task meanwhile hashes single-chunk content
-        // itself, or computes the whole digest and takes the chunk digests,
+        // Two blocking halves run side by side. The content half writes
+        // the staged file (hashing each chunk of multi-chunk content still
+        // in memory), fsyncs it, names it and fsyncs the directory. The
+        // catalog half meanwhile hashes single-chunk content itself, or
+        // computes the whole digest and takes the chunk digests, and
         // reserves the version (a synced log record, overlapping the
-        // content's writes and fsync), waits for the content and
-        // publishes, or aborts. The task runs to its end even if the caller goes away, so
-        // a reservation is always either published or aborted.
-        let task = tokio::spawn(commit_put(
+        // content's writes and fsyncs). The second to finish publishes or
+        // aborts. Both are started before the first await and run to
+        // their end even if the caller goes away, so a reservation is
+        // always either published or aborted.
+        let (res, integrity) = commit_put(
             Arc::clone(&self.files),
             Arc::clone(&self.writer),
             self.limits.chunk_size,
             staged,
             reservation,
             guard,
-        ));
-        let (res, integrity) = task.await.map_err(joined)??;
+        )
+        .await?;
         Ok(ArtifactMeta {
             scope: scope.clone(),
             name: name.clone(),
