@@ -311,18 +311,18 @@ impl FsArtifacts {
         name: &ArtifactName,
         version: u64,
     ) -> Option<(u8, String)> {
-        let (_, row) = self.find(scope, name, Selector::Version(version)).ok()?;
+        let (_, row, _) = self.find(scope, name, Selector::Version(version)).ok()?;
         Some(blob_file(&row.blob))
     }
 
     /// The published version a selector picks, checked against the scope
-    /// and name.
+    /// and name, with its metadata.
     fn find(
         &self,
         scope: &ArtifactScope,
         name: &ArtifactName,
         selector: Selector,
-    ) -> Result<(VersionKey, VersionRow)> {
+    ) -> Result<(VersionKey, VersionRow, ArtifactMeta)> {
         let rtx = self.db.begin_read().map_err(storage)?;
         Self::find_in(&rtx, scope, name, selector)
     }
@@ -332,7 +332,7 @@ impl FsArtifacts {
         scope: &ArtifactScope,
         name: &ArtifactName,
         selector: Selector,
-    ) -> Result<(VersionKey, VersionRow)> {
+    ) -> Result<(VersionKey, VersionRow, ArtifactMeta)> {
         let sh = scope.hash();
         let nh = name.hash();
         let table = rtx.open_table(VERSIONS).map_err(storage)?;
@@ -370,13 +370,13 @@ impl FsArtifacts {
             Selector::Latest => Error::NotFound("artifact"),
             Selector::Version(_) => Error::NotFound("artifact version"),
         })?;
-        row.meta(scope, name)?;
+        let meta = row.meta(scope, name)?;
         if let Selector::Version(v) = selector
             && row.version != v
         {
             return Err(Error::ScopeViolation);
         }
-        Ok((key, row))
+        Ok((key, row, meta))
     }
 
     fn integrity_in(
@@ -839,8 +839,7 @@ impl ArtifactStore for FsArtifacts {
         deadline.check()?;
         // One snapshot for the row and its digests.
         let rtx = self.db.begin_read().map_err(storage)?;
-        let (key, row) = Self::find_in(&rtx, scope, name, selector)?;
-        let meta = row.meta(scope, name)?;
+        let (key, row, meta) = Self::find_in(&rtx, scope, name, selector)?;
         if let Some(r) = range {
             r.check(meta.size)?;
         }
@@ -889,8 +888,8 @@ impl ArtifactStore for FsArtifacts {
         opts: &CallOptions,
     ) -> Result<ArtifactMeta> {
         self.deadline(opts).check()?;
-        let (_, row) = self.find(scope, name, selector)?;
-        row.meta(scope, name)
+        let (_, _, meta) = self.find(scope, name, selector)?;
+        Ok(meta)
     }
 
     async fn delete(
