@@ -578,14 +578,14 @@ pub fn router(dir: &Path, w: RouterWorkload) -> Result<RouterBench> {
             })?);
         }
     }
+    // The nearest-rank median (the middle run for an odd count).
     let median_of = |threads: usize, cpus: Option<usize>| {
-        let mut v: Vec<f64> = runs
+        let v: Vec<f64> = runs
             .iter()
             .filter(|r| r.threads == threads && r.pinned_cpus == cpus)
             .map(|r| r.ops_per_s)
             .collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
+        latency(v).p50_us
     };
     let (one_pinned, one, two) = (
         median_of(1, Some(1)),
