@@ -5,7 +5,8 @@
 //! entries; the reopened store must hold every acknowledged put, readable
 //! and verified, and nothing partial. The disk also counts syncs: every
 //! acknowledged put synced its content file, its directory and the
-//! catalog log before its acknowledgement.
+//! catalog log before its acknowledgement. Both staging modes run: an
+//! anonymous file linked into place, and a `.tmp` file renamed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -100,23 +101,35 @@ fn check(disk: &PowerLoss<SimFs>, ops: &[Op], acked: usize) -> Result<bool, Stri
     })
 }
 
+/// Both ways of staging a content file: anonymously (`O_TMPFILE`) and,
+/// where that is missing, under a `.tmp` name renamed into place.
+const STAGING: [bool; 2] = [false, true];
+
 #[test]
 fn every_acknowledged_put_syncs_content_directory_and_catalog() {
-    let disk = PowerLoss::with_image(power::created(&limits(), &options()));
-    let ops = ops();
-    let at_ack = run(&disk, &ops, true);
-    assert_eq!(at_ack.len(), OPS);
-    let (content, dirs) = power::sync_counts(&disk);
-    let puts = ops.iter().filter(|o| matches!(o, Op::Put { .. })).count();
-    eprintln!(
-        "{OPS} acknowledged operations ({puts} puts): {} syncs, {content} of content files, {dirs} of directories",
-        disk.syncs()
-    );
+    for named in STAGING {
+        let disk = PowerLoss::with_image(power::created_staging(&limits(), &options(), named));
+        let ops = ops();
+        let at_ack = run(&disk, &ops, true);
+        assert_eq!(at_ack.len(), OPS);
+        let (content, dirs) = power::sync_counts(&disk);
+        let puts = ops.iter().filter(|o| matches!(o, Op::Put { .. })).count();
+        eprintln!(
+            "named staging {named}: {OPS} acknowledged operations ({puts} puts): {} syncs, {content} of content files, {dirs} of directories",
+            disk.syncs()
+        );
+    }
 }
 
 #[test]
 fn power_cut_at_random_syncs_loses_no_acknowledged_put() {
-    let image = power::created(&limits(), &options());
+    for named in STAGING {
+        power_cuts(named);
+    }
+}
+
+fn power_cuts(named: bool) {
+    let image = power::created_staging(&limits(), &options(), named);
     let ops = ops();
     let total_syncs = {
         let d = PowerLoss::with_image(image.clone());
@@ -137,12 +150,12 @@ fn power_cut_at_random_syncs_loses_no_acknowledged_put() {
         match check(&after, &ops, acked) {
             Ok(l) => landed += usize::from(l),
             Err(e) => panic!(
-                "trial {t} (cut at sync {cut} of {total_syncs}, tear {tear}, {acked} acknowledged): {e}"
+                "named staging {named}, trial {t} (cut at sync {cut} of {total_syncs}, tear {tear}, {acked} acknowledged): {e}"
             ),
         }
     }
     eprintln!(
-        "{trials} power cuts: every acknowledged operation survived; {landed} in-flight operations had also landed"
+        "named staging {named}: {trials} power cuts: every acknowledged operation survived; {landed} in-flight operations had also landed"
     );
 }
 

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use hippocamp_artifacts::ArtifactLimits;
 use hippocamp_artifacts_fs::{
-    CatalogSource, FileOps, FsArtifacts, FsOptions, Listed, ReadFile, WriteFile,
+    CatalogSource, FileOps, FsArtifacts, FsOptions, Listed, ReadFile, WriteFile, staged_name,
 };
 use hippocamp_durable::sim::{Device, Extra, Image, PowerLoss};
 use rand::Rng as _;
@@ -36,12 +36,17 @@ pub struct SimFs {
     pub content_syncs: u64,
     /// Directory syncs so far.
     pub dir_syncs: u64,
+    /// Stage files under `<name>.tmp` and rename them into place (the
+    /// store's fallback where `O_TMPFILE` is missing) rather than
+    /// anonymously.
+    pub named_staging: bool,
 }
 
 impl Extra for SimFs {
     fn surviving(&self, tear: bool, rng: &mut StdRng) -> Self {
         let mut out = SimFs {
             next_inode: self.next_inode,
+            named_staging: self.named_staging,
             ..SimFs::default()
         };
         for (d, dir) in &self.dirs {
@@ -70,12 +75,14 @@ impl Extra for SimFs {
 pub struct SimFiles(pub PowerLoss<SimFs>);
 
 /// A staged file: an inode no directory names until it is published
-/// (as with `O_TMPFILE`), so a power cut before then loses it.
+/// (as with `O_TMPFILE`), so a power cut before then loses it; or, with
+/// named staging, `<name>.tmp` until it is renamed.
 struct SimWriter {
     disk: PowerLoss<SimFs>,
     inode: u64,
     dir: u8,
     name: String,
+    named: bool,
 }
 
 impl WriteFile for SimWriter {
@@ -96,6 +103,15 @@ impl WriteFile for SimWriter {
     fn publish(self: Box<Self>) -> io::Result<()> {
         self.disk.extra(|fs| {
             let d = fs.dirs.entry(self.dir).or_default();
+            if self.named {
+                // A rename replaces whatever had the name.
+                let e = d
+                    .live
+                    .remove(&staged_name(&self.name))
+                    .ok_or_else(not_found)?;
+                d.live.insert(self.name.clone(), e);
+                return Ok(());
+            }
             if d.live.contains_key(&self.name) {
                 return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
             }
@@ -147,17 +163,32 @@ fn not_found() -> io::Error {
 
 impl FileOps for SimFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let inode = self.0.extra(|fs| {
+        let (inode, named) = self.0.extra(|fs| {
+            let named = fs.named_staging;
+            if named {
+                let d = fs.dirs.entry(dir).or_default();
+                if d.live.contains_key(&staged_name(name)) {
+                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
+                }
+            }
             fs.next_inode += 1;
             let inode = fs.next_inode;
             fs.inodes.insert(inode, Device::default());
-            inode
-        });
+            if named {
+                fs.dirs
+                    .entry(dir)
+                    .or_default()
+                    .live
+                    .insert(staged_name(name), (inode, SystemTime::now()));
+            }
+            Ok((inode, named))
+        })?;
         Ok(Box::new(SimWriter {
             disk: self.0.clone(),
             inode,
             dir,
             name: name.to_owned(),
+            named,
         }))
     }
 
@@ -218,7 +249,13 @@ pub fn open(
 
 /// A disk holding a freshly created, cleanly closed store.
 pub fn created(limits: &ArtifactLimits, options: &FsOptions) -> Image<SimFs> {
+    created_staging(limits, options, false)
+}
+
+/// [`created`], staging files under a name when `named`.
+pub fn created_staging(limits: &ArtifactLimits, options: &FsOptions, named: bool) -> Image<SimFs> {
     let d = PowerLoss::<SimFs>::new();
+    d.extra(|fs| fs.named_staging = named);
     drop(open(&d, limits.clone(), options.clone()).unwrap());
     d.surviving()
 }
