@@ -565,11 +565,13 @@ impl Meeting {
         if reserved.is_some() {
             m.reserved = reserved;
         }
-        if m.content.is_none() || m.reserved.is_none() {
-            return;
-        }
-        let (Some(content), Some(reserved)) = (m.content.take(), m.reserved.take()) else {
-            return;
+        let (content, reserved) = match (m.content.take(), m.reserved.take()) {
+            (Some(c), Some(r)) => (c, r),
+            // The first to arrive waits for the other.
+            (c, r) => {
+                (m.content, m.reserved) = (c, r);
+                return;
+            }
         };
         let (writer, deadline) = (Arc::clone(&m.writer), m.deadline);
         let (mut guard, reply) = (m.guard.take(), m.reply.take());
