@@ -5,15 +5,7 @@
 use std::process::Command;
 
 fn data() -> Option<std::path::PathBuf> {
-    let d = hippocamp_datasets::data_dir();
-    if d.is_none() {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but the shared data folder is missing"
-        );
-        eprintln!("skipping: ../shared/data not found and HIPPOCAMP_DATA_DIR not set");
-    }
-    d
+    hippocamp_testkit::shared_data()
 }
 
 fn hippocamp() -> Command {
@@ -610,16 +602,9 @@ fn memory_and_artifact_commands_work_against_a_server() {
 
 #[test]
 fn memory_commands_embed_with_an_embedder_on_a_data_directory() {
-    let Ok(url) = std::env::var("HIPPOCAMP_TEST_EMBED_URL") else {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_EMBED_URL is not"
-        );
-        eprintln!("skipping: HIPPOCAMP_TEST_EMBED_URL is not set (scripts/embed-server.sh start)");
+    let Some((url, model)) = hippocamp_testkit::embed_server() else {
         return;
     };
-    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
-        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
     let dir = tempfile::tempdir().unwrap();
     let spec = format!("http:{url}");
     let with = [

@@ -33,15 +33,13 @@ fn stream_child() {
                     .unwrap()
             }
             _ => {
+                let s3 = hippocamp_testkit::s3_server().unwrap();
                 let config = hippocamp_artifacts_object::S3Config {
-                    endpoint: Some(std::env::var("HIPPOCAMP_TEST_S3_ENDPOINT").unwrap()),
-                    bucket: std::env::var("HIPPOCAMP_TEST_S3_BUCKET")
-                        .unwrap_or_else(|_| "hippocamp-test".into()),
+                    endpoint: Some(s3.endpoint),
+                    bucket: s3.bucket,
                     region: "us-east-1".into(),
-                    access_key_id: std::env::var("HIPPOCAMP_TEST_S3_ACCESS_KEY")
-                        .unwrap_or_else(|_| "hippocamp".into()),
-                    secret_access_key: std::env::var("HIPPOCAMP_TEST_S3_SECRET_KEY")
-                        .unwrap_or_else(|_| "hippocamp-secret".into()),
+                    access_key_id: s3.access_key,
+                    secret_access_key: s3.secret_key,
                     allow_http: true,
                     virtual_hosted: false,
                     request_timeout_ms: 300_000,
@@ -94,14 +92,7 @@ fn filesystem_streams_128_mib_in_bounded_memory() {
 
 #[test]
 fn s3_streams_128_mib_in_bounded_memory() {
-    if std::env::var("HIPPOCAMP_TEST_S3_ENDPOINT").is_err() {
-        assert!(
-            std::env::var("HIPPOCAMP_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
-            "HIPPOCAMP_REQUIRE_EXTERNAL=1 but HIPPOCAMP_TEST_S3_ENDPOINT is not set"
-        );
-        eprintln!(
-            "skipped: no S3 server (set HIPPOCAMP_TEST_S3_ENDPOINT; scripts/s3-server.sh starts one)"
-        );
+    if hippocamp_testkit::s3_server().is_none() {
         return;
     }
     let run = run_child("s3");

@@ -2,18 +2,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use hippocamp_datasets::{cranfield, data_dir, locomo};
+use hippocamp_datasets::{cranfield, locomo};
 
 fn dir() -> Option<std::path::PathBuf> {
-    let d = data_dir();
-    if d.is_none() {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but the shared data folder is missing"
-        );
-        eprintln!("skipping: ../shared/data not found and HIPPOCAMP_DATA_DIR not set");
-    }
-    d
+    hippocamp_testkit::shared_data()
 }
 
 #[test]

@@ -135,18 +135,11 @@ async fn error_paths_are_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_local_embedding_server() {
-    let Ok(base) = std::env::var("HIPPOCAMP_TEST_EMBED_URL") else {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_EMBED_URL is not"
-        );
-        eprintln!("skipping: HIPPOCAMP_TEST_EMBED_URL is not set (scripts/embed-server.sh start)");
+    let Some((base, model)) = hippocamp_testkit::embed_server() else {
         return;
     };
-    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
-        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
     let e = OpenAiEmbedder::connect(HttpEmbedderConfig {
-        base_url: base,
+        base_url: base.clone(),
         model,
         dimension: None,
         api_key: None,
@@ -177,7 +170,7 @@ async fn a_real_local_embedding_server() {
     assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.05);
     // A model the server does not serve is refused, not used.
     let wrong = OpenAiEmbedder::connect(HttpEmbedderConfig {
-        base_url: std::env::var("HIPPOCAMP_TEST_EMBED_URL").unwrap(),
+        base_url: base,
         model: "not-this-model".into(),
         dimension: Some(384),
         api_key: None,

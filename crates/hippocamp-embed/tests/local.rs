@@ -13,17 +13,11 @@ use hippocamp_embed::local::LocalEmbedder;
 use hippocamp_embed::{EmbedLimits, Embedder, InputKind};
 
 fn model_dir() -> Option<std::path::PathBuf> {
-    let d = std::env::var_os("HIPPOCAMP_TEST_LOCAL_MODEL").map(std::path::PathBuf::from);
-    if d.is_none() {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_LOCAL_MODEL is not"
-        );
-        eprintln!(
-            "skipping: HIPPOCAMP_TEST_LOCAL_MODEL is not set (scripts/embed-server.sh start)"
-        );
-    }
-    d
+    hippocamp_testkit::env(
+        "HIPPOCAMP_TEST_LOCAL_MODEL",
+        "scripts/embed-server.sh start",
+    )
+    .map(std::path::PathBuf::from)
 }
 
 fn cos(a: &[f32], b: &[f32]) -> f32 {

@@ -5,15 +5,7 @@
 use hippocamp_eval::{InMemoryOpener, cranfield, locomo};
 
 fn data() -> Option<std::path::PathBuf> {
-    let d = hippocamp_datasets::data_dir();
-    if d.is_none() {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but the shared data folder is missing"
-        );
-        eprintln!("skipping: ../shared/data not found and HIPPOCAMP_DATA_DIR not set");
-    }
-    d
+    hippocamp_testkit::shared_data()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

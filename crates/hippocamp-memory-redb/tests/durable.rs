@@ -155,12 +155,7 @@ async fn released_search_state_reloads_with_the_same_results() {
 /// half.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locomo_results_are_identical_after_reopen() {
-    let Some(data) = hippocamp_datasets::data_dir() else {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but the shared data folder is missing"
-        );
-        eprintln!("skipping: ../shared/data not found");
+    let Some(data) = hippocamp_testkit::shared_data() else {
         return;
     };
     let samples = hippocamp_datasets::locomo::load(&data.join("locomo/locomo-dev.json")).unwrap();

@@ -882,16 +882,9 @@ async fn a_trickled_json_body_times_out_with_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
-    let Ok(url) = std::env::var("HIPPOCAMP_TEST_EMBED_URL") else {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but HIPPOCAMP_TEST_EMBED_URL is not"
-        );
-        eprintln!("skipping: HIPPOCAMP_TEST_EMBED_URL is not set (scripts/embed-server.sh start)");
+    let Some((url, model)) = hippocamp_testkit::embed_server() else {
         return;
     };
-    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
-        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
     let s = TestServer::start(Profile::Durable, |c| {
         c.embedder = Some(hippocamp_server::config::EmbedderConfig {
             base_url: Some(url),

@@ -219,11 +219,10 @@ async fn the_inspection_page_searches_and_erases_in_chromium() {
     let chromedriver = find_binary(&["chromedriver"]);
     let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
     let (Some(chromedriver), Some(chromium)) = (chromedriver, chromium) else {
-        assert!(
-            std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-            "HIPPOCAMP_REQUIRE_EXTERNAL is set but chromium or chromedriver is missing"
+        hippocamp_testkit::missing(
+            "chromium or chromedriver is missing",
+            "Debian packages chromium, chromium-driver",
         );
-        eprintln!("skipping: chromium and chromedriver are not installed");
         return;
     };
     let s = TestServer::start(Profile::Durable, |_| {}).await;

@@ -39,23 +39,13 @@ pub fn options(limits: &ArtifactLimits, prefix: String) -> ObjectOptions {
 /// The S3 server of the environment, if any; fails instead when external
 /// services are required.
 pub fn s3_config() -> Option<S3Config> {
-    let Ok(endpoint) = std::env::var("HIPPOCAMP_TEST_S3_ENDPOINT") else {
-        assert!(
-            std::env::var("HIPPOCAMP_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
-            "HIPPOCAMP_REQUIRE_EXTERNAL=1 but HIPPOCAMP_TEST_S3_ENDPOINT is not set: start scripts/s3-server.sh"
-        );
-        eprintln!(
-            "skipped: no S3 server (set HIPPOCAMP_TEST_S3_ENDPOINT; scripts/s3-server.sh starts one)"
-        );
-        return None;
-    };
-    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    let s3 = hippocamp_testkit::s3_server()?;
     Some(S3Config {
-        endpoint: Some(endpoint),
-        bucket: var("HIPPOCAMP_TEST_S3_BUCKET", "hippocamp-test"),
+        endpoint: Some(s3.endpoint),
+        bucket: s3.bucket,
         region: "us-east-1".to_owned(),
-        access_key_id: var("HIPPOCAMP_TEST_S3_ACCESS_KEY", "hippocamp"),
-        secret_access_key: var("HIPPOCAMP_TEST_S3_SECRET_KEY", "hippocamp-secret"),
+        access_key_id: s3.access_key,
+        secret_access_key: s3.secret_key,
         allow_http: true,
         virtual_hosted: false,
         request_timeout_ms: 30_000,

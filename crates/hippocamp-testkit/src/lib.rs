@@ -1,0 +1,91 @@
+//! What a test does when a real service it needs is absent (the shared
+//! evaluation data, an S3 server, an embedding server, a browser): it
+//! skips with a message saying how to provide it, unless
+//! `HIPPOCAMP_REQUIRE_EXTERNAL` is set (`.ci/run` sets it to 1), under
+//! which the skip is a failure. One definition, so every test agrees on
+//! the rule.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+
+/// Set when every external service must be present.
+pub const REQUIRE_EXTERNAL: &str = "HIPPOCAMP_REQUIRE_EXTERNAL";
+
+/// Reports that `what` is missing: fails the calling test when external
+/// services are required, else prints that it skips and how to provide
+/// it (`hint`).
+///
+/// # Panics
+///
+/// When `HIPPOCAMP_REQUIRE_EXTERNAL` is set: that is the failure.
+#[track_caller]
+pub fn missing(what: &str, hint: &str) {
+    assert!(
+        std::env::var_os(REQUIRE_EXTERNAL).is_none(),
+        "{REQUIRE_EXTERNAL} is set but {what}"
+    );
+    eprintln!("skipping: {what} ({hint})");
+}
+
+/// The environment variable `name`, or `None` once reported missing.
+#[track_caller]
+pub fn env(name: &str, hint: &str) -> Option<String> {
+    let value = std::env::var(name).ok();
+    if value.is_none() {
+        missing(&format!("{name} is not set"), hint);
+    }
+    value
+}
+
+/// The shared evaluation data folder, or `None` once reported missing.
+#[track_caller]
+pub fn shared_data() -> Option<PathBuf> {
+    let dir = hippocamp_datasets::data_dir();
+    if dir.is_none() {
+        missing(
+            "the shared data folder is missing",
+            "../shared/data not found and HIPPOCAMP_DATA_DIR not set",
+        );
+    }
+    dir
+}
+
+/// The OpenAI-compatible embedding server of the environment: its base
+/// URL and model (`HIPPOCAMP_TEST_EMBED_URL`, `HIPPOCAMP_TEST_EMBED_MODEL`).
+#[track_caller]
+pub fn embed_server() -> Option<(String, String)> {
+    let url = env("HIPPOCAMP_TEST_EMBED_URL", "scripts/embed-server.sh start")?;
+    let model = std::env::var("HIPPOCAMP_TEST_EMBED_MODEL")
+        .unwrap_or_else(|_| "multilingual-e5-small-q4".to_owned());
+    Some((url, model))
+}
+
+/// An S3-compatible server named by the environment.
+#[derive(Debug, Clone)]
+pub struct S3Server {
+    /// `HIPPOCAMP_TEST_S3_ENDPOINT`, e.g. `http://127.0.0.1:18014`.
+    pub endpoint: String,
+    /// `HIPPOCAMP_TEST_S3_BUCKET` (default `hippocamp-test`; it must exist).
+    pub bucket: String,
+    /// `HIPPOCAMP_TEST_S3_ACCESS_KEY` (default `hippocamp`).
+    pub access_key: String,
+    /// `HIPPOCAMP_TEST_S3_SECRET_KEY` (default `hippocamp-secret`).
+    pub secret_key: String,
+}
+
+/// The S3 server of the environment, or `None` once reported missing.
+#[track_caller]
+pub fn s3_server() -> Option<S3Server> {
+    let endpoint = env(
+        "HIPPOCAMP_TEST_S3_ENDPOINT",
+        "scripts/s3-server.sh starts one",
+    )?;
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    Some(S3Server {
+        endpoint,
+        bucket: var("HIPPOCAMP_TEST_S3_BUCKET", "hippocamp-test"),
+        access_key: var("HIPPOCAMP_TEST_S3_ACCESS_KEY", "hippocamp"),
+        secret_key: var("HIPPOCAMP_TEST_S3_SECRET_KEY", "hippocamp-secret"),
+    })
+}
