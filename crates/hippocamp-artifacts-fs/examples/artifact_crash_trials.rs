@@ -20,27 +20,18 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000);
     let started = std::time::Instant::now();
-    let (mut acked, mut puts, mut landed, mut repaired, mut failed) =
-        (0usize, 0usize, 0usize, 0u64, 0u64);
-    for t in 0..trials {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = 0x5eed_a000 + t;
-        match support::crash::trial(&dir.path().join("data"), seed, &[]) {
-            Ok(r) => {
-                acked += r.acked;
-                puts += r.puts_checked;
-                landed += r.in_flight_landed;
-                repaired += r.repaired;
-            }
-            Err(e) => {
-                failed += 1;
-                eprintln!("trial {t} (seed {seed}) FAILED: {e}");
-            }
-        }
-        if (t + 1) % 100 == 0 {
-            eprintln!("{} trials done", t + 1);
-        }
-    }
+    let (mut acked, mut puts, mut landed, mut repaired) = (0usize, 0usize, 0usize, 0u64);
+    let failed = hippocamp_durable::crash::run_trials(
+        trials,
+        0x5eed_a000,
+        |dir, seed| support::crash::trial(&dir.join("data"), seed, &[]),
+        |r| {
+            acked += r.acked;
+            puts += r.puts_checked;
+            landed += r.in_flight_landed;
+            repaired += r.repaired;
+        },
+    );
     println!(
         "{trials} SIGKILL trials in {:.0} s: {failed} failed (a lost or unreadable acknowledged put, an undone delete, a partial or unexpected version, a reused number, or corruption found by repair); {acked} acknowledged operations; {puts} live acknowledged puts read back verified; {landed} in-flight operations had also landed; repair removed {repaired} unreferenced files",
         started.elapsed().as_secs_f64()

@@ -21,23 +21,24 @@ fn sigkill_during_puts_and_deletes_loses_nothing_acknowledged() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     let (mut acked, mut puts, mut landed, mut repaired) = (0, 0, 0, 0);
-    for t in 0..trials {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = 0xA27F_0000 + t;
-        match support::crash::trial(
-            &dir.path().join("data"),
-            seed,
-            &["crash_child", "--exact", "--nocapture", "--test-threads=1"],
-        ) {
-            Ok(r) => {
-                acked += r.acked;
-                puts += r.puts_checked;
-                landed += r.in_flight_landed;
-                repaired += r.repaired;
-            }
-            Err(e) => panic!("trial {t} (seed {seed}): {e}"),
-        }
-    }
+    let failed = hippocamp_durable::crash::run_trials(
+        trials,
+        0xA27F_0000,
+        |dir, seed| {
+            support::crash::trial(
+                &dir.join("data"),
+                seed,
+                &["crash_child", "--exact", "--nocapture", "--test-threads=1"],
+            )
+        },
+        |r| {
+            acked += r.acked;
+            puts += r.puts_checked;
+            landed += r.in_flight_landed;
+            repaired += r.repaired;
+        },
+    );
+    assert_eq!(failed, 0, "{failed} of {trials} trials failed (see above)");
     eprintln!(
         "{trials} trials: {acked} acknowledged operations, {puts} live acknowledged puts read back verified; {landed} in-flight operations had also landed; repair removed {repaired} unreferenced files"
     );

@@ -74,3 +74,33 @@ pub fn kill_child(
     reader.join().map_err(|_| "reader panicked".to_owned())?;
     Ok(acks.lock().iter().map(|a| a.map_or(0, |i| i + 1)).collect())
 }
+
+/// Runs `trials` trials, trial `t` with seed `seed_base + t` in a fresh
+/// temporary directory (`trial` gets its path and the seed). Each result
+/// goes to `tally`; each failure is printed with its seed and counted;
+/// progress is printed every 100 trials. Returns the failures.
+pub fn run_trials<T>(
+    trials: u64,
+    seed_base: u64,
+    mut trial: impl FnMut(&Path, u64) -> Result<T, String>,
+    mut tally: impl FnMut(T),
+) -> u64 {
+    let mut failed = 0;
+    for t in 0..trials {
+        let seed = seed_base + t;
+        let outcome = tempfile::tempdir()
+            .map_err(|e| format!("cannot create a directory: {e}"))
+            .and_then(|dir| trial(dir.path(), seed));
+        match outcome {
+            Ok(r) => tally(r),
+            Err(e) => {
+                failed += 1;
+                eprintln!("trial {t} (seed {seed}) FAILED: {e}");
+            }
+        }
+        if (t + 1) % 100 == 0 {
+            eprintln!("{} trials done", t + 1);
+        }
+    }
+    failed
+}

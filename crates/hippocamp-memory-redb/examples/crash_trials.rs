@@ -18,24 +18,16 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000);
     let started = std::time::Instant::now();
-    let (mut acked, mut landed, mut failed) = (0usize, 0usize, 0u64);
-    for t in 0..trials {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = 0x5eed_0000 + t;
-        match support::crash::trial(dir.path(), seed, &[]) {
-            Ok(r) => {
-                acked += r.acked;
-                landed += r.in_flight_landed;
-            }
-            Err(e) => {
-                failed += 1;
-                eprintln!("trial {t} (seed {seed}) FAILED: {e}");
-            }
-        }
-        if (t + 1) % 100 == 0 {
-            eprintln!("{} trials done", t + 1);
-        }
-    }
+    let (mut acked, mut landed) = (0usize, 0usize);
+    let failed = hippocamp_durable::crash::run_trials(
+        trials,
+        0x5eed_0000,
+        |dir, seed| support::crash::trial(dir, seed, &[]),
+        |r| {
+            acked += r.acked;
+            landed += r.in_flight_landed;
+        },
+    );
     println!(
         "{trials} SIGKILL trials in {:.0} s: {failed} found a lost acknowledged write, a revived erased entry or search disagreeing with entries; {acked} acknowledged writes checked; {landed} in-flight writes had also landed",
         started.elapsed().as_secs_f64()

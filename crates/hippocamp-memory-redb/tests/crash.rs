@@ -19,21 +19,22 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         .unwrap_or(50);
     let mut acked = 0;
     let mut landed = 0;
-    for t in 0..trials {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = 0x00C0_FFEE + t;
-        match support::crash::trial(
-            dir.path(),
-            seed,
-            &["crash_child", "--exact", "--nocapture", "--test-threads=1"],
-        ) {
-            Ok(r) => {
-                acked += r.acked;
-                landed += r.in_flight_landed;
-            }
-            Err(e) => panic!("trial {t} (seed {seed}): {e}"),
-        }
-    }
+    let failed = hippocamp_durable::crash::run_trials(
+        trials,
+        0x00C0_FFEE,
+        |dir, seed| {
+            support::crash::trial(
+                dir,
+                seed,
+                &["crash_child", "--exact", "--nocapture", "--test-threads=1"],
+            )
+        },
+        |r| {
+            acked += r.acked;
+            landed += r.in_flight_landed;
+        },
+    );
+    assert_eq!(failed, 0, "{failed} of {trials} trials failed (see above)");
     eprintln!(
         "{trials} trials: {acked} acknowledged operations all recovered; {landed} in-flight operations had also landed"
     );
