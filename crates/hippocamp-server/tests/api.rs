@@ -44,6 +44,27 @@ async fn send(
     (status, headers, r.bytes().await.unwrap().to_vec())
 }
 
+/// The sending end of a request body that stays open until it is dropped.
+type BodySender = futures::channel::mpsc::Sender<Result<Vec<u8>, std::io::Error>>;
+
+/// Starts `method path` on its own task with a body that begins with
+/// `first` and goes on with whatever is sent on the returned sender.
+async fn open_body(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    token: &str,
+    first: &[u8],
+) -> (BodySender, tokio::task::JoinHandle<reqwest::Response>) {
+    let (mut tx, rx) = futures::channel::mpsc::channel(1);
+    tx.send(Ok(first.to_vec())).await.unwrap();
+    let rq = client()
+        .request(method, s.url(path))
+        .bearer_auth(token)
+        .body(reqwest::Body::wrap_stream(rx));
+    (tx, tokio::spawn(async move { rq.send().await.unwrap() }))
+}
+
 fn j(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or(Value::Null)
 }
@@ -715,21 +736,14 @@ async fn over_the_concurrency_limit_requests_get_503_at_once() {
     let s = TestServer::start(Profile::Ephemeral, |c| c.http.max_concurrent_requests = 1).await;
     let t = s.all_permissions("shop", Some("alice"));
     // Hold the only slot with an upload that has not finished.
-    let (tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    let url = s.url(&format!("{ALICE}/artifacts/slow"));
-    let token = t.clone();
-    let upload = tokio::spawn(async move {
-        client()
-            .put(url)
-            .bearer_auth(token)
-            .body(reqwest::Body::wrap_stream(rx))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    });
-    let mut tx = tx;
-    tx.send(Ok(b"first".to_vec())).await.unwrap();
+    let (tx, upload) = open_body(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/slow"),
+        &t,
+        b"first",
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (st, h, b) = send(&s, Method::GET, "/v1/memory/capabilities", Some(&t), None).await;
     assert_eq!(
@@ -741,7 +755,7 @@ async fn over_the_concurrency_limit_requests_get_503_at_once() {
     assert_eq!(h["retry-after"], "1");
     assert_eq!(j(&b)["code"], "overloaded");
     drop(tx);
-    assert_eq!(upload.await.unwrap(), StatusCode::CREATED);
+    assert_eq!(upload.await.unwrap().status(), StatusCode::CREATED);
     let (st, _, _) = send(&s, Method::GET, "/v1/memory/capabilities", Some(&t), None).await;
     assert_eq!(st, StatusCode::OK);
     s.stop().await;
@@ -751,15 +765,15 @@ async fn over_the_concurrency_limit_requests_get_503_at_once() {
 async fn a_stalled_upload_times_out_with_504_and_stores_nothing() {
     let s = TestServer::start(Profile::Durable, |c| c.http.transfer_timeout_ms = 300).await;
     let t = s.all_permissions("shop", Some("alice"));
-    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    tx.send(Ok(b"partial".to_vec())).await.unwrap();
-    let r = client()
-        .put(s.url(&format!("{ALICE}/artifacts/stalled")))
-        .bearer_auth(&t)
-        .body(reqwest::Body::wrap_stream(rx))
-        .send()
-        .await
-        .unwrap();
+    let (tx, r) = open_body(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/stalled"),
+        &t,
+        b"partial",
+    )
+    .await;
+    let r = r.await.unwrap();
     assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(j(&r.bytes().await.unwrap())["code"], "timeout");
     drop(tx);
@@ -779,28 +793,20 @@ async fn a_stalled_upload_times_out_with_504_and_stores_nothing() {
 async fn shutdown_lets_a_write_in_flight_finish() {
     let mut s = TestServer::start(Profile::Durable, |_| {}).await;
     let t = s.all_permissions("shop", Some("alice"));
-    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    let url = s.url(&format!("{ALICE}/artifacts/in-flight"));
-    let token = t.clone();
-    let upload = tokio::spawn(async move {
-        client()
-            .put(url)
-            .bearer_auth(token)
-            .body(reqwest::Body::wrap_stream(rx))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    });
-    tx.send(Ok(b"started before shutdown".to_vec()))
-        .await
-        .unwrap();
+    let (mut tx, upload) = open_body(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/in-flight"),
+        &t,
+        b"started before shutdown",
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = s.shutdown_signal().unwrap().send(());
     tokio::time::sleep(Duration::from_millis(200)).await;
     tx.send(Ok(b", finished after".to_vec())).await.unwrap();
     drop(tx);
-    assert_eq!(upload.await.unwrap(), StatusCode::CREATED);
+    assert_eq!(upload.await.unwrap().status(), StatusCode::CREATED);
     let done = s.done.take().unwrap();
     done.await.unwrap().unwrap();
     // Drop the last handles (the stores close), reopen the directory and
@@ -865,15 +871,15 @@ fn the_committed_openapi_document_is_current() {
 async fn a_trickled_json_body_times_out_with_504() {
     let s = TestServer::start(Profile::Ephemeral, |c| c.http.request_timeout_ms = 300).await;
     let t = s.all_permissions("shop", Some("alice"));
-    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    tx.send(Ok(b"{\"query\":".to_vec())).await.unwrap();
-    let r = client()
-        .post(s.url(&format!("{ALICE}/memory/search")))
-        .bearer_auth(&t)
-        .body(reqwest::Body::wrap_stream(rx))
-        .send()
-        .await
-        .unwrap();
+    let (tx, r) = open_body(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        &t,
+        b"{\"query\":",
+    )
+    .await;
+    let r = r.await.unwrap();
     assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(j(&r.bytes().await.unwrap())["code"], "timeout");
     drop(tx);
