@@ -126,17 +126,14 @@ pub(crate) fn u64_value(v: &[u8]) -> Result<u64> {
     Ok(u64::from_le_bytes(b))
 }
 
-/// The file name of a blob (`.tmp` while staged) and its fan-out directory.
+/// The file name of a blob and its fan-out directory.
 pub(crate) fn blob_file(blob: &BlobId) -> (u8, String) {
     (blob[0], hex::encode(blob))
 }
 
-#[cfg(test)]
-pub(crate) fn staged_file(blob: &BlobId) -> String {
-    crate::files::staged_name(&hex::encode(blob))
-}
-
-/// Parses a content file name: the blob and whether it is staged.
+/// Parses a content file name: the blob and whether it is staged (a
+/// `.tmp` name, which earlier versions of the store wrote before renaming
+/// it and no row ever references).
 pub(crate) fn parse_file(name: &str) -> Option<(BlobId, bool)> {
     let (hex_part, staged) = match name.strip_suffix(".tmp") {
         Some(h) => (h, true),
@@ -288,7 +285,7 @@ mod tests {
         let (dir, name) = blob_file(&blob);
         assert_eq!(dir, 0xab);
         assert_eq!(parse_file(&name), Some((blob, false)));
-        assert_eq!(parse_file(&staged_file(&blob)), Some((blob, true)));
+        assert_eq!(parse_file(&format!("{name}.tmp")), Some((blob, true)));
         assert_eq!(parse_file("LOCK"), None);
         let s = ArtifactScope::session("a", "u", "s").unwrap();
         assert_eq!(StoredScope::new(&s).scope().unwrap(), s);

@@ -3,8 +3,8 @@
 //! test substitutes (the power-loss simulation in `tests/support`).
 //!
 //! Content lives in 256 fan-out directories `objects/00` .. `objects/ff`
-//! under the root; a file name is a random blob id in hex (and `.tmp`
-//! while staged). Scopes and artifact names never become path components.
+//! under the root; a file name is a random blob id in hex. Scopes and
+//! artifact names never become path components.
 //! [`DiskFiles`] opens every directory and file relative to directory
 //! descriptors with `O_NOFOLLOW`, starting from a root that must itself be
 //! a real directory, so no symbolic link is ever followed; directories are
@@ -21,16 +21,17 @@ use std::time::{Duration, SystemTime};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// A staged content file being written: nobody can open it under its
-/// final name before [`WriteFile::publish`].
+/// A new content file being written. It is staged in the sense that
+/// matters here: no catalog row refers to it until the store publishes
+/// one, which it does only after [`WriteFile::sync`] and
+/// [`WriteFile::sync_entry`].
 pub trait WriteFile: Send {
     /// Appends bytes.
     fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes the written bytes (and the file's size) durable.
     fn sync(&mut self) -> io::Result<()>;
-    /// Gives the (synced) file its final name atomically, then makes the
-    /// directory entry durable.
-    fn publish(self: Box<Self>) -> io::Result<()>;
+    /// Makes the file's directory entry durable.
+    fn sync_entry(self: Box<Self>) -> io::Result<()>;
 }
 
 /// A file being read.
@@ -58,10 +59,7 @@ pub struct Listed {
 /// Operations on content files, each within one fan-out directory
 /// (`dir`, 0..=255).
 pub trait FileOps: Send + Sync + fmt::Debug {
-    /// Stages a new file that [`WriteFile::publish`] names `name` (which
-    /// must not exist then). Staging is anonymous where the file system
-    /// allows it, so a crash leaves nothing behind; otherwise the file is
-    /// `name.tmp` until published (see [`staged_name`]).
+    /// Creates the file `name`, which must not exist.
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>>;
     /// Opens `name` for reading.
     fn open(&self, dir: u8, name: &str) -> io::Result<Box<dyn ReadFile>>;
@@ -69,12 +67,6 @@ pub trait FileOps: Send + Sync + fmt::Debug {
     fn remove(&self, dir: u8, name: &str) -> io::Result<()>;
     /// Lists the directory.
     fn list(&self, dir: u8) -> io::Result<Vec<Listed>>;
-}
-
-/// The name of a file staged under a name (where anonymous staging is
-/// not available).
-pub fn staged_name(name: &str) -> String {
-    format!("{name}.tmp")
 }
 
 /// The fan-out directory's name.
@@ -89,9 +81,6 @@ pub struct DiskFiles {
     /// The 256 fan-out directories, opened once (each operation is then
     /// one system call relative to its directory).
     dirs: Arc<Vec<OwnedFd>>,
-    /// Whether staged files are anonymous (`O_TMPFILE`, linked into place
-    /// through `/proc/self/fd`); probed on open.
-    anonymous: bool,
 }
 
 fn dir_flags() -> OFlags {
@@ -166,17 +155,10 @@ impl DiskFiles {
             .collect::<io::Result<Vec<_>>>()?;
         rustix::fs::fsync(&objects)?;
         rustix::fs::fsync(&root_fd)?;
-        let anonymous = dirs.first().is_some_and(anonymous_staging_works);
         Ok(Self {
             root: root.to_path_buf(),
             dirs: Arc::new(dirs),
-            anonymous,
         })
-    }
-
-    /// Whether staged files are anonymous on this file system.
-    pub fn anonymous_staging(&self) -> bool {
-        self.anonymous
     }
 
     /// The root directory.
@@ -189,51 +171,11 @@ impl DiskFiles {
     }
 }
 
-/// Opens an anonymous file in `dir`, readable and writable by the owner
-/// only once linked.
-fn open_anonymous(dir: &OwnedFd) -> rustix::io::Result<File> {
-    rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
-        Mode::RUSR | Mode::WUSR,
-    )
-    .map(File::from)
-}
-
-/// Gives an anonymous file a name in `dir`. Linking an open descriptor
-/// directly needs a capability (`AT_EMPTY_PATH`); its `/proc` link does
-/// not.
-fn link_anonymous(file: &File, dir: &OwnedFd, name: &str) -> rustix::io::Result<()> {
-    use std::os::fd::AsRawFd as _;
-    let proc_link = format!("/proc/self/fd/{}", file.as_raw_fd());
-    rustix::fs::linkat(
-        rustix::fs::CWD,
-        proc_link.as_str(),
-        dir,
-        name,
-        AtFlags::SYMLINK_FOLLOW,
-    )
-}
-
-/// Whether an anonymous file can be created and linked in `dir` (the file
-/// system must support `O_TMPFILE` and `/proc` must be mounted); leaves
-/// nothing behind.
-fn anonymous_staging_works(dir: &OwnedFd) -> bool {
-    const PROBE: &str = ".anonymous-staging-probe";
-    let _ = rustix::fs::unlinkat(dir, PROBE, AtFlags::empty());
-    let works = open_anonymous(dir).is_ok_and(|f| link_anonymous(&f, dir, PROBE).is_ok());
-    works && rustix::fs::unlinkat(dir, PROBE, AtFlags::empty()).is_ok()
-}
-
-/// A content file being staged on disk.
+/// A content file being written on disk.
 struct DiskWriter {
     file: File,
     dirs: Arc<Vec<OwnedFd>>,
     dir: u8,
-    name: String,
-    /// Staged under `name.tmp` rather than anonymously.
-    named: bool,
 }
 
 impl WriteFile for DiskWriter {
@@ -245,15 +187,8 @@ impl WriteFile for DiskWriter {
         // `fdatasync` also makes durable.
         self.file.sync_data()
     }
-    fn publish(self: Box<Self>) -> io::Result<()> {
-        let d = &self.dirs[usize::from(self.dir)];
-        if self.named {
-            drop(self.file);
-            rustix::fs::renameat(d, staged_name(&self.name), d, &self.name)?;
-        } else {
-            link_anonymous(&self.file, d, &self.name)?;
-        }
-        Ok(rustix::fs::fsync(d)?)
+    fn sync_entry(self: Box<Self>) -> io::Result<()> {
+        Ok(rustix::fs::fsync(&self.dirs[usize::from(self.dir)])?)
     }
 }
 
@@ -290,23 +225,16 @@ impl ReadFile for DiskReader {
 
 impl FileOps for DiskFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let d = self.dir(dir);
-        let file = if self.anonymous {
-            open_anonymous(d)?
-        } else {
-            File::from(rustix::fs::openat(
-                d,
-                staged_name(name),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::RUSR | Mode::WUSR,
-            )?)
-        };
+        let file = File::from(rustix::fs::openat(
+            self.dir(dir),
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )?);
         Ok(Box::new(DiskWriter {
             file,
             dirs: Arc::clone(&self.dirs),
             dir,
-            name: name.to_owned(),
-            named: !self.anonymous,
         }))
     }
 
@@ -378,17 +306,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("data");
         let files = DiskFiles::open(&root).unwrap();
-        // ext4, xfs, btrfs and tmpfs stage anonymously; the named mode has
-        // its own test below.
-        eprintln!("anonymous staging: {}", files.anonymous_staging());
         let mut w = files.create(7, "abc").unwrap();
         w.write_all(b"hello").unwrap();
         w.sync().unwrap();
-        assert!(files.open(7, "abc").is_err(), "visible before publish");
-        if files.anonymous_staging() {
-            assert_eq!(files.list(7).unwrap(), Vec::new());
-        }
-        w.publish().unwrap();
+        w.sync_entry().unwrap();
         let r = files.open(7, "abc").unwrap();
         assert_eq!(r.read_at(0, 5).unwrap(), b"hello");
         assert_eq!(r.read_at(1, 3).unwrap(), b"ell");
@@ -404,10 +325,9 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
-        // Publication never replaces a file.
-        let mut again = files.create(7, "abc").unwrap();
-        again.sync().unwrap();
-        assert!(again.publish().is_err());
+        // Creation never replaces a file.
+        let again = files.create(7, "abc").map(drop).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
         // A planted link is not followed.
         std::fs::write(tmp.path().join("outside"), b"secret").unwrap();
         std::os::unix::fs::symlink(tmp.path().join("outside"), root.join("objects/07/link"))
@@ -429,21 +349,5 @@ mod tests {
         std::fs::remove_dir_all(root.join("objects/09")).unwrap();
         std::os::unix::fs::symlink(tmp.path(), root.join("objects/09")).unwrap();
         assert!(DiskFiles::open(&root).is_err());
-    }
-
-    #[test]
-    fn named_staging_renames_into_place() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut files = DiskFiles::open(tmp.path()).unwrap();
-        files.anonymous = false;
-        let mut w = files.create(3, "abc").unwrap();
-        w.write_all(b"hi").unwrap();
-        w.sync().unwrap();
-        let names = |f: &DiskFiles| -> Vec<String> {
-            f.list(3).unwrap().into_iter().map(|l| l.name).collect()
-        };
-        assert_eq!(names(&files), vec!["abc.tmp".to_owned()]);
-        w.publish().unwrap();
-        assert_eq!(names(&files), vec!["abc".to_owned()]);
     }
 }

@@ -1,7 +1,7 @@
 //! Repair: removes content files that no catalog row references (files
-//! staged under a name by puts that never finished, where anonymous
-//! staging is not available; files of versions whose deletion was
-//! interrupted or whose put was killed before its reservation) once they are older than a grace period, and reports
+//! of puts killed before their reservation, of versions whose deletion
+//! was interrupted, and `.tmp` files left by earlier versions of the
+//! store) once they are older than a grace period, and reports
 //! catalog rows whose content is missing or (with `verify`) damaged.
 //!
 //! The walk goes through the fan-out directories in order, a bounded

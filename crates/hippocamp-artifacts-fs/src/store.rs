@@ -2,26 +2,28 @@
 //!
 //! # Publication
 //!
-//! A put streams its body into a staged file (hashing each chunk on the
-//! way), then:
+//! A put streams its body into a new file `objects/xx/<blob>` (a random
+//! blob id, created exclusively; hashing each chunk on the way), then:
 //!
-//! 1. fsyncs the staged file;
-//! 2. gives it its name `objects/xx/<blob>` atomically;
-//! 3. fsyncs the directory `objects/xx`;
-//! 4. commits the catalog row that makes the version visible.
+//! 1. fsyncs the file;
+//! 2. fsyncs the directory `objects/xx`;
+//! 3. commits the catalog row that makes the version visible.
 //!
-//! The staged file is anonymous (`O_TMPFILE`) where the file system
-//! supports it, and step 2 links it; otherwise it is `<blob>.tmp` and step
-//! 2 renames it. Anonymous staging leaves nothing behind after a crash,
-//! and writes the directory once: a rename dirties it a second time after
-//! the new file's sync (on ext4 without a journal) has already written it
-//! (the protocol alone went from 1.3-2.0x to 1.1-1.3x a bare durable
-//! create, see docs/PERFORMANCE.md).
+//! Step 3 is the one publication point: a version exists exactly when its
+//! row is published, and that happens only after 1-2. Until then the file
+//! is staged: readers find content only through a published row, so no
+//! reader can open a file being written, and a crash leaves at most a
+//! file no row references. The classic "write `x.tmp`, rename it to `x`"
+//! makes a *name* the publication point; here the name is never one, so
+//! the rename would only cost a second directory update. (The store
+//! staged anonymously with `O_TMPFILE` and a link before: on ext4 without
+//! a journal the link's new link count reaches the disk only by
+//! writeback, not by the directory's fsync, so a power cut could leave a
+//! name pointing at an inode recorded as unlinked. See
+//! docs/PERFORMANCE.md for the costs measured.)
 //!
-//! Step 4 is the one publication point: a version exists exactly when its
-//! row is published, and that happens only after 1-3. The version number
-//! is reserved in a logged, *pending* (invisible) row written while steps
-//! 1-3 run, so the log's fsync overlaps the content's; the reservation
+//! The version number is reserved in a logged, *pending* (invisible) row
+//! written while steps 1-2 run, so the log's fsync overlaps the content's; the reservation
 //! publishes nothing. After a crash, every pending row is resolved on open:
 //! published if its content file is present and matches every chunk
 //! digest, removed otherwise. A failed or late put aborts its reservation
@@ -61,7 +63,7 @@ use crate::catalog::{
     State, Table, VERSIONS, VersionKey, VersionRow, WAL_SEQ_KEY, blob_file, decode, decode_chunks,
     version_key,
 };
-use crate::files::{DiskFiles, FileOps, WriteFile, staged_name};
+use crate::files::{DiskFiles, FileOps, WriteFile};
 use crate::writer::{Reservation, Totals, Tx, Writer};
 
 /// The catalog database file in the data directory.
@@ -456,11 +458,10 @@ impl FsArtifacts {
         Ok((file, finish_integrity(size, chunk, chunks, whole)))
     }
 
-    /// Removes a content file (staged or final), ignoring a missing one.
+    /// Removes a content file, ignoring a missing one.
     fn remove_content(files: &dyn FileOps, blob: &BlobId) {
         let (dir, name) = blob_file(blob);
         let _ = files.remove(dir, &name);
-        let _ = files.remove(dir, &staged_name(&name));
     }
 }
 
@@ -631,16 +632,7 @@ async fn commit_put(
     };
     let content_bytes = memory.clone();
     let content_meeting = Arc::clone(&meeting);
-    drop(tokio::task::spawn_blocking(move || {
-        let reserved = (|| -> PutOutcome {
-            if let Some(b) = &memory {
-                reservation.integrity = memory_integrity(b, chunk_size, &chunks_rx)?;
-            }
-            let reserved = writer.lock().reserve(&reservation)?;
-            Ok((reserved, reservation.integrity))
-        })();
-        Meeting::arrive(&meeting, None, Some(reserved));
-    }));
+    // The content half first: it is the longer of the two.
     drop(tokio::task::spawn_blocking(move || {
         let chunk_len = usize::try_from(chunk_size).unwrap_or(usize::MAX);
         let written = (|| -> Result<Written> {
@@ -676,8 +668,8 @@ async fn commit_put(
                 f.sync()
                     .map_err(|e| io_err("cannot sync a content file", &e))
                     .and_then(|()| {
-                        f.publish()
-                            .map_err(|e| io_err("cannot publish a content file", &e))
+                        f.sync_entry()
+                            .map_err(|e| io_err("cannot sync a content directory", &e))
                     })
             }
             Err(e) => {
@@ -686,6 +678,16 @@ async fn commit_put(
             }
         };
         Meeting::arrive(&content_meeting, Some(r), None);
+    }));
+    drop(tokio::task::spawn_blocking(move || {
+        let reserved = (|| -> PutOutcome {
+            if let Some(b) = &memory {
+                reservation.integrity = memory_integrity(b, chunk_size, &chunks_rx)?;
+            }
+            let reserved = writer.lock().reserve(&reservation)?;
+            Ok((reserved, reservation.integrity))
+        })();
+        Meeting::arrive(&meeting, None, Some(reserved));
     }));
     reply_rx
         .await

@@ -5,8 +5,7 @@
 //! entries; the reopened store must hold every acknowledged put, readable
 //! and verified, and nothing partial. The disk also counts syncs: every
 //! acknowledged put synced its content file, its directory and the
-//! catalog log before its acknowledgement. Both staging modes run: an
-//! anonymous file linked into place, and a `.tmp` file renamed.
+//! catalog log before its acknowledgement.
 
 #![allow(clippy::unwrap_used)]
 
@@ -101,35 +100,23 @@ fn check(disk: &PowerLoss<SimFs>, ops: &[Op], acked: usize) -> Result<bool, Stri
     })
 }
 
-/// Both ways of staging a content file: anonymously (`O_TMPFILE`) and,
-/// where that is missing, under a `.tmp` name renamed into place.
-const STAGING: [bool; 2] = [false, true];
-
 #[test]
 fn every_acknowledged_put_syncs_content_directory_and_catalog() {
-    for named in STAGING {
-        let disk = PowerLoss::with_image(power::created_staging(&limits(), &options(), named));
-        let ops = ops();
-        let at_ack = run(&disk, &ops, true);
-        assert_eq!(at_ack.len(), OPS);
-        let (content, dirs) = power::sync_counts(&disk);
-        let puts = ops.iter().filter(|o| matches!(o, Op::Put { .. })).count();
-        eprintln!(
-            "named staging {named}: {OPS} acknowledged operations ({puts} puts): {} syncs, {content} of content files, {dirs} of directories",
-            disk.syncs()
-        );
-    }
+    let disk = PowerLoss::with_image(power::created(&limits(), &options()));
+    let ops = ops();
+    let at_ack = run(&disk, &ops, true);
+    assert_eq!(at_ack.len(), OPS);
+    let (content, dirs) = power::sync_counts(&disk);
+    let puts = ops.iter().filter(|o| matches!(o, Op::Put { .. })).count();
+    eprintln!(
+        "{OPS} acknowledged operations ({puts} puts): {} syncs, {content} of content files, {dirs} of directories",
+        disk.syncs()
+    );
 }
 
 #[test]
 fn power_cut_at_random_syncs_loses_no_acknowledged_put() {
-    for named in STAGING {
-        power_cuts(named);
-    }
-}
-
-fn power_cuts(named: bool) {
-    let image = power::created_staging(&limits(), &options(), named);
+    let image = power::created(&limits(), &options());
     let ops = ops();
     let total_syncs = {
         let d = PowerLoss::with_image(image.clone());
@@ -137,7 +124,7 @@ fn power_cuts(named: bool) {
         d.syncs()
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let (mut landed, trials) = (0, 80);
+    let (mut landed, trials) = (0, 160);
     for t in 0..trials {
         let cut = rng.random_range(0..total_syncs);
         let tear = rng.random_bool(0.5);
@@ -150,12 +137,12 @@ fn power_cuts(named: bool) {
         match check(&after, &ops, acked) {
             Ok(l) => landed += usize::from(l),
             Err(e) => panic!(
-                "named staging {named}, trial {t} (cut at sync {cut} of {total_syncs}, tear {tear}, {acked} acknowledged): {e}"
+                "trial {t} (cut at sync {cut} of {total_syncs}, tear {tear}, {acked} acknowledged): {e}"
             ),
         }
     }
     eprintln!(
-        "named staging {named}: {trials} power cuts: every acknowledged operation survived; {landed} in-flight operations had also landed"
+        "{trials} power cuts: every acknowledged operation survived; {landed} in-flight operations had also landed"
     );
 }
 

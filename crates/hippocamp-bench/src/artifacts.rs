@@ -36,9 +36,9 @@ pub struct SizeRun {
     pub put_floor: Latency,
     /// put p50 / floor p50.
     pub put_ratio_p50: f64,
-    /// The store's content publication alone, through its own file layer:
-    /// stage a file + write + fdatasync + name it + fsync directory (no
-    /// hashing, no catalog).
+    /// The store's content writing alone, through its own file layer
+    /// and fan-out directories: create + write + fdatasync + fsync
+    /// directory (no hashing, no catalog).
     pub put_protocol_floor: Latency,
     /// Bytes per second at the put p50, MiB/s.
     pub put_mib_s: f64,
@@ -113,7 +113,7 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
             let mut f = protocol_files.create(PROTOCOL_DIR, &protocol_name)?;
             f.write_all(&data)?;
             f.sync()?;
-            f.publish()?;
+            f.sync_entry()?;
             protocol.push(us(started));
             protocol_files.remove(PROTOCOL_DIR, &protocol_name)?;
 

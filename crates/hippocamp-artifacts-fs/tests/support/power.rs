@@ -3,9 +3,9 @@
 //! directory is synced. A power cut keeps each directory's synced entries
 //! (when tearing, sometimes its live ones instead, as a file system may
 //! commit on its own) and each file's synced bytes (plus, when tearing, a
-//! prefix of its unsynced writes). Staged files are anonymous until
-//! published, as the real store's are where `O_TMPFILE` works. Content
-//! and directory syncs are counted separately.
+//! prefix of its unsynced writes). A new file's name, like any entry, is
+//! lost in a cut unless its directory was synced. Content and directory
+//! syncs are counted separately.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use hippocamp_artifacts::ArtifactLimits;
 use hippocamp_artifacts_fs::{
-    CatalogSource, FileOps, FsArtifacts, FsOptions, Listed, ReadFile, WriteFile, staged_name,
+    CatalogSource, FileOps, FsArtifacts, FsOptions, Listed, ReadFile, WriteFile,
 };
 use hippocamp_durable::sim::{Device, Extra, Image, PowerLoss};
 use rand::Rng as _;
@@ -36,17 +36,12 @@ pub struct SimFs {
     pub content_syncs: u64,
     /// Directory syncs so far.
     pub dir_syncs: u64,
-    /// Stage files under `<name>.tmp` and rename them into place (the
-    /// store's fallback where `O_TMPFILE` is missing) rather than
-    /// anonymously.
-    pub named_staging: bool,
 }
 
 impl Extra for SimFs {
     fn surviving(&self, tear: bool, rng: &mut StdRng) -> Self {
         let mut out = SimFs {
             next_inode: self.next_inode,
-            named_staging: self.named_staging,
             ..SimFs::default()
         };
         for (d, dir) in &self.dirs {
@@ -74,15 +69,11 @@ impl Extra for SimFs {
 #[derive(Debug, Clone)]
 pub struct SimFiles(pub PowerLoss<SimFs>);
 
-/// A staged file: an inode no directory names until it is published
-/// (as with `O_TMPFILE`), so a power cut before then loses it; or, with
-/// named staging, `<name>.tmp` until it is renamed.
+/// A file being written.
 struct SimWriter {
     disk: PowerLoss<SimFs>,
     inode: u64,
     dir: u8,
-    name: String,
-    named: bool,
 }
 
 impl WriteFile for SimWriter {
@@ -100,25 +91,7 @@ impl WriteFile for SimWriter {
         });
         Ok(())
     }
-    fn publish(self: Box<Self>) -> io::Result<()> {
-        self.disk.extra(|fs| {
-            let d = fs.dirs.entry(self.dir).or_default();
-            if self.named {
-                // A rename replaces whatever had the name.
-                let e = d
-                    .live
-                    .remove(&staged_name(&self.name))
-                    .ok_or_else(not_found)?;
-                d.live.insert(self.name.clone(), e);
-                return Ok(());
-            }
-            if d.live.contains_key(&self.name) {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
-            }
-            d.live
-                .insert(self.name.clone(), (self.inode, SystemTime::now()));
-            Ok(())
-        })?;
+    fn sync_entry(self: Box<Self>) -> io::Result<()> {
         self.disk.extra_sync(|fs| {
             fs.dir_syncs += 1;
             let d = fs.dirs.entry(self.dir).or_default();
@@ -163,32 +136,24 @@ fn not_found() -> io::Error {
 
 impl FileOps for SimFiles {
     fn create(&self, dir: u8, name: &str) -> io::Result<Box<dyn WriteFile>> {
-        let (inode, named) = self.0.extra(|fs| {
-            let named = fs.named_staging;
-            if named {
-                let d = fs.dirs.entry(dir).or_default();
-                if d.live.contains_key(&staged_name(name)) {
-                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
-                }
+        let inode = self.0.extra(|fs| {
+            if fs.dirs.get(&dir).is_some_and(|d| d.live.contains_key(name)) {
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "exists"));
             }
             fs.next_inode += 1;
             let inode = fs.next_inode;
             fs.inodes.insert(inode, Device::default());
-            if named {
-                fs.dirs
-                    .entry(dir)
-                    .or_default()
-                    .live
-                    .insert(staged_name(name), (inode, SystemTime::now()));
-            }
-            Ok((inode, named))
+            fs.dirs
+                .entry(dir)
+                .or_default()
+                .live
+                .insert(name.to_owned(), (inode, SystemTime::now()));
+            Ok(inode)
         })?;
         Ok(Box::new(SimWriter {
             disk: self.0.clone(),
             inode,
             dir,
-            name: name.to_owned(),
-            named,
         }))
     }
 
@@ -249,13 +214,7 @@ pub fn open(
 
 /// A disk holding a freshly created, cleanly closed store.
 pub fn created(limits: &ArtifactLimits, options: &FsOptions) -> Image<SimFs> {
-    created_staging(limits, options, false)
-}
-
-/// [`created`], staging files under a name when `named`.
-pub fn created_staging(limits: &ArtifactLimits, options: &FsOptions, named: bool) -> Image<SimFs> {
     let d = PowerLoss::<SimFs>::new();
-    d.extra(|fs| fs.named_staging = named);
     drop(open(&d, limits.clone(), options.clone()).unwrap());
     d.surviving()
 }
