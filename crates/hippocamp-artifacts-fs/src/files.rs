@@ -196,7 +196,7 @@ impl WriteFile for DiskWriter {
 struct DiskReader {
     file: File,
     /// Taken when the file was opened: content files never change once
-    /// named.
+    /// published.
     len: u64,
 }
 

@@ -544,7 +544,7 @@ type Written = (Box<dyn WriteFile>, Option<Vec<Sha256Digest>>);
 type PutOutcome = Result<(crate::writer::Reserved, Integrity)>;
 
 /// Where a put's two blocking halves meet: the content half (the file
-/// written, synced and named) and the catalog half (the version
+/// written, synced and its directory synced) and the catalog half (the version
 /// reserved). Whichever arrives second publishes or aborts, on its own
 /// thread, and replies, so the caller waits for one wake-up only and a
 /// caller that went away changes nothing.
@@ -800,8 +800,8 @@ impl ArtifactStore for FsArtifacts {
             deadline,
         };
         // Two blocking halves run side by side. The content half writes
-        // the staged file (hashing each chunk of multi-chunk content still
-        // in memory), fsyncs it, names it and fsyncs the directory. The
+        // the content file (hashing each chunk of multi-chunk content still
+        // in memory), fsyncs it and fsyncs its directory. The
         // catalog half meanwhile hashes single-chunk content itself, or
         // computes the whole digest and takes the chunk digests, and
         // reserves the version (a synced log record, overlapping the
