@@ -4,12 +4,12 @@
 //!   interleaved with its raw floor in the same run: a put next to
 //!   create + write + `fdatasync` file + `fsync` directory (the same calls
 //!   the store makes for content), a get next to open + read + SHA-256.
-//!   Nothing is deleted before the run ends: the store keeps every
-//!   version, so the floor keeps its files too. A floor that deletes each
-//!   file after measuring it writes into space it has just freed, which
-//!   on the disk measured here is up to twice as fast as writing new
-//!   space and is something a store that keeps its content never gets
-//!   (see docs/PERFORMANCE.md).
+//!   The floor's files go where the store's go (its fan-out directories,
+//!   a different one each sample) and stay until the run ends, as the
+//!   store's versions do: a floor in a directory of its own, or one that
+//!   deletes each file after measuring it (so the next one is written
+//!   into space just freed), measured the disk's luck rather than the
+//!   store (see docs/PERFORMANCE.md).
 //! - [`list`]: listing-page latency at many versions of one name and many
 //!   names in one scope.
 
@@ -95,10 +95,12 @@ fn big_limits() -> ArtifactLimits {
 pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) -> Result<PutGet> {
     let root = std::fs::canonicalize(dir)?.join("store");
     let store = FsArtifacts::open(&root, big_limits(), FsOptions::default())?;
-    let floor_dir = dir.join("floor");
-    std::fs::create_dir_all(&floor_dir)?;
-    let floor_dir_handle = File::open(&floor_dir)?;
-    let protocol_files = DiskFiles::open(&std::fs::canonicalize(dir)?.join("protocol"))?;
+    // The floors write into the store's own fan-out directories, a
+    // different one each sample as the store's random blob ids do: how
+    // fast a file is created depends on its directory (where its inode
+    // lands, how many inodes were freed nearby lately), and a floor in a
+    // directory of its own measured that luck as much as the store.
+    let protocol_files = DiskFiles::open(&root)?;
     let sc = scope()?;
     let mut out = Vec::new();
     for &size in sizes {
@@ -112,11 +114,13 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut protocol = Vec::new();
         for i in 0..n {
-            let path = floor_dir.join(format!("{size}-{i}"));
-            put_floor.push(raw_put(&path, &data, &floor_dir_handle)?);
-            let protocol_name = format!("{size}-{i}");
+            let fan_out = spread(size, i, 0);
+            let floor_dir = root.join("objects").join(format!("{fan_out:02x}"));
+            let path = floor_dir.join(format!("floor-{size}-{i}"));
+            put_floor.push(raw_put(&path, &data, &File::open(&floor_dir)?)?);
+            let protocol_name = format!("protocol-{size}-{i}");
             let started = Instant::now();
-            let mut f = protocol_files.create(PROTOCOL_DIR, &protocol_name)?;
+            let mut f = protocol_files.create(spread(size, i, 1), &protocol_name)?;
             f.write_all(&data)?;
             f.sync()?;
             f.sync_entry()?;
@@ -183,8 +187,12 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
     Ok(PutGet { sizes: out })
 }
 
-/// The fan-out directory the protocol floor writes in.
-const PROTOCOL_DIR: u8 = 0x5a;
+/// A fan-out directory for sample `i` of `size` (`salt` tells the two
+/// floors apart), spread over all 256.
+fn spread(size: u64, i: usize, salt: u64) -> u8 {
+    let x = (size ^ (i as u64) << 8 ^ salt << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x.to_be_bytes()[0]
+}
 
 /// Microseconds of a raw durable put: create `path` + write + fdatasync,
 /// then fsync the directory.
