@@ -23,13 +23,14 @@
 //! docs/PERFORMANCE.md for the costs measured.)
 //!
 //! The version number is reserved in a logged, *pending* (invisible) row
-//! written while steps 1-2 run, so the log's fsync overlaps the content's; the reservation
-//! publishes nothing. After a crash, every pending row is resolved on open:
-//! published if its content file is present and matches every chunk
-//! digest, removed otherwise. A failed or late put aborts its reservation
-//! (its number stays used) and removes its file. Deletion removes the rows
-//! in one logged transaction, then the files. `repair` removes content
-//! files no row references once they are older than a grace period.
+//! written while steps 1-2 run, so the log's fsync overlaps the content's;
+//! the reservation publishes nothing. After a crash, every pending row is
+//! resolved on open: published if its content file is present and matches
+//! every chunk digest, removed otherwise. A failed or late put aborts its
+//! reservation (its number stays used) and removes its file. Deletion
+//! removes the rows in one logged transaction, then the files. `repair`
+//! removes content files no row references once they are older than a
+//! grace period.
 
 use std::collections::HashSet;
 use std::io;
@@ -544,10 +545,9 @@ type Written = (Box<dyn WriteFile>, Option<Vec<Sha256Digest>>);
 type PutOutcome = Result<(crate::writer::Reserved, Integrity)>;
 
 /// Where a put's two blocking halves meet: the content half (the file
-/// written, synced and its directory synced) and the catalog half (the version
-/// reserved). Whichever arrives second publishes or aborts, on its own
-/// thread, and replies, so the caller waits for one wake-up only and a
-/// caller that went away changes nothing.
+/// written and synced, then its directory) and the catalog half (the
+/// version reserved). Whichever arrives second publishes or aborts, on its
+/// own thread, and replies, so a caller that went away changes nothing.
 struct Meeting {
     content: Option<Result<()>>,
     reserved: Option<PutOutcome>,
