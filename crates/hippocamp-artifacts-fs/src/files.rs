@@ -74,6 +74,11 @@ pub fn dir_name(dir: u8) -> String {
     format!("{dir:02x}")
 }
 
+/// The path of fan-out directory `dir` under a store's `root`.
+pub fn dir_path(root: &Path, dir: u8) -> PathBuf {
+    root.join("objects").join(dir_name(dir))
+}
+
 /// Content files on a real file system.
 #[derive(Debug)]
 pub struct DiskFiles {

@@ -23,6 +23,6 @@ pub mod store;
 mod writer;
 
 pub use catalog::FORMAT_VERSION;
-pub use files::{DiskFiles, FileOps, Listed, ReadFile, WriteFile};
+pub use files::{DiskFiles, FileOps, Listed, ReadFile, WriteFile, dir_path};
 pub use repair::{RepairCursor, RepairOptions, RepairReport};
 pub use store::{CatalogSource, DB_FILE, FsArtifacts, FsOptions, LOCK_FILE, WAL_FILE};

@@ -53,7 +53,7 @@ async fn read(s: &FsArtifacts, n: &str, v: u64) -> hippocamp_core::Result<Bytes>
 
 fn content_path(root: &Path, s: &FsArtifacts, n: &str, v: u64) -> PathBuf {
     let (dir, file) = s.content_file(&scope(), &name(n), v).unwrap();
-    root.join("objects").join(format!("{dir:02x}")).join(file)
+    hippocamp_artifacts_fs::dir_path(root, dir).join(file)
 }
 
 #[tokio::test]
@@ -87,7 +87,7 @@ async fn versions_survive_restarts_and_deletions() {
     // Deleted versions' files are gone.
     let files: usize = (0..=255u8)
         .map(|d| {
-            std::fs::read_dir(root.join("objects").join(format!("{d:02x}")))
+            std::fs::read_dir(hippocamp_artifacts_fs::dir_path(&root, d))
                 .unwrap()
                 .count()
         })

@@ -23,7 +23,7 @@ use hippocamp_artifacts::{
     ArtifactLimits, ArtifactName, ArtifactScope, ArtifactStore, Body, PageRequest, PutOptions,
     Selector,
 };
-use hippocamp_artifacts_fs::{DiskFiles, FileOps as _, FsArtifacts, FsOptions};
+use hippocamp_artifacts_fs::{DiskFiles, FileOps as _, FsArtifacts, FsOptions, dir_path};
 use hippocamp_core::{CallOptions, Sha256Digest};
 use serde::Serialize;
 
@@ -114,8 +114,7 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut protocol = Vec::new();
         for i in 0..n {
-            let fan_out = spread(size, i, 0);
-            let floor_dir = root.join("objects").join(format!("{fan_out:02x}"));
+            let floor_dir = dir_path(&root, spread(size, i, 0));
             let path = floor_dir.join(format!("floor-{size}-{i}"));
             put_floor.push(raw_put(&path, &data, &File::open(&floor_dir)?)?);
             let protocol_name = format!("protocol-{size}-{i}");

@@ -66,7 +66,7 @@ impl ArtifactFactory for FsFactory {
         let Some((dir, file)) = store.content_file(scope, name, version) else {
             return false;
         };
-        let path = root.join("objects").join(format!("{dir:02x}")).join(file);
+        let path = hippocamp_artifacts_fs::dir_path(&root, dir).join(file);
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
