@@ -547,18 +547,28 @@ type PutOutcome = Result<(crate::writer::Reserved, Integrity)>;
 /// Where a put's two blocking halves meet: the content half (the file
 /// written and synced, then its directory) and the catalog half (the
 /// version reserved). Whichever arrives second publishes or aborts, on its
-/// own thread, and replies, so a caller that went away changes nothing.
+/// own thread, so a caller that went away changes nothing.
+///
+/// The reply leaves when the meeting is dropped, that is once both halves
+/// have let go of it and of every store handle they held: a caller that
+/// saw its put return can drop the store and reopen its directory at once
+/// (the catalog's file lock is free).
 struct Meeting {
     content: Option<Result<()>>,
     reserved: Option<PutOutcome>,
-    writer: Arc<Mutex<Writer>>,
+    outcome: Option<PutOutcome>,
+    writer: Option<Arc<Mutex<Writer>>>,
     deadline: Deadline,
     guard: Option<InFlight>,
     reply: Option<tokio::sync::oneshot::Sender<PutOutcome>>,
 }
 
 impl Meeting {
-    fn arrive(meeting: &Mutex<Meeting>, content: Option<Result<()>>, reserved: Option<PutOutcome>) {
+    fn arrive(
+        meeting: Arc<Mutex<Meeting>>,
+        content: Option<Result<()>>,
+        reserved: Option<PutOutcome>,
+    ) {
         let mut m = meeting.lock();
         if content.is_some() {
             m.content = content;
@@ -568,35 +578,49 @@ impl Meeting {
         }
         let (content, reserved) = match (m.content.take(), m.reserved.take()) {
             (Some(c), Some(r)) => (c, r),
-            // The first to arrive waits for the other.
+            // The first to arrive leaves its half for the other.
             (c, r) => {
                 (m.content, m.reserved) = (c, r);
                 return;
             }
         };
-        let (writer, deadline) = (Arc::clone(&m.writer), m.deadline);
-        let (mut guard, reply) = (m.guard.take(), m.reply.take());
-        drop(m);
         let outcome = match (content, reserved) {
-            (Ok(()), Ok((reserved, integrity))) => writer
-                .lock()
-                .publish(&reserved.key, deadline)
+            (Ok(()), Ok((reserved, integrity))) => m
+                .writer
+                .as_ref()
+                .map_or_else(
+                    || Err(Error::Unavailable("a put lost its catalog".into())),
+                    |w| w.lock().publish(&reserved.key, m.deadline),
+                )
                 .map(|()| (reserved, integrity)),
             (Err(e), Ok((reserved, _))) => {
-                let _ = writer.lock().abort(&reserved.key);
+                if let Some(w) = &m.writer {
+                    let _ = w.lock().abort(&reserved.key);
+                }
                 Err(e)
             }
             (_, Err(e)) => Err(e),
         };
-        if let Some(g) = &mut guard
+        if let Some(g) = &mut m.guard
             && outcome.is_ok()
         {
             g.armed = false;
         }
+        m.outcome = Some(outcome);
+    }
+}
+
+impl Drop for Meeting {
+    fn drop(&mut self) {
+        self.writer = None;
         // Removes the content of a put that failed (before replying, so a
         // caller that saw the failure never finds its file).
-        drop(guard);
-        if let Some(reply) = reply {
+        self.guard = None;
+        if let Some(reply) = self.reply.take() {
+            let outcome = self
+                .outcome
+                .take()
+                .unwrap_or_else(|| Err(Error::Unavailable("a put's storage task stopped".into())));
             let _ = reply.send(outcome);
         }
     }
@@ -628,7 +652,8 @@ async fn commit_put(
     let meeting = Arc::new(Mutex::new(Meeting {
         content: None,
         reserved: None,
-        writer: Arc::clone(&writer),
+        outcome: None,
+        writer: Some(Arc::clone(&writer)),
         deadline: reservation.deadline,
         guard: Some(guard),
         reply: Some(reply_tx),
@@ -652,7 +677,8 @@ async fn commit_put(
             let reserved = writer.lock().reserve(&reservation)?;
             Ok((reserved, reservation.integrity))
         })();
-        Meeting::arrive(&meeting, None, Some(reserved));
+        drop(writer);
+        Meeting::arrive(meeting, None, Some(reserved));
     }));
     // The content half, the longer one, runs right here where the
     // runtime lets this thread block: it starts without waking a thread,
@@ -703,7 +729,8 @@ async fn commit_put(
                 Err(e)
             }
         };
-        Meeting::arrive(&content_meeting, Some(r), None);
+        drop(files);
+        Meeting::arrive(content_meeting, Some(r), None);
     });
     reply_rx
         .await

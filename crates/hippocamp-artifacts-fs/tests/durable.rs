@@ -369,3 +369,33 @@ async fn many_scopes_names_and_versions_have_no_lifetime_ceiling() {
         21
     );
 }
+
+#[test]
+fn a_store_reopens_as_soon_as_its_puts_returned() {
+    // A put's halves run on other threads; once it has returned, none of
+    // them may still hold the catalog (its file lock would refuse the
+    // reopen). Both runtime flavours: on a current-thread one both halves
+    // run on the blocking pool.
+    for multi in [false, true] {
+        let rt = if multi {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = root(&dir);
+        rt.block_on(async {
+            for i in 1..=40u64 {
+                let s = FsArtifacts::open(&root, ArtifactLimits::default(), FsOptions::default())
+                    .unwrap_or_else(|e| panic!("reopen {i} (multi-thread: {multi}): {e}"));
+                assert_eq!(put(&s, "again", b"x").await, i);
+            }
+        });
+    }
+}
