@@ -45,6 +45,30 @@ pub struct AppState {
     pub services: Services,
     /// The configuration.
     pub config: Arc<ServerConfig>,
+    /// Closed when the last clone is dropped: declared last, so after
+    /// that clone's store handles (see [`AppState::new`]).
+    _held: tokio::sync::mpsc::Sender<()>,
+}
+
+impl AppState {
+    /// The state, and what tells when every clone of it is gone: a
+    /// server's connection tasks drop theirs only after the server has
+    /// stopped waiting for them, so whoever closes the stores waits for
+    /// this receiver's `recv` to return `None`.
+    pub fn new(
+        services: Services,
+        config: Arc<ServerConfig>,
+    ) -> (Self, tokio::sync::mpsc::Receiver<()>) {
+        let (held, released) = tokio::sync::mpsc::channel(1);
+        (
+            Self {
+                services,
+                config,
+                _held: held,
+            },
+            released,
+        )
+    }
 }
 
 type ApiResult<T> = Result<T, ApiError>;

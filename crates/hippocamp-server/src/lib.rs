@@ -229,11 +229,16 @@ fn local_embedder(
     ))
 }
 
+/// How long `serve` waits, once every connection has closed, for their
+/// tasks to drop their handles (they do at once; this bounds a bug).
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
 /// A server listening but not yet serving.
 #[derive(Debug)]
 pub struct Bound {
     listener: tokio::net::TcpListener,
     state: AppState,
+    released: tokio::sync::mpsc::Receiver<()>,
 }
 
 impl Bound {
@@ -254,9 +259,11 @@ impl Bound {
             .map_err(|e| {
                 hippocamp_core::Error::Unavailable(format!("cannot listen on {}: {e}", config.bind))
             })?;
+        let (state, released) = AppState::new(services, config);
         Ok(Self {
             listener,
-            state: AppState { services, config },
+            state,
+            released,
         })
     }
 
@@ -283,20 +290,36 @@ impl Bound {
             shutdown.await;
             let _ = stop_tx.send(());
         });
-        {
+        let drained = {
             let mut server = std::pin::pin!(server.into_future());
             tokio::select! {
-                r = &mut server => r.map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))?,
+                r = &mut server => {
+                    r.map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))?;
+                    true
+                }
                 () = async {
                     let _ = stop_rx.await;
                     tokio::time::sleep(grace).await;
                 } => {
                     tracing::warn!("shutdown grace expired with requests in flight");
+                    false
                 }
             }
-        }
-        // The last handles: the stores close (and checkpoint) here.
+        };
+        // The last handles: the stores close (and checkpoint) when the
+        // server's last clone of the state goes. Every connection has
+        // closed, but its task drops its clone just after saying so: wait
+        // for them, so a caller that sees `serve` return can reopen the
+        // data directory (its locks are free).
         drop(self.state);
+        let mut released = self.released;
+        if drained
+            && tokio::time::timeout(RELEASE_WAIT, released.recv())
+                .await
+                .is_err()
+        {
+            tracing::warn!("connections still hold the stores after shutdown");
+        }
         Ok(())
     }
 }
