@@ -556,11 +556,33 @@ type PutOutcome = Result<(crate::writer::Reserved, Integrity)>;
 struct Meeting {
     content: Option<Result<()>>,
     reserved: Option<PutOutcome>,
-    outcome: Option<PutOutcome>,
-    writer: Option<Arc<Mutex<Writer>>>,
+    writer: Arc<Mutex<Writer>>,
     deadline: Deadline,
-    guard: Option<InFlight>,
-    reply: Option<tokio::sync::oneshot::Sender<PutOutcome>>,
+    /// Removes the content of a put that failed, before the reply leaves
+    /// (so a caller that saw the failure never finds its file).
+    guard: InFlight,
+    /// Declared last: fields drop in order, so the reply leaves after the
+    /// writer and the guard are gone.
+    reply: Reply,
+}
+
+/// A put's reply, sent when dropped: its outcome, or `Unavailable` if
+/// the halves never met (a half's task was dropped unrun).
+struct Reply {
+    to: Option<tokio::sync::oneshot::Sender<PutOutcome>>,
+    outcome: Option<PutOutcome>,
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(to) = self.to.take() {
+            let outcome = self
+                .outcome
+                .take()
+                .unwrap_or_else(|| Err(Error::Unavailable("a put's storage task stopped".into())));
+            let _ = to.send(outcome);
+        }
+    }
 }
 
 impl Meeting {
@@ -587,42 +609,19 @@ impl Meeting {
         let outcome = match (content, reserved) {
             (Ok(()), Ok((reserved, integrity))) => m
                 .writer
-                .as_ref()
-                .map_or_else(
-                    || Err(Error::Unavailable("a put lost its catalog".into())),
-                    |w| w.lock().publish(&reserved.key, m.deadline),
-                )
+                .lock()
+                .publish(&reserved.key, m.deadline)
                 .map(|()| (reserved, integrity)),
             (Err(e), Ok((reserved, _))) => {
-                if let Some(w) = &m.writer {
-                    let _ = w.lock().abort(&reserved.key);
-                }
+                let _ = m.writer.lock().abort(&reserved.key);
                 Err(e)
             }
             (_, Err(e)) => Err(e),
         };
-        if let Some(g) = &mut m.guard
-            && outcome.is_ok()
-        {
-            g.armed = false;
+        if outcome.is_ok() {
+            m.guard.armed = false;
         }
-        m.outcome = Some(outcome);
-    }
-}
-
-impl Drop for Meeting {
-    fn drop(&mut self) {
-        self.writer = None;
-        // Removes the content of a put that failed (before replying, so a
-        // caller that saw the failure never finds its file).
-        self.guard = None;
-        if let Some(reply) = self.reply.take() {
-            let outcome = self
-                .outcome
-                .take()
-                .unwrap_or_else(|| Err(Error::Unavailable("a put's storage task stopped".into())));
-            let _ = reply.send(outcome);
-        }
+        m.reply.outcome = Some(outcome);
     }
 }
 
@@ -652,11 +651,13 @@ async fn commit_put(
     let meeting = Arc::new(Mutex::new(Meeting {
         content: None,
         reserved: None,
-        outcome: None,
-        writer: Some(Arc::clone(&writer)),
+        writer: Arc::clone(&writer),
         deadline: reservation.deadline,
-        guard: Some(guard),
-        reply: Some(reply_tx),
+        guard,
+        reply: Reply {
+            to: Some(reply_tx),
+            outcome: None,
+        },
     }));
     let (chunks_tx, chunks_rx) =
         std::sync::mpsc::sync_channel::<Result<Option<Vec<Sha256Digest>>>>(1);
