@@ -11,20 +11,26 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use futures::StreamExt as _;
 use hippocamp_artifacts::{
-    ArtifactLimits, ArtifactName, ArtifactScope, ArtifactStore, Body, ByteRange, DeleteSelector,
-    MimeType, PageRequest, PutOptions, Selector,
+    ArtifactName, ArtifactScope, ArtifactStore, Body, ByteRange, DeleteSelector, MimeType,
+    PageRequest, PutOptions, Selector,
 };
-use hippocamp_artifacts_fs::{FsArtifacts, FsOptions, RepairCursor, RepairOptions};
+use hippocamp_artifacts_fs::{RepairCursor, RepairOptions};
 use hippocamp_core::CallOptions;
+use hippocamp_services::Services;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
 /// Where and whose artifacts.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The data directory (artifacts live in its `artifacts/` folder).
-    #[arg(long, default_value = "./hippocamp-data", global = true)]
-    data_dir: PathBuf,
+    /// The configuration file (limits, data directory), as the server
+    /// reads it; unknown keys are refused.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// The data directory (artifacts live in its `artifacts/` folder);
+    /// overrides the file's `data_dir` (default ./hippocamp-data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
     /// The application of the scope.
     #[arg(long, global = true)]
     app: Option<String>,
@@ -216,11 +222,7 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
         return run_remote(&remote, &scope(target)?, cmd).await;
     }
-    let root = hippocamp_server::services::artifacts_dir(&target.data_dir)?;
-    let store = tokio::task::spawn_blocking(move || {
-        FsArtifacts::open(root, ArtifactLimits::default(), FsOptions::default())
-    })
-    .await??;
+    let config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
     if let ArtifactsCmd::Repair {
         limit,
         min_age_ms,
@@ -228,6 +230,8 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         resume,
     } = cmd
     {
+        let store =
+            tokio::task::spawn_blocking(move || Services::filesystem_artifacts(&config)).await??;
         let report = store
             .repair(RepairOptions {
                 limit,
@@ -244,6 +248,8 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         v["next"] = json!(next);
         return Ok(v);
     }
+    let store = tokio::task::spawn_blocking(move || Services::artifacts(&config)).await??;
+    let store = &*store;
     let scope = scope(target)?;
     let c = CallOptions::default();
     let selector = |v: Option<u64>| v.map_or(Selector::Latest, Selector::Version);
@@ -253,7 +259,7 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
             file,
             mime_type,
             metadata,
-        } => put(&store, &scope, name, &file, mime_type, metadata).await?,
+        } => put(store, &scope, name, &file, mime_type, metadata).await?,
         ArtifactsCmd::Get {
             name,
             version,
@@ -264,7 +270,7 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
             let range = offset
                 .zip(length)
                 .map(|(offset, len)| ByteRange { offset, len });
-            get(&store, &scope, name, selector(version), range, &out).await?
+            get(store, &scope, name, selector(version), range, &out).await?
         }
         ArtifactsCmd::Head { name, version } => serde_json::to_value(
             store
@@ -303,7 +309,7 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
 }
 
 async fn put(
-    store: &FsArtifacts,
+    store: &dyn ArtifactStore,
     scope: &ArtifactScope,
     name: String,
     file: &Path,
@@ -339,7 +345,7 @@ async fn put(
 /// beside its target and renamed once every byte was verified, so a
 /// corrupt artifact never leaves a partial file under the target's name.
 async fn get(
-    store: &FsArtifacts,
+    store: &dyn ArtifactStore,
     scope: &ArtifactScope,
     name: String,
     selector: Selector,

@@ -18,9 +18,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use async_trait::async_trait;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hippocamp_eval::{InMemoryOpener, StoreOpener, cranfield, locomo};
+use hippocamp_eval::{StoreOpener, cranfield, locomo};
 use hippocamp_memory::{MemoryConfig, MemoryStore};
-use hippocamp_memory_redb::RedbMemoryStore;
 use hippocamp_search::Bm25Params;
 
 #[derive(Debug, Parser)]
@@ -449,69 +448,118 @@ enum StoreKind {
     Durable,
 }
 
-/// Opens durable stores in fresh sub-folders of one directory.
-struct DurableOpener {
+/// Opens the stores of an evaluation through the services, as the server
+/// would: in memory, or durable in fresh sub-folders of one directory;
+/// with the embedder when one is given.
+struct ServicesOpener {
+    profile: hippocamp_services::Profile,
     root: PathBuf,
+    embedder: Option<(Arc<dyn hippocamp_embed::Embedder>, String)>,
     _temp: Option<tempfile::TempDir>,
 }
 
 #[async_trait]
-impl StoreOpener for DurableOpener {
+impl StoreOpener for ServicesOpener {
     async fn open(
         &self,
         config: MemoryConfig,
         label: &str,
     ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error> {
-        let dir = self.root.join(label);
-        if dir.exists() {
+        let data_dir = self.root.join(label);
+        if self.profile == hippocamp_services::Profile::Durable && data_dir.exists() {
             return Err(hippocamp_core::Error::Unavailable(format!(
                 "{} already exists; evaluation needs an empty store",
-                dir.display()
+                data_dir.display()
             )));
         }
-        let store = tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, config))
-            .await
-            .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))??;
-        Ok(Arc::new(store))
+        let config = hippocamp_services::Config {
+            profile: self.profile,
+            data_dir,
+            memory: config,
+            ..hippocamp_services::Config::default()
+        };
+        let embedder = self.embedder.as_ref().map(|(e, _)| Arc::clone(e));
+        tokio::task::spawn_blocking(move || {
+            hippocamp_services::Services::memory_with(&config, embedder)
+        })
+        .await
+        .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))?
+    }
+
+    fn embedder(&self) -> Option<String> {
+        self.embedder.as_ref().map(|(_, label)| label.clone())
     }
 }
 
 impl Common {
     async fn opener(&self) -> anyhow::Result<Box<dyn StoreOpener>> {
-        if let Some(spec) = &self.embedder {
-            if self.store != StoreKind::Memory {
-                anyhow::bail!("--embedder works with --store memory (vectors are not durable yet)");
+        let embedder = match &self.embedder {
+            None => None,
+            Some(spec) => {
+                let e = hippocamp_services::connect_embedder(&cli_embedder(
+                    spec,
+                    self.embedder_model.as_deref(),
+                )?)
+                .await
+                .context("starting the embedder")?;
+                let label = format!("{}@{spec}", e.model());
+                Some((e, label))
             }
-            let embedder = cli_embedder(spec, self.embedder_model.as_deref()).await?;
-            let label = format!("{}@{spec}", embedder.model());
-            return Ok(Box::new(hippocamp_eval::EmbeddingOpener {
-                embedder,
-                label,
-            }));
-        }
-        Ok(match self.store {
-            StoreKind::Memory => Box::new(InMemoryOpener),
+        };
+        let (profile, root, temp) = match self.store {
+            StoreKind::Memory => (hippocamp_services::Profile::Ephemeral, PathBuf::new(), None),
             StoreKind::Durable => {
-                let (root, temp) = if let Some(d) = &self.data_dir {
-                    (d.clone(), None)
+                if let Some(d) = &self.data_dir {
+                    (hippocamp_services::Profile::Durable, d.clone(), None)
                 } else {
                     let t = tempfile::tempdir().context("creating a temporary data directory")?;
-                    (t.path().to_owned(), Some(t))
-                };
-                Box::new(DurableOpener { root, _temp: temp })
+                    let root = t.path().to_owned();
+                    (hippocamp_services::Profile::Durable, root, Some(t))
+                }
             }
-        })
+        };
+        Ok(Box::new(ServicesOpener {
+            profile,
+            root,
+            embedder,
+            _temp: temp,
+        }))
     }
 }
 
-/// The embedder a `--embedder http:URL` (with `--embedder-model`) or
-/// `--embedder local:DIR` argument names, connected as the server's
-/// `[embedder]` section would be.
-pub(crate) async fn cli_embedder(
+/// The configuration a command on a data directory uses: the file given
+/// (`--config`), or the defaults, with `--data-dir` overriding its
+/// `data_dir`. Only the durable profile has a data directory to work on.
+pub(crate) fn local_config(
+    file: Option<&std::path::Path>,
+    data_dir: Option<&std::path::Path>,
+) -> anyhow::Result<hippocamp_services::Config> {
+    let mut config = match file {
+        Some(f) => {
+            hippocamp_services::Config::load(f).with_context(|| format!("in {}", f.display()))?
+        }
+        None => hippocamp_services::Config::default(),
+    };
+    if let Some(d) = data_dir {
+        d.clone_into(&mut config.data_dir);
+    }
+    if config.profile != hippocamp_services::Profile::Durable {
+        anyhow::bail!(
+            "the configuration's profile is `{}`; these commands work on a durable data directory (or on a server with --server)",
+            config.profile.as_str()
+        );
+    }
+    Ok(config)
+}
+
+/// The embedder section a `--embedder http:URL` (with `--embedder-model`)
+/// or `--embedder local:DIR` argument stands for: the server's
+/// `[embedder]` section, connected the same way.
+pub(crate) fn cli_embedder(
     spec: &str,
     model: Option<&str>,
-) -> anyhow::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    let mut config = hippocamp_server::config::EmbedderConfig {
+) -> anyhow::Result<hippocamp_services::EmbedderConfig> {
+    let mut config = hippocamp_services::EmbedderConfig {
         base_url: None,
         model: None,
         model_dir: None,
@@ -528,9 +576,7 @@ pub(crate) async fn cli_embedder(
     } else {
         anyhow::bail!("--embedder is http:<base url> or local:<model dir>");
     }
-    hippocamp_server::connect_embedder(&config)
-        .await
-        .context("starting the embedder")
+    Ok(config)
 }
 
 impl Common {

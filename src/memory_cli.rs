@@ -9,18 +9,21 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use hippocamp_core::{CallOptions, EntryId, IdempotencyKey, MemoryScope, SessionId};
 use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
-use hippocamp_memory::{
-    MemoryConfig, MemoryStore, NewEntry, Provenance, SearchRequest, WriteOptions,
-};
-use hippocamp_memory_redb::RedbMemoryStore;
+use hippocamp_memory::{NewEntry, Provenance, SearchRequest, WriteOptions};
+use hippocamp_services::{Config, Services};
 use serde_json::{Value, json};
 
 /// Where and whose memory.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The data directory (memory lives in its `memory/` folder).
-    #[arg(long, default_value = "./hippocamp-data", global = true)]
-    data_dir: PathBuf,
+    /// The configuration file (limits, embedder, data directory), as the
+    /// server reads it; unknown keys are refused.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// The data directory (memory lives in its `memory/` folder); overrides
+    /// the file's `data_dir` (default ./hippocamp-data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
     /// The application of the scope.
     #[arg(long, global = true)]
     app: Option<String>,
@@ -125,14 +128,12 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
     if target.server.is_none() && target.embedder_model.is_some() && target.embedder.is_none() {
         bail!("--embedder-model needs --embedder");
     }
-    let dir = hippocamp_server::services::memory_dir(&target.data_dir);
-    let mut store =
-        tokio::task::spawn_blocking(move || RedbMemoryStore::open(dir, MemoryConfig::default()))
-            .await??;
+    let mut config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
     if let Some(spec) = &target.embedder {
-        let e = crate::cli_embedder(spec, target.embedder_model.as_deref()).await?;
-        store = store.with_embedder(e)?;
+        config.embedder = Some(crate::cli_embedder(spec, target.embedder_model.as_deref())?);
     }
+    let store = Services::memory(&config).await?;
+    let store = &*store;
     let c = CallOptions::default();
     let w = WriteOptions::default();
     Ok(match cmd {
@@ -181,12 +182,12 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             let session = SessionId::new(session)?;
             json!({"deleted": store.delete_session(&scope, &session, &c).await?})
         }
-        MemoryCmd::DeleteUser => json!({"deleted": store.delete_user(&scope, &c).await?}),
+        MemoryCmd::DeleteUser => serde_json::to_value(store.delete_user(&scope, &c).await?)?,
         MemoryCmd::Import { file, session } => {
             let session = SessionId::new(session)?;
-            let store = &store;
             let (scope, session) = (&scope, &session);
-            import(&file, |events| async move {
+            let batch = config.memory.limits.max_events_per_request;
+            import(&file, batch, |events| async move {
                 Ok(store
                     .add_events(scope, session, &events, &WriteOptions::default())
                     .await?)
@@ -284,7 +285,8 @@ async fn run_remote(
         MemoryCmd::Import { file, session } => {
             let path = at(&base, &["sessions", &session, "events"]);
             let path = &path;
-            import(&file, |events| async move {
+            let batch = Config::default().memory.limits.max_events_per_request;
+            import(&file, batch, |events| async move {
                 let reply = remote
                     .json(Method::POST, path, &[], Some(&json!({ "events": events })))
                     .await?;
@@ -297,7 +299,7 @@ async fn run_remote(
 
 /// Streams a JSON-lines file in batches of `max_events_per_request`,
 /// each given to `send` (a store, or a server).
-async fn import<F, Fut>(file: &Path, send: F) -> anyhow::Result<Value>
+async fn import<F, Fut>(file: &Path, batch_size: u64, send: F) -> anyhow::Result<Value>
 where
     F: Fn(Vec<hippocamp_memory::Event>) -> Fut,
     Fut: Future<Output = anyhow::Result<IngestReport>>,
@@ -314,8 +316,7 @@ where
             |s| s.progress_chars("=> "),
         ),
     );
-    let batch_size =
-        usize::try_from(MemoryConfig::default().limits.max_events_per_request).unwrap_or(1_000);
+    let batch_size = usize::try_from(batch_size).unwrap_or(1_000);
     let mut totals = (0usize, 0usize, 0usize);
     let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let mut batch: Vec<Value> = Vec::with_capacity(batch_size);

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use hippocamp_server::auth::{TokenStore, grant};
-use hippocamp_server::{Bound, ServerConfig};
+use hippocamp_server::Bound;
+use hippocamp_services::Config;
+use hippocamp_services::auth::{TokenStore, grant};
 use serde_json::{Value, json};
 
 /// Prints a line to stdout; a server does not stop because nobody reads
@@ -70,10 +71,8 @@ pub(crate) enum ConfigCmd {
     },
 }
 
-fn load(path: &Path) -> anyhow::Result<ServerConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    ServerConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))
+fn load(path: &Path) -> anyhow::Result<Config> {
+    Config::load(path).with_context(|| format!("in {}", path.display()))
 }
 
 pub(crate) fn config(cmd: ConfigCmd) -> anyhow::Result<Value> {
@@ -115,7 +114,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         .try_init();
     let mut config = match &args.config {
         Some(path) => load(path)?,
-        None => ServerConfig::default(),
+        None => Config::default(),
     };
     if let Some(d) = args.data_dir {
         config.data_dir = d;
@@ -133,7 +132,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         "hippocamp {} profile listening on http://{addr}",
         profile.as_str()
     );
-    if profile == hippocamp_server::Profile::Durable {
+    if profile == hippocamp_services::Profile::Durable {
         say!("data directory: {}", config.data_dir.display());
     }
     if let Some(t) = admin {

@@ -226,7 +226,7 @@ impl VersionRow {
     /// The record, checked against the scope and name asked for.
     pub(crate) fn meta(&self, scope: &ArtifactScope, name: &ArtifactName) -> Result<ArtifactMeta> {
         if self.scope != StoredScope::new(scope) || self.name != name.as_str() {
-            return Err(Error::ScopeViolation);
+            return Err(Error::foreign_record("the artifact catalog", "a version"));
         }
         let metadata = serde_json::from_str(&self.metadata_json)
             .map_err(|e| Error::Corrupt(format!("stored metadata is malformed: {e}")))?;

@@ -51,7 +51,7 @@ use hippocamp_artifacts::{
     PutOptions, Selector,
 };
 use hippocamp_core::{
-    CallOptions, Deadline, Error, LimitInfo, Problem, QuotaLimit, Result, Sha256Digest,
+    CallOptions, Deadline, Error, LimitInfo, Problem, QuotaLimit, Result, Sha256Digest, Stage,
 };
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 use parking_lot::Mutex;
@@ -211,15 +211,7 @@ impl FsArtifacts {
             io::ErrorKind::InvalidInput => Error::config("root", Problem::Malformed(e.to_string())),
             _ => io_err(&format!("cannot open {}", root.display()), &e),
         })?;
-        let lock = DirLock::acquire(root, LOCK_FILE).map_err(|e| match e {
-            hippocamp_durable::lock::LockError::Held => Error::Unavailable(format!(
-                "the data directory {} is in use by another process",
-                root.display()
-            )),
-            hippocamp_durable::lock::LockError::Io(e) => {
-                io_err("cannot lock the data directory", &e)
-            }
-        })?;
+        let lock = DirLock::own(root, LOCK_FILE)?;
         let wal = FileWal::open(&root.join(WAL_FILE)).map_err(storage)?;
         let mut store = Self::open_with(
             Arc::new(files),
@@ -245,17 +237,7 @@ impl FsArtifacts {
         limits.validate()?;
         options.validate()?;
         let db = match catalog {
-            CatalogSource::Path(path) => {
-                if !path.exists() {
-                    create_atomically(&path)?;
-                }
-                Database::builder().open(&path).map_err(|e| match e {
-                    redb::DatabaseError::DatabaseAlreadyOpen => {
-                        Error::Unavailable(format!("{} is already open", path.display()))
-                    }
-                    other => storage(other),
-                })?
-            }
+            CatalogSource::Path(path) => hippocamp_durable::db::open(&path, init_format)?,
             CatalogSource::Backend(b) => Database::builder()
                 .create_with_backend(BoxedBackend(b))
                 .map_err(storage)?,
@@ -377,7 +359,7 @@ impl FsArtifacts {
         if let Selector::Version(v) = selector
             && row.version != v
         {
-            return Err(Error::ScopeViolation);
+            return Err(Error::foreign_record("the artifact catalog", "a version"));
         }
         Ok((key, row, meta))
     }
@@ -803,7 +785,7 @@ impl ArtifactStore for FsArtifacts {
     ) -> Result<ArtifactMeta> {
         let deadline = self.deadline(&opts.call);
         check_put(opts)?;
-        deadline.check()?;
+        deadline.check(Stage::Queueing)?;
         let metadata_json = serde_json::to_string(&opts.metadata)
             .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?;
         let blob: BlobId = rand::random();
@@ -825,7 +807,7 @@ impl ArtifactStore for FsArtifacts {
                 let (file, integrity) =
                     tokio::time::timeout_at(deadline.instant().into(), self.stage_stream(blob, s))
                         .await
-                        .map_err(|_| Error::Timeout)??;
+                        .map_err(|_| Error::Timeout(Stage::Transfer))??;
                 Staged::Written(file, integrity)
             }
         };
@@ -884,7 +866,7 @@ impl ArtifactStore for FsArtifacts {
         opts: &CallOptions,
     ) -> Result<ArtifactRead> {
         let deadline = self.deadline(opts);
-        deadline.check()?;
+        deadline.check(Stage::Queueing)?;
         // One snapshot for the row and its digests.
         let rtx = self.db.begin_read().map_err(storage)?;
         let (key, row, meta) = Self::find_in(&rtx, scope, name, selector)?;
@@ -935,7 +917,7 @@ impl ArtifactStore for FsArtifacts {
         selector: Selector,
         opts: &CallOptions,
     ) -> Result<ArtifactMeta> {
-        self.deadline(opts).check()?;
+        self.deadline(opts).check(Stage::Queueing)?;
         let (_, _, meta) = self.find(scope, name, selector)?;
         Ok(meta)
     }
@@ -951,7 +933,7 @@ impl ArtifactStore for FsArtifacts {
         if let DeleteSelector::Version(v) = selector {
             check_version(v)?;
         }
-        deadline.check()?;
+        deadline.check(Stage::Queueing)?;
         let writer = Arc::clone(&self.writer);
         let files = Arc::clone(&self.files);
         let (scope, name) = (scope.clone(), name.clone());
@@ -977,7 +959,7 @@ impl ArtifactStore for FsArtifacts {
         page: &PageRequest<ArtifactName>,
         opts: &CallOptions,
     ) -> Result<Page<ArtifactName, ArtifactName>> {
-        self.deadline(opts).check()?;
+        self.deadline(opts).check(Stage::Queueing)?;
         let limit = self.limits.page_limit(page.limit)?;
         let sh = scope.hash();
         let rtx = self.db.begin_read().map_err(storage)?;
@@ -1029,7 +1011,7 @@ impl ArtifactStore for FsArtifacts {
         page: &PageRequest<u64>,
         opts: &CallOptions,
     ) -> Result<Page<ArtifactMeta, u64>> {
-        self.deadline(opts).check()?;
+        self.deadline(opts).check(Stage::Queueing)?;
         let limit = self.limits.page_limit(page.limit)?;
         let (sh, nh) = (scope.hash(), name.hash());
         let from = page.cursor.map_or(0, |c| c.saturating_add(1));
@@ -1108,55 +1090,20 @@ impl StorageBackend for BoxedBackend {
     }
 }
 
-/// Creates a new catalog under a temporary name and renames it into place
-/// once complete and synced.
-fn create_atomically(path: &Path) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::config("root", Problem::Malformed("no parent directory".into())))?;
-    let tmp = path.with_extension("redb.creating");
-    match std::fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("cannot remove a stale temporary catalog", &e)),
-    }
-    let db = Database::builder().create(&tmp).map_err(storage)?;
-    init_format(&db)?;
-    drop(db);
-    std::fs::rename(&tmp, path)
-        .map_err(|e| io_err("cannot move the new catalog into place", &e))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err("cannot sync the data directory", &e))
-}
-
 fn init_format(db: &Database) -> Result<()> {
-    let txn = db.begin_write().map_err(storage)?;
-    {
-        let mut meta = txn.open_table(META).map_err(storage)?;
-        let version = match meta.get(FORMAT_KEY).map_err(storage)? {
-            Some(v) => Some(u32::from_le_bytes(v.value().try_into().map_err(|_| {
-                Error::Corrupt("the format version record is malformed".into())
-            })?)),
-            None => None,
-        };
-        match version {
-            Some(FORMAT_VERSION) => {}
-            Some(other) => {
-                return Err(Error::Unavailable(format!(
-                    "the artifact catalog uses format version {other}; this build reads version {FORMAT_VERSION}"
-                )));
+    hippocamp_durable::db::init_format(
+        db,
+        META,
+        FORMAT_KEY,
+        FORMAT_VERSION,
+        "the artifact catalog",
+        |txn| {
+            for t in Table::ALL.into_iter().filter(|t| *t != Table::Meta) {
+                txn.open_table(t.def()).map_err(storage)?;
             }
-            None => {
-                meta.insert(FORMAT_KEY, FORMAT_VERSION.to_le_bytes().as_slice())
-                    .map_err(storage)?;
-            }
-        }
-        for t in Table::ALL.into_iter().filter(|t| *t != Table::Meta) {
-            txn.open_table(t.def()).map_err(storage)?;
-        }
-    }
-    txn.commit().map_err(storage)
+            Ok(())
+        },
+    )
 }
 
 /// Replays the log records newer than the last checkpoint, then resolves

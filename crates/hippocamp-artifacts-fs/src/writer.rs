@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use hippocamp_artifacts::{ArtifactLimits, ArtifactName, ArtifactScope, DeleteSelector, Integrity};
 use hippocamp_core::time::now_ms;
-use hippocamp_core::{Deadline, Error, QuotaLimit, Result};
+use hippocamp_core::{Deadline, Error, QuotaLimit, Result, Stage};
 use hippocamp_durable::{WalStorage, encode_record};
 use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableTable, WriteTransaction};
@@ -246,7 +246,7 @@ impl Writer {
             bytes: 0,
         });
         if row.scope != StoredScope::new(&r.scope) {
-            return Err(Error::ScopeViolation);
+            return Err(Error::foreign_record("the artifact catalog", "a version"));
         }
         let quota = |limit| Err(Error::QuotaExceeded { limit });
         if row.artifacts + 1 > l.max_scope_artifacts {
@@ -261,7 +261,7 @@ impl Writer {
         if self.totals.bytes + size > l.max_total_bytes {
             return quota(QuotaLimit::ArtifactBytesTotal(l.max_total_bytes));
         }
-        r.deadline.check()?;
+        r.deadline.check(Stage::Commit)?;
         let nk = name_key(&sh, &r.name);
         let version = tx.u64_of(Table::Counters, &nk)? + 1;
         tx.put(Table::Counters, &nk, &version.to_le_bytes())?;
@@ -304,7 +304,7 @@ impl Writer {
     pub(crate) fn publish(&mut self, key: &VersionKey, deadline: Deadline) -> Result<()> {
         if deadline.expired() {
             self.abort(key)?;
-            return Err(Error::Timeout);
+            return Err(Error::Timeout(Stage::Commit));
         }
         let mut tx = self.begin()?;
         let row = tx
@@ -380,7 +380,7 @@ impl Writer {
         if published.is_empty() {
             return Ok(Vec::new());
         }
-        deadline.check()?;
+        deadline.check(Stage::Commit)?;
         let mut totals = self.totals;
         for (key, row) in &published {
             tx.remove_version(key, row)?;

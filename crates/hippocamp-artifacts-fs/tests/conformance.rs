@@ -3,7 +3,7 @@
 
 mod support;
 
-use hippocamp_artifacts::conformance::RoutedFactory;
+use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_router::RouterConfig;
 use support::factory::FsFactory;
 
@@ -16,7 +16,7 @@ mod plain {
 mod routed {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(RoutedFactory::new(
+    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
         FsFactory::default(),
         RouterConfig {
             idle_scope_timeout_ms: 1,

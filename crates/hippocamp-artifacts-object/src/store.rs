@@ -43,7 +43,9 @@ use hippocamp_artifacts::{
     ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions, Selector,
 };
 use hippocamp_core::time::now_ms;
-use hippocamp_core::{CallOptions, Deadline, Error, Field, LimitInfo, Problem, QuotaLimit, Result};
+use hippocamp_core::{
+    CallOptions, Deadline, Error, Field, LimitInfo, Problem, QuotaLimit, Result, Stage,
+};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStoreExt as _, PutMode, PutPayload, WriteMultipart};
 use serde::{Deserialize, Serialize};
@@ -356,7 +358,7 @@ impl ObjectArtifacts {
     ) -> Result<T> {
         tokio::time::timeout_at(deadline.instant().into(), f)
             .await
-            .map_err(|_| Error::Timeout)?
+            .map_err(|_| Error::Timeout(Stage::Backend))?
     }
 
     /// The manifest of a version, if its key exists.
@@ -650,7 +652,7 @@ impl ArtifactStore for ObjectArtifacts {
         let deadline = self.deadline(&opts.call);
         check_put(opts)?;
         Self::check_name(name)?;
-        deadline.check()?;
+        deadline.check(Stage::Queueing)?;
         let nonce = nonce();
         let data_key = self.layout.data(scope, &nonce);
         let marker_key = self.layout.marker(scope, name, &nonce);
@@ -692,7 +694,7 @@ impl ArtifactStore for ObjectArtifacts {
                     data: data_key.as_ref().to_owned(),
                     marker: marker_key.as_ref().to_owned(),
                 };
-                deadline.check()?;
+                deadline.check(Stage::Commit)?;
                 let key = self.layout.manifest(scope, name, version);
                 match store.put_opts(&key, manifest.encode()?.into(), PutMode::Create.into()).await {
                     Ok(_) => {
@@ -812,7 +814,7 @@ impl ArtifactStore for ObjectArtifacts {
             if chosen.is_empty() {
                 return Ok(Vec::new());
             }
-            deadline.check()?;
+            deadline.check(Stage::Commit)?;
             let store = self.bucket.store();
             let mut removed = Vec::new();
             for (v, data, marker) in chosen {

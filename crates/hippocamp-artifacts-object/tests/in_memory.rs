@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use hippocamp_artifacts::conformance::RoutedFactory;
+use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, ArtifactStore, Body, PutOptions};
 use hippocamp_artifacts_object::{ObjectArtifacts, ObjectOptions};
 use hippocamp_core::Error;
@@ -33,7 +33,7 @@ mod plain {
 mod routed {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(RoutedFactory::new(
+    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
         ObjectFactory::new(Target::Memory),
         RouterConfig::default()
     ));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt as _;
-use hippocamp_artifacts::conformance::RoutedFactory;
+use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, ArtifactStore, Body, PutOptions, Selector};
 use hippocamp_artifacts_object::{ObjectArtifacts, ObjectOptions};
 use hippocamp_core::{CallOptions, Sha256Digest};
@@ -33,7 +33,7 @@ mod routed {
 
     hippocamp_artifacts::artifact_conformance_tests!(
         guard = have_s3,
-        RoutedFactory::new(ObjectFactory::new(Target::S3), RouterConfig::default())
+        WrappedFactory::routed(ObjectFactory::new(Target::S3), RouterConfig::default())
     );
 }
 

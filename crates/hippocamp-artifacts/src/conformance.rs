@@ -128,33 +128,59 @@ impl ArtifactFactory for InMemoryFactory {
     }
 }
 
-/// Wraps the stores of another factory in [`RoutedArtifacts`], so the
-/// wrapper runs the same suite as the stores it fronts.
-#[derive(Debug)]
-pub struct RoutedFactory<F> {
+/// How a [`WrappedFactory`] wraps each store.
+type Wrap = Box<dyn Fn(Arc<dyn ArtifactStore>) -> Arc<dyn ArtifactStore> + Send + Sync>;
+
+/// Wraps the stores of another factory (in [`RoutedArtifacts`](crate::RoutedArtifacts)
+/// or [`ScopeChecked`](crate::ScopeChecked)), so each wrapper runs the same
+/// suite as the stores it fronts.
+pub struct WrappedFactory<F> {
     inner: F,
-    config: hippocamp_router::RouterConfig,
+    wrap: Wrap,
     last_inner: parking_lot::Mutex<Option<Arc<dyn ArtifactStore>>>,
 }
 
-impl<F> RoutedFactory<F> {
-    /// Routes the stores of `inner` with `config`.
-    pub fn new(inner: F, config: hippocamp_router::RouterConfig) -> Self {
+impl<F: std::fmt::Debug> std::fmt::Debug for WrappedFactory<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrappedFactory")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> WrappedFactory<F> {
+    /// Wraps the stores of `inner` with `wrap`.
+    pub fn new(
+        inner: F,
+        wrap: impl Fn(Arc<dyn ArtifactStore>) -> Arc<dyn ArtifactStore> + Send + Sync + 'static,
+    ) -> Self {
         Self {
             inner,
-            config,
+            wrap: Box::new(wrap),
             last_inner: parking_lot::Mutex::new(None),
         }
     }
 
+    /// Routes the stores of `inner` with `config`.
+    pub fn routed(inner: F, config: hippocamp_router::RouterConfig) -> Self {
+        Self::new(inner, move |s| {
+            Arc::new(crate::RoutedArtifacts::new(s, config.clone()).unwrap())
+        })
+    }
+
+    /// Puts the stores of `inner` behind reply verification.
+    pub fn checked(inner: F) -> Self {
+        Self::new(inner, |s| Arc::new(crate::ScopeChecked::new(s)))
+    }
+
     fn wrap(&self, inner: Arc<dyn ArtifactStore>) -> Arc<dyn ArtifactStore> {
         *self.last_inner.lock() = Some(inner.clone());
-        Arc::new(crate::RoutedArtifacts::new(inner, self.config.clone()).unwrap())
+        (self.wrap)(inner)
     }
 }
 
 #[async_trait]
-impl<F: ArtifactFactory> ArtifactFactory for RoutedFactory<F> {
+impl<F: ArtifactFactory> ArtifactFactory for WrappedFactory<F> {
     async fn open(&self, limits: ArtifactLimits) -> Arc<dyn ArtifactStore> {
         let inner = self.inner.open(limits).await;
         self.wrap(inner)
@@ -963,7 +989,7 @@ pub async fn expired_deadline_never_publishes(f: &dyn ArtifactFactory) {
         .put(&sc, &name("late"), Body::from(&b"late"[..]), &o)
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::Timeout), "{e}");
+    assert!(matches!(e, Error::Timeout(_)), "{e}");
     assert!(matches!(
         s.head(&sc, &name("late"), Selector::Latest, &c()).await,
         Err(Error::NotFound(_))
@@ -973,7 +999,7 @@ pub async fn expired_deadline_never_publishes(f: &dyn ArtifactFactory) {
     assert!(matches!(
         s.delete(&sc, &name("late"), DeleteSelector::All, &past())
             .await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     assert!(
         s.head(&sc, &name("late"), Selector::Latest, &c())

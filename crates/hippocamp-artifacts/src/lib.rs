@@ -6,6 +6,8 @@
 //! - [`store`]: the [`ArtifactStore`] contract and its limits;
 //! - [`mem`]: the in-memory store;
 //! - [`routed`]: any store behind the exact-scope router;
+//! - [`checked`]: any store behind reply verification (foreign records
+//!   refuse the reply);
 //! - `conformance` (feature): the suite every store and wrapper runs.
 //!
 //! The filesystem store (`hippocamp-artifacts-fs`) and the object-store
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod checked;
 pub mod integrity;
 pub mod mem;
 pub mod model;
@@ -23,6 +26,7 @@ pub mod store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use checked::ScopeChecked;
 pub use integrity::{ChunkHasher, Integrity};
 pub use mem::InMemoryArtifacts;
 pub use model::{

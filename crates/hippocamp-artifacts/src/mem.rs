@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use hippocamp_core::time::now_ms;
-use hippocamp_core::{CallOptions, Deadline, Error, QuotaLimit, Result};
+use hippocamp_core::{CallOptions, Deadline, Error, QuotaLimit, Result, Stage};
 use parking_lot::{Mutex, RwLock};
 
 use crate::integrity::{BytesSource, ChunkHasher, Integrity, verified_stream};
@@ -124,7 +124,7 @@ impl InMemoryArtifacts {
     ) -> Result<tokio::sync::MutexGuard<'_, ScopeState>> {
         tokio::time::timeout_at(deadline.instant().into(), scope.lock())
             .await
-            .map_err(|_| Error::Timeout)
+            .map_err(|_| Error::Timeout(Stage::Queueing))
     }
 
     /// Flips one stored byte, for tests that show corruption is caught.
@@ -188,7 +188,7 @@ impl ArtifactStore for InMemoryArtifacts {
             collect_body(body, self.limits.max_artifact_bytes, self.limits.chunk_size),
         )
         .await
-        .map_err(|_| Error::Timeout)??;
+        .map_err(|_| Error::Timeout(Stage::Transfer))??;
         let size = integrity.size;
         let state = self.find_or_create(scope);
         let mut s = Self::lock(&state, deadline).await?;
@@ -214,7 +214,7 @@ impl ArtifactStore for InMemoryArtifacts {
                 limit: QuotaLimit::ArtifactBytesTotal(l.max_total_bytes),
             });
         }
-        deadline.check()?;
+        deadline.check(Stage::Commit)?;
         totals.0 += 1;
         totals.1 += size;
         drop(totals);
@@ -321,7 +321,7 @@ impl ArtifactStore for InMemoryArtifacts {
                 .into_iter()
                 .collect(),
         };
-        deadline.check()?;
+        deadline.check(Stage::Commit)?;
         let mut freed = 0;
         for v in &chosen {
             if let Some(st) = n.versions.remove(v) {

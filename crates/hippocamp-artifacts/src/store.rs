@@ -426,17 +426,28 @@ pub trait ArtifactStore: Send + Sync + fmt::Debug {
 }
 
 /// Checks that a record belongs to the requested scope and name (and
-/// version, when given); a foreign record is a `ScopeViolation`.
-pub fn check_record(
+/// version, when given); a foreign record is `InvalidReply` from `service`.
+pub fn check_record_from(
+    service: &'static str,
     meta: &ArtifactMeta,
     scope: &ArtifactScope,
     name: &ArtifactName,
     version: Option<u64>,
 ) -> Result<()> {
     if meta.scope != *scope || meta.name != *name || version.is_some_and(|v| v != meta.version) {
-        return Err(Error::ScopeViolation);
+        return Err(Error::foreign_record(service, "a version record"));
     }
     Ok(())
+}
+
+/// [`check_record_from`] for a store's own stored records.
+pub fn check_record(
+    meta: &ArtifactMeta,
+    scope: &ArtifactScope,
+    name: &ArtifactName,
+    version: Option<u64>,
+) -> Result<()> {
+    check_record_from("the artifact store", meta, scope, name, version)
 }
 
 /// Checks put options (the custom metadata bounds).

@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use hippocamp_artifacts::conformance::{InMemoryFactory, RoutedFactory};
+use hippocamp_artifacts::conformance::{InMemoryFactory, WrappedFactory};
 use hippocamp_artifacts::{ArtifactLimits, ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_router::{RouterConfig, Strategy};
 
 mod exact_scope {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(RoutedFactory::new(
+    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
         InMemoryFactory::default(),
         RouterConfig::default()
     ));
@@ -21,7 +21,7 @@ mod exact_scope {
 mod shared {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(RoutedFactory::new(
+    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
         InMemoryFactory::default(),
         RouterConfig {
             strategy: Strategy::Shared,

@@ -4,14 +4,14 @@
 //! configured default (`call_timeout_ms`, 5 s unless changed). It becomes an
 //! absolute [`Deadline`] when the call starts; that deadline travels with the
 //! request through queues and routers, and a store checks it immediately
-//! before a write commits. An expired request returns [`Error::Timeout`] and
-//! never becomes a visible write.
+//! before a write commits. An expired request returns [`Error::Timeout`] naming the
+//! stage that ran out of time, and never becomes a visible write.
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Field, Problem, Result};
+use crate::error::{Error, Field, Problem, Result, Stage};
 
 /// The shortest accepted timeout.
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
@@ -52,10 +52,10 @@ impl Deadline {
         self.0.saturating_duration_since(Instant::now())
     }
 
-    /// `Err(Timeout)` when the deadline has passed.
-    pub fn check(self) -> Result<()> {
+    /// `Err(Timeout(stage))` when the deadline has passed.
+    pub fn check(self, stage: Stage) -> Result<()> {
         if self.expired() {
-            Err(Error::Timeout)
+            Err(Error::Timeout(stage))
         } else {
             Ok(())
         }
@@ -187,7 +187,10 @@ mod tests {
                 .unwrap(),
         );
         assert!(past.expired());
-        assert!(matches!(past.check(), Err(Error::Timeout)));
+        assert!(matches!(
+            past.check(Stage::Commit),
+            Err(Error::Timeout(Stage::Commit))
+        ));
         assert_eq!(past.remaining(), Duration::ZERO);
         let future = CallOptions::default().deadline(DEFAULT_TIMEOUT);
         assert!(!future.expired());

@@ -49,13 +49,25 @@ pub enum Error {
         /// The limit that refused it.
         limit: QuotaLimit,
     },
-    /// The request's deadline expired before it committed; nothing was written.
-    #[error("deadline expired before the operation completed")]
-    Timeout,
+    /// The request's deadline expired before it completed; nothing was
+    /// written. The stage says where the time ran out.
+    #[error("deadline expired {0} before the operation completed; nothing was written")]
+    Timeout(Stage),
     /// The write was admitted under an erasure epoch that a later erasure
     /// has since closed; it was refused so it cannot revive erased data.
     #[error("stale erasure epoch: write admitted at epoch {admitted}, scope is at epoch {current}")]
     StaleEpoch {
+        /// The epoch the write carried.
+        admitted: u64,
+        /// The scope's current epoch.
+        current: u64,
+    },
+    /// The write names an erasure epoch the scope has not reached: no
+    /// admission could have seen it, so the caller's epoch is wrong.
+    #[error(
+        "future erasure epoch: the write names epoch {admitted}, the scope is at epoch {current}"
+    )]
+    FutureEpoch {
         /// The epoch the write carried.
         admitted: u64,
         /// The scope's current epoch.
@@ -73,10 +85,6 @@ pub enum Error {
     /// Stored data failed an integrity check.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
-    /// A backend returned a record that does not belong to the requested
-    /// scope; the whole reply was rejected rather than filtered.
-    #[error("backend returned a record outside the requested scope")]
-    ScopeViolation,
     /// The operation is not offered by this store.
     #[error("{operation} is not supported by {backend}")]
     Unsupported {
@@ -88,9 +96,10 @@ pub enum Error {
     /// The store is closed, locked by another process, or otherwise unusable.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// A service this one depends on (an embedding provider) answered with
-    /// something unusable (wrong model, count, width, or non-finite
-    /// numbers); it was refused, not used.
+    /// A service this one depends on answered with something unusable: an
+    /// embedding provider (wrong model, count, width, non-finite numbers),
+    /// or a store that returned a record of another scope or name (the
+    /// whole reply is refused, never filtered). Nothing of it was used.
     #[error("invalid reply from {service}: {detail}")]
     InvalidReply {
         /// The service.
@@ -101,6 +110,47 @@ pub enum Error {
     /// An I/O or storage-engine failure.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
+}
+
+/// Where a deadline ran out (named in [`Error::Timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Stage {
+    /// Waiting for a turn: the scope's worker or lock, the commit queue.
+    Queueing,
+    /// Waiting for the embedding provider.
+    Embedding,
+    /// At the commit point, checked immediately before the write commits.
+    Commit,
+    /// Moving content or a request body.
+    Transfer,
+    /// Waiting for a storage backend (an object store, a blocking read).
+    Backend,
+}
+
+impl Stage {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Queueing => "queueing",
+            Stage::Embedding => "embedding",
+            Stage::Commit => "commit",
+            Stage::Transfer => "transfer",
+            Stage::Backend => "backend",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Queueing => "while queueing (waiting for the scope or the commit queue)",
+            Stage::Embedding => "while embedding",
+            Stage::Commit => "at the commit point",
+            Stage::Transfer => "while transferring content",
+            Stage::Backend => "while waiting for the storage backend",
+        })
+    }
 }
 
 impl Error {
@@ -114,6 +164,15 @@ impl Error {
         Error::InvalidConfig {
             key: key.into(),
             problem,
+        }
+    }
+
+    /// A store returned a record outside the requested scope, name or
+    /// version: the reply is refused as [`Error::InvalidReply`].
+    pub fn foreign_record(service: &'static str, what: &str) -> Self {
+        Error::InvalidReply {
+            service,
+            detail: format!("it returned {what} outside the requested scope"),
         }
     }
 
@@ -132,12 +191,12 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::IdempotencyConflict(_) => "idempotency_conflict",
             Error::QuotaExceeded { .. } => "quota_exceeded",
-            Error::Timeout => "timeout",
+            Error::Timeout(_) => "timeout",
             Error::StaleEpoch { .. } => "stale_epoch",
+            Error::FutureEpoch { .. } => "future_epoch",
             Error::Overloaded(_) => "overloaded",
             Error::MaxActiveScopesReached { .. } => "max_active_scopes_reached",
             Error::Corrupt(_) => "corrupt",
-            Error::ScopeViolation => "scope_violation",
             Error::Unsupported { .. } => "unsupported",
             Error::Unavailable(_) => "unavailable",
             Error::InvalidReply { .. } => "invalid_reply",

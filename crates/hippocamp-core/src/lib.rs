@@ -22,7 +22,7 @@ pub mod time;
 
 pub use deadline::{CallOptions, Deadline};
 pub use digest::Sha256Digest;
-pub use error::{Error, Field, Problem, QuotaLimit, Result};
+pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
 pub use filter::Filter;
 pub use ident::{
     AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, SessionId, UserId,

@@ -4,7 +4,11 @@
 //!   made durable by one `fdatasync` of pre-written space; stores log a
 //!   transaction's changes here before committing it without an fsync,
 //!   and replay what their last checkpoint did not cover.
+//! - [`db`]: the store's redb file: atomic owner-only creation, one open
+//!   per process, the on-disk format stamp.
 //! - [`lock`]: exclusive ownership of a data directory by one process.
+//! - [`fs`]: owner-only files and directories; data directories are never
+//!   followed through symbolic links.
 //! - `sim` (feature): a simulated disk with power loss, and `crash`, the
 //!   parent side of SIGKILL trials, for tests.
 
@@ -13,6 +17,8 @@
 
 #[cfg(feature = "sim")]
 pub mod crash;
+pub mod db;
+pub mod fs;
 pub mod lock;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -29,7 +29,7 @@
 //! as it breaks the sequence.
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read as _, Seek as _, SeekFrom};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
@@ -65,15 +65,10 @@ pub struct FileWal {
 }
 
 impl FileWal {
-    /// Opens (creating) the log at `path`. Appends start after `truncate`,
+    /// Opens (creating, owner-only) the log at `path`. Appends start after `truncate`,
     /// which the store calls once it has replayed the log.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)?;
+        let file = crate::fs::private_file(path)?;
         let len = file.metadata()?.len();
         Ok(Self { file, end: 0, len })
     }

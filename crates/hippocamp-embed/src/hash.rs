@@ -5,7 +5,7 @@
 //! ever taken from it.
 
 use async_trait::async_trait;
-use hippocamp_core::{Deadline, Result};
+use hippocamp_core::{Deadline, Result, Stage};
 use sha2::{Digest as _, Sha256};
 
 use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request, normalize};
@@ -65,7 +65,7 @@ impl Embedder for HashEmbedder {
         deadline: Deadline,
     ) -> Result<Vec<Vector>> {
         check_request(&self.limits, texts)?;
-        deadline.check()?;
+        deadline.check(Stage::Embedding)?;
         let out: Vec<Vector> = texts.iter().map(|t| self.one(t)).collect();
         check_reply(
             "the hash embedder",

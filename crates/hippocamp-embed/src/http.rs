@@ -4,7 +4,7 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use hippocamp_core::{Deadline, Error, Result};
+use hippocamp_core::{Deadline, Error, Result, Stage};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -114,7 +114,7 @@ impl OpenAiEmbedder {
         dimension: Option<usize>,
     ) -> Result<Vec<Vector>> {
         check_request(&self.config.limits, texts)?;
-        deadline.check()?;
+        deadline.check(Stage::Embedding)?;
         let mut rq = self.http.post(self.url.clone()).json(&json!({
             "model": self.config.model,
             "input": texts,
@@ -157,7 +157,7 @@ impl OpenAiEmbedder {
             })
         })
         .await
-        .map_err(|_| Error::Timeout)??;
+        .map_err(|_| Error::Timeout(Stage::Embedding))??;
         let mut items = reply.data;
         if items.iter().all(|i| i.index.is_some()) {
             items.sort_by_key(|i| i.index);

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use hippocamp_core::{Deadline, Error, Problem, Result};
+use hippocamp_core::{Deadline, Error, Problem, Result, Stage};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request};
@@ -184,13 +184,13 @@ impl Embedder for LocalEmbedder {
         deadline: Deadline,
     ) -> Result<Vec<Vector>> {
         check_request(&self.limits, texts)?;
-        deadline.check()?;
+        deadline.check(Stage::Embedding)?;
         let model = Arc::clone(&self.model);
         let owned = texts.to_vec();
         let job = tokio::task::spawn_blocking(move || model.embed(&owned));
         let vectors = tokio::time::timeout(deadline.remaining(), job)
             .await
-            .map_err(|_| Error::Timeout)?
+            .map_err(|_| Error::Timeout(Stage::Embedding))?
             .map_err(infer)??;
         check_reply(
             SERVICE,

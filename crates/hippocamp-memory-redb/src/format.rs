@@ -219,7 +219,7 @@ impl EntryRecord {
     /// content still matches its digest.
     pub(crate) fn into_entry(self, scope: &MemoryScope) -> Result<(MemoryEntry, u64, TermFreqs)> {
         if self.app != scope.app().as_str() || self.user != scope.user().as_str() {
-            return Err(Error::ScopeViolation);
+            return Err(Error::foreign_record("the memory database", "an entry"));
         }
         let digest = Sha256Digest::from_bytes(self.digest);
         if Sha256Digest::of(self.content.as_bytes()) != digest {

@@ -2,19 +2,20 @@
 //! `MemoryStore` operations.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_core::{
+    CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId, Stage,
+};
 use hippocamp_memory::entry::prepare_entry;
 use hippocamp_memory::event::{Event, IngestReport, plan_events};
 use hippocamp_memory::scope::ScopeData;
 use hippocamp_memory::search::prepare_search;
 use hippocamp_memory::{
-    AddOutcome, Capabilities, MemoryConfig, MemoryEntry, MemoryStore, NewEntry, SearchRequest,
-    SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, Erasure, MemoryConfig, MemoryEntry, MemoryStore, NewEntry,
+    SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
 use hippocamp_search::Analyzer;
 use parking_lot::Mutex;
@@ -67,20 +68,6 @@ pub struct RedbMemoryStore {
     committer: Arc<Committer>,
     totals: Arc<Mutex<Totals>>,
     _lock: Option<DirLock>,
-}
-
-/// Takes the directory's lock.
-fn lock_dir(dir: &Path) -> Result<DirLock> {
-    DirLock::acquire(dir, LOCK_FILE).map_err(|e| match e {
-        hippocamp_durable::lock::LockError::Held => Error::Unavailable(format!(
-            "the data directory {} is in use by another process",
-            dir.display()
-        )),
-        hippocamp_durable::lock::LockError::Io(e) => Error::Unavailable(format!(
-            "cannot lock {}: {e}",
-            dir.join(LOCK_FILE).display()
-        )),
-    })
 }
 
 fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
@@ -140,19 +127,10 @@ impl RedbMemoryStore {
     ) -> Result<Self> {
         config.validate()?;
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
-        let lock = lock_dir(dir)?;
-        let path: PathBuf = dir.join(DB_FILE);
-        if !path.exists() {
-            create_atomically(dir, &path)?;
-        }
-        let db = Database::builder().open(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                Error::Unavailable(format!("{} is already open", path.display()))
-            }
-            other => storage(other),
-        })?;
+        hippocamp_durable::fs::private_dir(dir)
+            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
+        let lock = DirLock::own(dir, LOCK_FILE)?;
+        let db = hippocamp_durable::db::open(&dir.join(DB_FILE), init_format)?;
         let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(storage)?;
         Self::start(db, Box::new(wal), config, options, Some(lock))
     }
@@ -267,55 +245,21 @@ impl Drop for RedbMemoryStore {
     }
 }
 
-/// Creates a new database under a temporary name and renames it into
-/// place once it is complete and synced, so a crash during creation never
-/// leaves a half-written database behind (only a temporary file, replaced
-/// on the next attempt).
-fn create_atomically(dir: &Path, path: &Path) -> Result<()> {
-    let io = |what: &str, e: std::io::Error| Error::Unavailable(format!("{what}: {e}"));
-    let tmp = dir.join(format!("{DB_FILE}.creating"));
-    match std::fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("cannot remove a stale temporary database", e)),
-    }
-    let db = Database::builder().create(&tmp).map_err(storage)?;
-    init_format(&db)?;
-    drop(db);
-    std::fs::rename(&tmp, path).map_err(|e| io("cannot move the new database into place", e))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("cannot sync the data directory", e))
-}
-
 fn init_format(db: &Database) -> Result<()> {
-    let txn = db.begin_write().map_err(storage)?;
-    {
-        let mut meta = txn.open_table(META).map_err(storage)?;
-        let version = match meta.get(FORMAT_KEY).map_err(storage)? {
-            Some(v) => Some(u32::from_le_bytes(v.value().try_into().map_err(|_| {
-                Error::Corrupt("the format version record is malformed".into())
-            })?)),
-            None => None,
-        };
-        match version {
-            Some(FORMAT_VERSION) => {}
-            Some(other) => {
-                return Err(Error::Unavailable(format!(
-                    "the memory store uses on-disk format version {other}; this build reads version {FORMAT_VERSION}"
-                )));
-            }
-            None => {
-                meta.insert(FORMAT_KEY, FORMAT_VERSION.to_le_bytes().as_slice())
-                    .map_err(storage)?;
-            }
-        }
-        txn.open_table(SCOPES).map_err(storage)?;
-        txn.open_table(ENTRIES).map_err(storage)?;
-        txn.open_table(SESSIONS).map_err(storage)?;
-        txn.open_table(VECTORS).map_err(storage)?;
-    }
-    txn.commit().map_err(storage)
+    hippocamp_durable::db::init_format(
+        db,
+        META,
+        FORMAT_KEY,
+        FORMAT_VERSION,
+        "the memory store",
+        |txn| {
+            txn.open_table(SCOPES).map_err(storage)?;
+            txn.open_table(ENTRIES).map_err(storage)?;
+            txn.open_table(SESSIONS).map_err(storage)?;
+            txn.open_table(VECTORS).map_err(storage)?;
+            Ok(())
+        },
+    )
 }
 
 /// Applies the log records newer than the last checkpoint, in order, in
@@ -533,10 +477,10 @@ impl MemoryStore for RedbMemoryStore {
         .await?;
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
-            .map_err(|_| Error::Timeout)??;
+            .map_err(|_| Error::Timeout(Stage::Backend))??;
         let data = tokio::time::timeout_at(deadline.instant().into(), slot.read())
             .await
-            .map_err(|_| Error::Timeout)?
+            .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
         Ok(match &query_vector {
             None => data.search(&prepared, self.config.bm25),
@@ -552,7 +496,7 @@ impl MemoryStore for RedbMemoryStore {
         id: &EntryId,
         opts: &CallOptions,
     ) -> Result<MemoryEntry> {
-        self.deadline(opts).check()?;
+        self.deadline(opts).check(Stage::Queueing)?;
         let txn = self.db.begin_read().map_err(storage)?;
         let entries = txn.open_table(ENTRIES).map_err(storage)?;
         let found = entries
@@ -603,7 +547,7 @@ impl MemoryStore for RedbMemoryStore {
         .await
     }
 
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
         let deadline = self.deadline(opts);
         let scope = scope.clone();
         self.submit(|reply| Op::DeleteUser {
@@ -615,7 +559,7 @@ impl MemoryStore for RedbMemoryStore {
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
-        self.deadline(opts).check()?;
+        self.deadline(opts).check(Stage::Queueing)?;
         let txn = self.db.begin_read().map_err(storage)?;
         let scopes = txn.open_table(SCOPES).map_err(storage)?;
         match scopes.get(&scope_hash(scope)).map_err(storage)? {

@@ -18,12 +18,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hippocamp_core::{Deadline, EntryId, Error, MemoryLimits, MemoryScope, QuotaLimit, SessionId};
+use hippocamp_core::{
+    Deadline, EntryId, Error, MemoryLimits, MemoryScope, QuotaLimit, SessionId, Stage,
+};
 use hippocamp_memory::entry::PreparedEntry;
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
-use hippocamp_memory::{AddOutcome, MemoryEntry};
+use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry};
 use hippocamp_search::TermFreqs;
 use redb::{Database, Durability, ReadableTable, Table};
 use tokio::sync::{Notify, oneshot};
@@ -81,7 +83,7 @@ pub(crate) enum Op {
     DeleteUser {
         scope: MemoryScope,
         deadline: Deadline,
-        reply: oneshot::Sender<hippocamp_core::Result<u64>>,
+        reply: oneshot::Sender<hippocamp_core::Result<Erasure>>,
     },
 }
 
@@ -128,6 +130,10 @@ enum Reply {
         oneshot::Sender<hippocamp_core::Result<u64>>,
         hippocamp_core::Result<u64>,
     ),
+    Erased(
+        oneshot::Sender<hippocamp_core::Result<Erasure>>,
+        hippocamp_core::Result<Erasure>,
+    ),
 }
 
 impl Reply {
@@ -136,6 +142,7 @@ impl Reply {
             Reply::Add(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Events(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Count(_, r @ Ok(_)) => *r = Err(e.clone()),
+            Reply::Erased(_, r @ Ok(_)) => *r = Err(e.clone()),
             _ => {}
         }
     }
@@ -146,6 +153,7 @@ impl Reply {
             Reply::Add(tx, r) => drop(tx.send(r)),
             Reply::Events(tx, r) => drop(tx.send(r)),
             Reply::Count(tx, r) => drop(tx.send(r)),
+            Reply::Erased(tx, r) => drop(tx.send(r)),
         }
     }
 }
@@ -322,7 +330,7 @@ impl Tx<'_> {
         )
         .op()?;
         self.check_global(1, prepared.storage_bytes)?;
-        deadline.check().op()?;
+        deadline.check(Stage::Commit).op()?;
         let entry = self.insert(
             &h,
             &mut row,
@@ -367,7 +375,7 @@ impl Tx<'_> {
         let add_entries = new.len() as u64;
         check_scope_quota(self.limits, row.entries, row.bytes, add_entries, add_bytes).op()?;
         self.check_global(add_entries, add_bytes)?;
-        deadline.check().op()?;
+        deadline.check(Stage::Commit).op()?;
         for p in new {
             let t = terms.remove(&p.index).unwrap_or_default();
             let v = vectors.remove(&p.index);
@@ -390,7 +398,7 @@ impl Tx<'_> {
         id: &EntryId,
         deadline: Deadline,
     ) -> Result<u64, Fail> {
-        deadline.check().op()?;
+        deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         let removed = self.remove(&h, scope, &mut row, id)?;
@@ -406,7 +414,7 @@ impl Tx<'_> {
         session: &SessionId,
         deadline: Deadline,
     ) -> Result<u64, Fail> {
-        deadline.check().op()?;
+        deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
         let mut prefix = [0u8; 32];
         prefix[..16].copy_from_slice(&h);
@@ -432,8 +440,8 @@ impl Tx<'_> {
         Ok(n)
     }
 
-    fn delete_user(&mut self, scope: &MemoryScope, deadline: Deadline) -> Result<u64, Fail> {
-        deadline.check().op()?;
+    fn delete_user(&mut self, scope: &MemoryScope, deadline: Deadline) -> Result<Erasure, Fail> {
+        deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         let (lo, hi) = entry_range(&h);
@@ -463,7 +471,10 @@ impl Tx<'_> {
         row.epoch += 1;
         self.put_row(&h, &row)?;
         self.changes.push((h, CacheOp::Clear));
-        Ok(removed)
+        Ok(Erasure {
+            deleted: removed,
+            epoch: row.epoch,
+        })
     }
 }
 
@@ -854,7 +865,7 @@ impl Writer {
                 reply,
             } => {
                 let r = tx.delete_user(&scope, deadline);
-                Self::collect(fatal, r, |r| Reply::Count(reply, r))
+                Self::collect(fatal, r, |r| Reply::Erased(reply, r))
             }
         }
     }
@@ -881,9 +892,10 @@ impl Writer {
         match op {
             Op::AddEntry { reply, .. } => Reply::Add(reply, Err(e)),
             Op::AddEvents { reply, .. } => Reply::Events(reply, Err(e)),
-            Op::DeleteEntry { reply, .. }
-            | Op::DeleteSession { reply, .. }
-            | Op::DeleteUser { reply, .. } => Reply::Count(reply, Err(e)),
+            Op::DeleteEntry { reply, .. } | Op::DeleteSession { reply, .. } => {
+                Reply::Count(reply, Err(e))
+            }
+            Op::DeleteUser { reply, .. } => Reply::Erased(reply, Err(e)),
         }
     }
 }

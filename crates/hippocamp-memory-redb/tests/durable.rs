@@ -255,7 +255,7 @@ async fn vectors_are_logged_with_their_entries_and_erased_with_them() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(ids(&after), ids(&before), "replayed vectors rank as before");
-        assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 3);
+        assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 3);
         std::mem::forget(store);
     }
     let disk = PowerLoss::with_image(disk.surviving());

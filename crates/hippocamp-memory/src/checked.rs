@@ -1,17 +1,24 @@
 //! A wrapper that enforces "scope is authority" on replies.
 //!
 //! [`ScopeChecked`] forwards every call and checks every record that comes
-//! back against the requested scope. One foreign record rejects the whole
-//! reply with `ScopeViolation`: it is never filtered out or relabelled. The
-//! server and the agent tools put every store behind it.
+//! back against what was asked: an entry must carry the requested scope,
+//! an entry fetched by id must have that id, an entry added under an
+//! idempotency key (or from an event) must have the id that key derives in
+//! the requested scope, and a count must be possible (one entry removes at
+//! most one). One wrong record refuses the whole reply as
+//! [`Error::InvalidReply`] (HTTP 502: the backend misbehaved); nothing of
+//! it is filtered out, relabelled or passed on, so a refused mutation
+//! reports no effect. Every store the services hand out (server, CLI,
+//! runner, MCP) is behind it.
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_core::{CallOptions, EntryId, Error, IdempotencyKey, MemoryScope, Result, SessionId};
 
 use crate::entry::{MemoryEntry, NewEntry};
-use crate::event::{Event, IngestReport};
+use crate::event::{Event, IngestReport, IngestedEvent};
 use crate::store::{
-    AddOutcome, Capabilities, MemoryStore, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, Erasure, MemoryStore, SearchRequest, SearchResults, StoreStatus,
+    WriteOptions,
 };
 
 /// Checks every returned record against the requested scope.
@@ -19,6 +26,8 @@ use crate::store::{
 pub struct ScopeChecked<S> {
     inner: S,
 }
+
+const SERVICE: &str = "the memory store";
 
 impl<S> ScopeChecked<S> {
     /// Wraps `inner`.
@@ -32,12 +41,49 @@ impl<S> ScopeChecked<S> {
     }
 }
 
+fn bad(detail: impl Into<String>) -> Error {
+    Error::InvalidReply {
+        service: SERVICE,
+        detail: detail.into(),
+    }
+}
+
 fn own(scope: &MemoryScope, entry: &MemoryEntry) -> Result<()> {
     if entry.scope == *scope {
         Ok(())
     } else {
-        Err(Error::ScopeViolation)
+        Err(Error::foreign_record(SERVICE, "an entry"))
     }
+}
+
+/// The id an event's entry must have in `scope`.
+fn event_entry_id(scope: &MemoryScope, event_id: &str) -> Option<EntryId> {
+    let key = IdempotencyKey::new(format!("event:{event_id}")).ok()?;
+    Some(EntryId::derive(scope, &key))
+}
+
+/// Every added or duplicate event names an event of the request, by its
+/// position and id, and the entry that event derives in `scope`.
+fn check_report(scope: &MemoryScope, events: &[Event], report: &IngestReport) -> Result<()> {
+    let check = |e: &IngestedEvent| {
+        let asked = events
+            .get(e.index)
+            .filter(|ev| ev.id == e.event_id.as_str())
+            .ok_or_else(|| bad(format!("it reported event {} that was not sent", e.index)))?;
+        if event_entry_id(scope, &asked.id) != Some(e.entry_id) {
+            return Err(Error::foreign_record(SERVICE, "an event's entry"));
+        }
+        Ok(())
+    };
+    report
+        .added
+        .iter()
+        .chain(&report.duplicates)
+        .try_for_each(check)?;
+    if report.skipped.iter().any(|s| s.index >= events.len()) {
+        return Err(bad("it skipped an event that was not sent"));
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -53,8 +99,15 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         entry: NewEntry,
         opts: &WriteOptions,
     ) -> Result<AddOutcome> {
+        let expected = entry
+            .idempotency_key
+            .as_ref()
+            .map(|k| EntryId::derive(scope, k));
         let out = self.inner.add_entry(scope, entry, opts).await?;
         own(scope, &out.entry)?;
+        if expected.is_some_and(|id| id != out.entry.id) {
+            return Err(Error::foreign_record(SERVICE, "an entry of another key"));
+        }
         Ok(out)
     }
 
@@ -65,7 +118,9 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         events: &[Event],
         opts: &WriteOptions,
     ) -> Result<IngestReport> {
-        self.inner.add_events(scope, session, events, opts).await
+        let report = self.inner.add_events(scope, session, events, opts).await?;
+        check_report(scope, events, &report)?;
+        Ok(report)
     }
 
     async fn search(
@@ -90,7 +145,7 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         let entry = self.inner.get_entry(scope, id, opts).await?;
         own(scope, &entry)?;
         if entry.id != *id {
-            return Err(Error::ScopeViolation);
+            return Err(Error::foreign_record(SERVICE, "an entry of another id"));
         }
         Ok(entry)
     }
@@ -101,7 +156,11 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         id: &EntryId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        self.inner.delete_entry(scope, id, opts).await
+        let n = self.inner.delete_entry(scope, id, opts).await?;
+        if n > 1 {
+            return Err(bad(format!("it removed {n} entries for one id")));
+        }
+        Ok(n)
     }
 
     async fn delete_session(
@@ -113,8 +172,12 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         self.inner.delete_session(scope, session, opts).await
     }
 
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
-        self.inner.delete_user(scope, opts).await
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
+        let e = self.inner.delete_user(scope, opts).await?;
+        if e.epoch == 0 {
+            return Err(bad("an erasure left the epoch at 0"));
+        }
+        Ok(e)
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {

@@ -387,7 +387,7 @@ pub async fn scopes_are_isolated(f: &dyn StoreFactory) {
             Err(Error::NotFound(_))
         ));
         assert_eq!(store.delete_entry(s, &e.id, &c()).await.unwrap(), 0);
-        assert_eq!(store.delete_user(s, &c()).await.unwrap(), 0);
+        assert_eq!(store.delete_user(s, &c()).await.unwrap().deleted, 0);
         assert_eq!(store.delete_session(s, &sid("x"), &c()).await.unwrap(), 0);
         // The same key in another scope is a different entry, not a duplicate.
         let other = store
@@ -611,16 +611,14 @@ pub async fn delete_entry_and_user_are_idempotent(f: &dyn StoreFactory) {
         Err(Error::NotFound(_))
     ));
     assert_eq!(ids(&*store, &s, lexical("alpha")).await.len(), 2);
-    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 2);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 2);
     assert!(ids(&*store, &s, lexical("alpha")).await.is_empty());
-    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
-    assert_eq!(
-        store
-            .delete_user(&scope("app", "nobody"), &c())
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 0);
+    let erased = store
+        .delete_user(&scope("app", "nobody"), &c())
+        .await
+        .unwrap();
+    assert_eq!((erased.deleted, erased.epoch), (0, 1));
 }
 
 pub async fn content_limits_are_enforced(f: &dyn StoreFactory) {
@@ -808,7 +806,7 @@ pub async fn global_quotas_span_scopes(f: &dyn StoreFactory) {
     ));
     store.delete_entry(&b, &b1, &c()).await.unwrap();
     add(&*store, &b, "four").await;
-    assert_eq!(store.delete_user(&a, &c()).await.unwrap(), 2);
+    assert_eq!(store.delete_user(&a, &c()).await.unwrap().deleted, 2);
     add(&*store, &b, "five").await;
 
     let bytes = with_limits(
@@ -881,7 +879,7 @@ pub async fn expired_deadline_never_writes(f: &dyn StoreFactory) {
         .add_entry(&s, NewEntry::new("late write"), &WriteOptions::new(past()))
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::Timeout));
+    assert!(matches!(e, Error::Timeout(_)));
     let e = store
         .add_events(
             &s,
@@ -891,20 +889,20 @@ pub async fn expired_deadline_never_writes(f: &dyn StoreFactory) {
         )
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::Timeout));
+    assert!(matches!(e, Error::Timeout(_)));
     assert!(ids(&*store, &s, lexical("late")).await.is_empty());
     let kept = add(&*store, &s, "kept fact").await;
     assert!(matches!(
         store.delete_entry(&s, &kept, &past()).await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     assert!(matches!(
         store.delete_session(&s, &sid("s"), &past()).await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     assert!(matches!(
         store.delete_user(&s, &past()).await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     assert_eq!(store.get_entry(&s, &kept, &c()).await.unwrap().id, kept);
     assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 0);
@@ -1316,7 +1314,7 @@ pub async fn erasure_epoch_fences_stale_writes(f: &dyn StoreFactory) {
         .await
         .unwrap();
     assert_eq!(e.entry.epoch, 0);
-    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 1);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 1);
     assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 1);
     let stale = store
         .add_entry(
@@ -1343,9 +1341,39 @@ pub async fn erasure_epoch_fences_stale_writes(f: &dyn StoreFactory) {
         .await
         .unwrap_err();
     assert!(matches!(stale, Error::StaleEpoch { .. }));
+    // An epoch the scope has not reached was never handed out.
+    let future = store
+        .add_entry(
+            &s,
+            NewEntry::new("from the future"),
+            &WriteOptions::default().epoch(5),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            future,
+            Error::FutureEpoch {
+                admitted: 5,
+                current: 1
+            }
+        ),
+        "{future}"
+    );
+    let future = store
+        .add_events(
+            &s,
+            &sid("s"),
+            &[Event::text("f", "user", 1, "from the future")],
+            &WriteOptions::default().epoch(2),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(future, Error::FutureEpoch { .. }), "{future}");
     assert!(ids(&*store, &s, lexical("erasure")).await.is_empty());
+    assert!(ids(&*store, &s, lexical("future")).await.is_empty());
     // Erasing an empty scope still advances its epoch.
-    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 0);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 0);
     assert_eq!(store.erasure_epoch(&s, &c()).await.unwrap(), 2);
     // The id never depends on the epoch; new writes carry the new epoch.
     let fresh = store
@@ -1583,7 +1611,7 @@ pub async fn erased_users_leave_vector_search(f: &dyn StoreFactory) {
     let s = scope("app", "v5");
     let store = seeded(f, &s).await;
     let epoch = store.erasure_epoch(&s, &c()).await.unwrap();
-    assert_eq!(store.delete_user(&s, &c()).await.unwrap(), 4);
+    assert_eq!(store.delete_user(&s, &c()).await.unwrap().deleted, 4);
     let late = WriteOptions {
         epoch: Some(epoch),
         ..w()

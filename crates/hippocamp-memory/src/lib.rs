@@ -21,7 +21,7 @@
 //!     .search(&scope, &SearchRequest::new("what restarts a failed child?"), &CallOptions::default())
 //!     .await?;
 //! assert_eq!(found.hits[0].entry.id, added.entry.id);
-//! assert_eq!(store.delete_user(&scope, &CallOptions::default()).await?, 1);
+//! assert_eq!(store.delete_user(&scope, &CallOptions::default()).await?.deleted, 1);
 //! # Ok(())
 //! # }
 //! ```
@@ -51,8 +51,8 @@ pub use event::{Event, IngestReport, SkipReason};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
-    AddOutcome, Capabilities, EmbedderInfo, MemoryStore, ScoreDetails, ScoreType, SearchHit,
-    SearchMode, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, EmbedderInfo, Erasure, MemoryStore, ScoreDetails, ScoreType,
+    SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

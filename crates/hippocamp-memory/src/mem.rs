@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId};
+use hippocamp_core::{
+    CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId, Stage,
+};
 use hippocamp_embed::Embedder;
 use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::RwLock;
@@ -23,7 +25,8 @@ use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
 use crate::search::{prepare_search, resolve_mode};
 use crate::store::{
-    AddOutcome, Capabilities, MemoryStore, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, Erasure, MemoryStore, SearchRequest, SearchResults, StoreStatus,
+    WriteOptions,
 };
 
 #[derive(Debug, Default)]
@@ -44,10 +47,16 @@ pub struct InMemoryStore {
     quota: Arc<GlobalQuota>,
 }
 
-/// Checks a write's epoch fence against the scope's epoch.
+/// Checks a write's epoch fence against the scope's epoch: an older one
+/// is stale (an erasure came after its admission), a newer one was never
+/// handed out.
 pub fn check_epoch(admitted: Option<u64>, current: u64) -> Result<()> {
     match admitted {
-        Some(a) if a != current => Err(Error::StaleEpoch {
+        Some(a) if a < current => Err(Error::StaleEpoch {
+            admitted: a,
+            current,
+        }),
+        Some(a) if a > current => Err(Error::FutureEpoch {
             admitted: a,
             current,
         }),
@@ -114,15 +123,15 @@ impl InMemoryStore {
     async fn write(shell: &ShellRef, deadline: Deadline) -> Result<RwLockWriteGuard<'_, Shell>> {
         let guard = tokio::time::timeout_at(deadline.instant().into(), shell.write())
             .await
-            .map_err(|_| Error::Timeout)?;
-        deadline.check()?;
+            .map_err(|_| Error::Timeout(Stage::Queueing))?;
+        deadline.check(Stage::Queueing)?;
         Ok(guard)
     }
 
     async fn read(shell: &ShellRef, deadline: Deadline) -> Result<RwLockReadGuard<'_, Shell>> {
         tokio::time::timeout_at(deadline.instant().into(), shell.read())
             .await
-            .map_err(|_| Error::Timeout)
+            .map_err(|_| Error::Timeout(Stage::Queueing))
     }
 
     fn release(&self, (entries, bytes): (u64, u64)) {
@@ -187,7 +196,7 @@ impl MemoryStore for InMemoryStore {
             prepared.storage_bytes,
         )?;
         let reservation = self.quota.reserve(1, prepared.storage_bytes)?;
-        deadline.check()?;
+        deadline.check(Stage::Commit)?;
         reservation.commit();
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
@@ -232,7 +241,7 @@ impl MemoryStore for InMemoryStore {
         let add_entries = new.len() as u64;
         check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
         let reservation = self.quota.reserve(add_entries, add_bytes)?;
-        deadline.check()?;
+        deadline.check(Stage::Commit)?;
         reservation.commit();
         let epoch = s.epoch;
         for planned in new {
@@ -327,7 +336,7 @@ impl MemoryStore for InMemoryStore {
         Ok(removed.0)
     }
 
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
         let deadline = self.deadline(opts);
         // Created if absent: the epoch must advance even for a scope with
         // no entries, so work queued before the erasure stays fenced.
@@ -336,7 +345,10 @@ impl MemoryStore for InMemoryStore {
         let released = s.data.clear();
         s.epoch += 1;
         self.release(released);
-        Ok(released.0)
+        Ok(Erasure {
+            deleted: released.0,
+            epoch: s.epoch,
+        })
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {

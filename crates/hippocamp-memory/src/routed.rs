@@ -20,8 +20,8 @@ use hippocamp_router::{Access, RouterConfig, RouterStats, ScopeRouter, ScopeStat
 use crate::entry::{MemoryEntry, NewEntry};
 use crate::event::{Event, IngestReport};
 use crate::store::{
-    AddOutcome, Capabilities, MemoryStore, RouterStatus, RoutingInfo, SearchRequest, SearchResults,
-    StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, Erasure, MemoryStore, RouterStatus, RoutingInfo, SearchRequest,
+    SearchResults, StoreStatus, WriteOptions,
 };
 
 struct Adapter {
@@ -183,7 +183,7 @@ impl MemoryStore for RoutedMemory {
             .await
     }
 
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         self.inner.delete_user(scope, &forwarded(deadline)).await

@@ -56,6 +56,16 @@ pub struct AddOutcome {
     pub duplicate: bool,
 }
 
+/// The result of `delete_user`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Erasure {
+    /// Entries removed (0 when the scope held none).
+    pub deleted: u64,
+    /// The scope's erasure epoch after this erasure: a write admitted
+    /// before it carries a smaller epoch and is refused.
+    pub epoch: u64,
+}
+
 /// A search.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -374,8 +384,9 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     ) -> Result<u64>;
 
     /// Deletes every entry of the scope and advances its erasure epoch in
-    /// the same step; returns how many entries were removed.
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
+    /// the same step; returns how many entries were removed and the new
+    /// epoch.
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure>;
 
     /// The scope's current erasure epoch (0 until its first erasure).
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
@@ -424,7 +435,7 @@ macro_rules! forward {
             async fn delete_session(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).delete_session(scope, session, opts).await
             }
-            async fn delete_user(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
+            async fn delete_user(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Erasure> {
                 (**self).delete_user(scope, opts).await
             }
             async fn erasure_epoch(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {

@@ -25,7 +25,7 @@ async fn queued_write_that_times_out_never_appears() {
         .add_entry(&scope, NewEntry::new("suspended write"), &opts)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Timeout));
+    assert!(matches!(err, Error::Timeout(_)));
     drop(held);
     let hits = store
         .search(

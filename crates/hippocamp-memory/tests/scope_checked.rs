@@ -9,8 +9,8 @@ use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, Result, SessionId
 use hippocamp_memory::conformance::StoreFactory;
 use hippocamp_memory::event::{Event, IngestReport};
 use hippocamp_memory::{
-    AddOutcome, Capabilities, InMemoryStore, MemoryConfig, MemoryEntry, MemoryStore, NewEntry,
-    ScopeChecked, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, Erasure, InMemoryStore, MemoryConfig, MemoryEntry, MemoryStore,
+    NewEntry, ScopeChecked, SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
 
 struct CheckedFactory;
@@ -75,7 +75,7 @@ impl MemoryStore for Misrouting {
     async fn delete_session(&self, _: &MemoryScope, s: &SessionId, o: &CallOptions) -> Result<u64> {
         self.inner.delete_session(&self.real, s, o).await
     }
-    async fn delete_user(&self, _: &MemoryScope, o: &CallOptions) -> Result<u64> {
+    async fn delete_user(&self, _: &MemoryScope, o: &CallOptions) -> Result<Erasure> {
         self.inner.delete_user(&self.real, o).await
     }
     async fn erasure_epoch(&self, _: &MemoryScope, o: &CallOptions) -> Result<u64> {
@@ -87,23 +87,41 @@ impl MemoryStore for Misrouting {
 }
 
 #[tokio::test]
-async fn foreign_records_reject_the_whole_reply() {
+async fn foreign_records_refuse_the_whole_reply() {
     let real = MemoryScope::parse("app", "owner").unwrap();
     let asked = MemoryScope::parse("app", "intruder").unwrap();
     let store = ScopeChecked::new(Misrouting {
         inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
-        real,
+        real: real.clone(),
     });
     let w = WriteOptions::default();
     let c = CallOptions::default();
-    assert!(matches!(
+    let invalid = |r: Result<()>| matches!(r, Err(Error::InvalidReply { .. }));
+    let added = store
+        .add_entry(&asked, NewEntry::new("owner fact"), &w)
+        .await;
+    assert!(invalid(added.map(drop)));
+    assert!(invalid(
         store
-            .add_entry(&asked, NewEntry::new("owner fact"), &w)
-            .await,
-        Err(Error::ScopeViolation)
+            .search(&asked, &SearchRequest::new("owner"), &c)
+            .await
+            .map(drop)
     ));
-    assert!(matches!(
-        store.search(&asked, &SearchRequest::new("owner"), &c).await,
-        Err(Error::ScopeViolation)
+    // An event's entry id is derived from the scope: one stored under the
+    // owner's scope does not have the id the asked scope derives.
+    let session = SessionId::new("s").unwrap();
+    let events = [Event::text("e1", "user", 1, "an owner event")];
+    assert!(invalid(
+        store
+            .add_events(&asked, &session, &events, &w)
+            .await
+            .map(drop)
     ));
+    let inner_hit = store
+        .inner()
+        .search(&real, &SearchRequest::new("owner event"), &c)
+        .await
+        .unwrap();
+    let id = inner_hit.hits[0].entry.id;
+    assert!(invalid(store.get_entry(&asked, &id, &c).await.map(drop)));
 }

@@ -40,7 +40,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hippocamp_core::{Deadline, Error, Problem, Result};
+use hippocamp_core::{Deadline, Error, Problem, Result, Stage};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OnceCell, Semaphore};
@@ -317,7 +317,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
     /// Admits an operation on `key`: finds or activates its worker, then
     /// waits for its turn, all within `deadline`.
     pub async fn enter(&self, key: &K, deadline: Deadline, access: Access) -> Result<Lease<K>> {
-        deadline.check()?;
+        deadline.check(Stage::Queueing)?;
         if let Some(one) = &self.one {
             return Ok(Lease {
                 shared: None,
@@ -345,7 +345,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
                 .get_or_try_init(|| async { state.activate(key).await });
             tokio::time::timeout_at(until, activation)
                 .await
-                .map_err(|_| Error::Timeout)??;
+                .map_err(|_| Error::Timeout(Stage::Queueing))??;
         }
         drop(permit);
         let order = Arc::clone(&lease.worker.order);
@@ -357,7 +357,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
                 lease.turn = Turn::Write(
                     tokio::time::timeout_at(until, order.lock_owned())
                         .await
-                        .map_err(|_| Error::Timeout)?,
+                        .map_err(|_| Error::Timeout(Stage::Queueing))?,
                 );
             }
         }

@@ -68,7 +68,7 @@ async fn one_scope_is_ordered_while_others_run() {
     // Another write to scope 1 waits, and times out at its deadline.
     assert!(matches!(
         r.enter(&1, soon(30), Access::Write).await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     // Scope 2 does not wait for scope 1.
     let other = r.enter(&2, soon(1_000), Access::Write).await.unwrap();
@@ -197,7 +197,7 @@ async fn a_timed_out_or_dropped_caller_leaks_nothing() {
     // Times out while activating: no worker is left behind.
     assert!(matches!(
         r.enter(&1, soon(20), Access::Write).await,
-        Err(Error::Timeout)
+        Err(Error::Timeout(_))
     ));
     let s = r.stats();
     assert_eq!((s.active_scopes, s.cold_activations_in_flight), (0, 0));

@@ -33,10 +33,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::auth::{Grant, Permission};
-use crate::config::ServerConfig;
+use hippocamp_services::auth::{Grant, Permission};
+use hippocamp_services::{Config, Services};
+
 use crate::error::ApiError;
-use crate::services::Services;
 
 /// What every handler shares.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct AppState {
     /// The stores and tokens.
     pub services: Services,
     /// The configuration.
-    pub config: Arc<ServerConfig>,
+    pub config: Arc<Config>,
     /// Closed when the last clone is dropped: declared last, so after
     /// that clone's store handles (see [`AppState::new`]).
     _held: tokio::sync::mpsc::Sender<()>,
@@ -55,10 +55,7 @@ impl AppState {
     /// server's connection tasks drop theirs only after the server has
     /// stopped waiting for them, so whoever closes the stores waits for
     /// this receiver's `recv` to return `None`.
-    pub fn new(
-        services: Services,
-        config: Arc<ServerConfig>,
-    ) -> (Self, tokio::sync::mpsc::Receiver<()>) {
+    pub fn new(services: Services, config: Arc<Config>) -> (Self, tokio::sync::mpsc::Receiver<()>) {
         let (held, released) = tokio::sync::mpsc::channel(1);
         (
             Self {
@@ -101,10 +98,10 @@ impl FromRequestParts<AppState> for Caller {
 async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> ApiResult<T> {
     let max = usize::try_from(state.config.http.max_json_body_bytes).unwrap_or(usize::MAX);
     // A client trickling its body must not hold a slot for ever.
-    let patience = Duration::from_millis(state.config.http.request_timeout_ms);
+    let patience = Duration::from_millis(state.config.http.body_timeout_ms);
     let bytes = tokio::time::timeout(patience, http_body_util::Limited::new(body, max).collect())
         .await
-        .map_err(|_| ApiError::from(Error::Timeout))?
+        .map_err(|_| ApiError::from(Error::Timeout(hippocamp_core::Stage::Transfer)))?
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 ApiError::new(
@@ -152,15 +149,19 @@ struct WriteQuery {
     epoch: Option<u64>,
 }
 
-fn call_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
-    let ms = timeout_ms.unwrap_or(state.config.http.request_timeout_ms.min(60_000));
-    Ok(CallOptions::timeout_ms(ms)?)
+/// A call's deadline: `?timeout_ms=` (1 ..= 60,000), or the store's own
+/// `call_timeout_ms` (the value its capabilities report).
+fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+    Ok(match timeout_ms {
+        Some(ms) => CallOptions::timeout_ms(ms)?,
+        None => CallOptions::default(),
+    })
 }
 
 /// An upload's or download's deadline: `?timeout_ms=` (1 ..= 300,000) or
 /// the server's transfer timeout.
 fn transfer_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
-    let ms = timeout_ms.unwrap_or(state.config.http.transfer_timeout_ms.min(300_000));
+    let ms = timeout_ms.unwrap_or(state.config.http.transfer_timeout_ms);
     Ok(CallOptions::transfer_timeout(Duration::from_millis(ms))?)
 }
 
@@ -214,7 +215,7 @@ async fn add_entry(
     let q = parse_query(q)?;
     let entry: NewEntry = json_body(&s, body).await?;
     let opts = WriteOptions {
-        call: call_options(&s, q.timeout_ms)?,
+        call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
     };
     let out = timed(
@@ -249,7 +250,7 @@ async fn add_events(
     let q = parse_query(q)?;
     let b: EventsBody = json_body(&s, body).await?;
     let opts = WriteOptions {
-        call: call_options(&s, q.timeout_ms)?,
+        call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
     };
     json(
@@ -273,7 +274,7 @@ async fn search(
     let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
     let q = parse_query(q)?;
     let req: SearchRequest = json_body(&s, body).await?;
-    let call = call_options(&s, q.timeout_ms)?;
+    let call = call_options(q.timeout_ms)?;
     json(timed("search", s.services.memory.search(&scope, &req, &call)).await?)
 }
 
@@ -285,7 +286,7 @@ async fn get_entry(
 ) -> ApiResult<Response> {
     let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
     let id = param(&p, "id")?.parse::<EntryId>()?;
-    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let call = call_options(parse_query(q)?.timeout_ms)?;
     json(timed("get_entry", s.services.memory.get_entry(&scope, &id, &call)).await?)
 }
 
@@ -297,7 +298,7 @@ async fn delete_entry(
 ) -> ApiResult<Response> {
     let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
     let id = param(&p, "id")?.parse::<EntryId>()?;
-    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_entry",
         s.services.memory.delete_entry(&scope, &id, &call),
@@ -314,7 +315,7 @@ async fn delete_session(
 ) -> ApiResult<Response> {
     let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
     let session = SessionId::new(param(&p, "session")?)?;
-    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
+    let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_session",
         s.services.memory.delete_session(&scope, &session, &call),
@@ -330,9 +331,8 @@ async fn delete_user(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
-    let call = call_options(&s, parse_query(q)?.timeout_ms)?;
-    let n = timed("delete_user", s.services.memory.delete_user(&scope, &call)).await?;
-    json(json!({ "deleted": n }))
+    let call = call_options(parse_query(q)?.timeout_ms)?;
+    json(timed("delete_user", s.services.memory.delete_user(&scope, &call)).await?)
 }
 
 // ---- artifacts -------------------------------------------------------
@@ -381,7 +381,7 @@ async fn list_names(
         cursor: q.cursor.map(ArtifactName::new).transpose()?,
         limit: q.limit,
     };
-    let call = call_options(&s, None)?;
+    let call = call_options(None)?;
     json(
         timed(
             "list_names",
@@ -411,7 +411,7 @@ async fn list_versions(
         cursor,
         limit: q.limit,
     };
-    let call = call_options(&s, None)?;
+    let call = call_options(None)?;
     json(
         timed(
             "list_versions",
@@ -630,7 +630,7 @@ async fn head_artifact(
     let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
     let name = artifact_name(&p)?;
     let sel = selector(parse_query(q)?.version);
-    let call = call_options(&s, None)?;
+    let call = call_options(None)?;
     let meta = timed(
         "head_artifact",
         s.services.artifacts.head(&scope, &name, sel, &call),
@@ -652,7 +652,7 @@ async fn artifact_meta(
     let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
     let name = artifact_name(&p)?;
     let sel = selector(parse_query(q)?.version);
-    let call = call_options(&s, None)?;
+    let call = call_options(None)?;
     json(
         timed(
             "head_artifact",
@@ -688,7 +688,7 @@ async fn delete_artifact(
         (None, true) => DeleteSelector::All,
         (None, false) => DeleteSelector::Latest,
     };
-    let call = call_options(&s, None)?;
+    let call = call_options(None)?;
     let removed = timed(
         "delete_artifact",
         s.services.artifacts.delete(&scope, &name, sel, &call),

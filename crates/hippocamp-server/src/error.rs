@@ -16,10 +16,10 @@ pub const CODES: &[&str] = &[
     "payload_too_large",
     "timeout",
     "stale_epoch",
+    "future_epoch",
     "overloaded",
     "max_active_scopes_reached",
     "corrupt",
-    "scope_violation",
     "unsupported",
     "unavailable",
     "invalid_reply",
@@ -98,15 +98,17 @@ impl From<Error> for ApiError {
             | Error::InvalidConfig { .. }
             | Error::SensitiveContent(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::IdempotencyConflict(_) | Error::StaleEpoch { .. } => StatusCode::CONFLICT,
+            Error::IdempotencyConflict(_)
+            | Error::StaleEpoch { .. }
+            | Error::FutureEpoch { .. } => StatusCode::CONFLICT,
             Error::QuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Error::Overloaded(_) | Error::MaxActiveScopesReached { .. } | Error::Unavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Error::Unsupported { .. } => StatusCode::NOT_IMPLEMENTED,
             Error::InvalidReply { .. } => StatusCode::BAD_GATEWAY,
-            // Corrupt, ScopeViolation, Storage and kinds added later.
+            // Corrupt, Storage and kinds added later.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if matches!(e, Error::QuotaExceeded { .. }) {
@@ -137,7 +139,7 @@ mod tests {
         let errors = [
             Error::invalid(Field::AppName, Problem::Empty),
             Error::NotFound("entry"),
-            Error::Timeout,
+            Error::Timeout(hippocamp_core::Stage::Commit),
             Error::StaleEpoch {
                 admitted: 0,
                 current: 1,

@@ -2,9 +2,9 @@
 //! services of a profile, bearer tokens bound to scopes, a developer
 //! inspection page, Prometheus metrics and health probes.
 //!
-//! - [`config`]: the TOML configuration (unknown keys refused).
-//! - [`services`]: builds the stores of a profile, in one place.
-//! - [`auth`]: tokens, grants and permissions.
+//! The configuration, tokens and the stores come from `hippocamp-services`
+//! (the one place that builds them); this crate adds HTTP.
+//!
 //! - [`api`]: the v1 handlers and the route table.
 //! - [`openapi`]: the OpenAPI document generated from that table.
 //! - [`ui`]: the inspection page.
@@ -14,11 +14,8 @@
 #![warn(missing_docs)]
 
 pub mod api;
-pub mod auth;
-pub mod config;
 pub mod error;
 pub mod openapi;
-pub mod services;
 pub mod ui;
 
 use std::net::SocketAddr;
@@ -34,8 +31,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tower::ServiceBuilder;
 
 pub use api::AppState;
-pub use config::{ConfigError, Profile, ServerConfig};
-pub use services::Services;
+pub use hippocamp_services::{Config, ConfigError, Profile, Services, auth};
 
 use crate::error::ApiError;
 
@@ -180,55 +176,6 @@ pub fn app(state: AppState) -> axum::Router {
         .with_state(state)
 }
 
-/// The embedder a configuration names (the CLI's `--embedder` uses it too).
-pub async fn connect_embedder(
-    e: &config::EmbedderConfig,
-) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    if let Some(dir) = &e.model_dir {
-        return local_embedder(dir, e);
-    }
-    let (Some(base_url), Some(model)) = (&e.base_url, &e.model) else {
-        return Err(hippocamp_core::Error::config(
-            "embedder",
-            hippocamp_core::Problem::Malformed("base_url and model are needed".into()),
-        ));
-    };
-    Ok(Arc::new(
-        hippocamp_embed::http::OpenAiEmbedder::connect(hippocamp_embed::http::HttpEmbedderConfig {
-            base_url: base_url.clone(),
-            model: model.clone(),
-            dimension: e.dimension,
-            api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
-            limits: e.limits.clone(),
-        })
-        .await?,
-    ))
-}
-
-#[cfg(feature = "local")]
-fn local_embedder(
-    dir: &std::path::Path,
-    e: &config::EmbedderConfig,
-) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    Ok(Arc::new(hippocamp_embed::local::LocalEmbedder::load(
-        dir,
-        e.limits.clone(),
-    )?))
-}
-
-#[cfg(not(feature = "local"))]
-fn local_embedder(
-    _dir: &std::path::Path,
-    _e: &config::EmbedderConfig,
-) -> hippocamp_core::Result<Arc<dyn hippocamp_embed::Embedder>> {
-    Err(hippocamp_core::Error::config(
-        "embedder.model_dir",
-        hippocamp_core::Problem::Malformed(
-            "local models need a build with `--features local-embed`".into(),
-        ),
-    ))
-}
-
 /// How long `serve` waits, once every connection has closed, for their
 /// tasks to drop their handles (they do at once; this bounds a bug).
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
@@ -244,16 +191,9 @@ pub struct Bound {
 impl Bound {
     /// Opens the services of `config` and binds its address (port 0 picks
     /// one).
-    pub async fn new(config: ServerConfig) -> hippocamp_core::Result<Self> {
+    pub async fn new(config: Config) -> hippocamp_core::Result<Self> {
         let config = Arc::new(config);
-        let embedder = match &config.embedder {
-            None => None,
-            Some(e) => Some(connect_embedder(e).await?),
-        };
-        let c = Arc::clone(&config);
-        let services = tokio::task::spawn_blocking(move || Services::build(&c, embedder))
-            .await
-            .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))??;
+        let services = Services::open(&config).await?;
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .map_err(|e| {

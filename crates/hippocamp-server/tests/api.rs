@@ -869,7 +869,7 @@ fn the_committed_openapi_document_is_current() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trickled_json_body_times_out_with_504() {
-    let s = TestServer::start(Profile::Ephemeral, |c| c.http.request_timeout_ms = 300).await;
+    let s = TestServer::start(Profile::Ephemeral, |c| c.http.body_timeout_ms = 300).await;
     let t = s.all_permissions("shop", Some("alice"));
     let (tx, r) = open_body(
         &s,
@@ -892,7 +892,7 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
         return;
     };
     let s = TestServer::start(Profile::Durable, |c| {
-        c.embedder = Some(hippocamp_server::config::EmbedderConfig {
+        c.embedder = Some(hippocamp_services::EmbedderConfig {
             base_url: Some(url),
             model: Some(model.clone()),
             model_dir: None,

@@ -289,12 +289,13 @@ async fn apply(
         }
         Op::DeleteUser { scope } => {
             let s = &scopes[scope];
-            let n = store.delete_user(s, c).await.map_err(fail)?;
-            prop_assert_eq!(n, model.scopes[scope].len() as u64);
+            let e = store.delete_user(s, c).await.map_err(fail)?;
+            prop_assert_eq!(e.deleted, model.scopes[scope].len() as u64);
             let gone: Vec<EntryId> = model.scopes[scope].keys().copied().collect();
             model.erased[scope].extend(gone);
             model.scopes[scope].clear();
             model.epochs[scope] += 1;
+            prop_assert_eq!(e.epoch, model.epochs[scope]);
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use hippocamp_server::auth::{Grant, Permission, grant};
-use hippocamp_server::{Bound, Profile, ServerConfig};
+use hippocamp_server::{Bound, Config, Profile};
 
 pub(crate) struct TestServer {
     pub(crate) base: String,
@@ -17,13 +17,13 @@ pub(crate) struct TestServer {
 }
 
 impl TestServer {
-    pub(crate) async fn start(profile: Profile, tune: impl FnOnce(&mut ServerConfig)) -> Self {
+    pub(crate) async fn start(profile: Profile, tune: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = ServerConfig {
+        let mut config = Config {
             profile,
             data_dir: dir.path().join("data"),
             bind: "127.0.0.1:0".parse().unwrap(),
-            ..ServerConfig::default()
+            ..Config::default()
         };
         tune(&mut config);
         let bound = Bound::new(config).await.unwrap();

@@ -1,4 +1,6 @@
-//! The server's configuration: one TOML file in which every key is known.
+//! The configuration of the server and the command line: one TOML file in
+//! which every key is known and every value is range-checked at load (no
+//! value is clamped later: what loads is what runs).
 //!
 //! Every section is the configuration type of the piece it configures
 //! (`MemoryConfig`, `RouterConfig`, `ArtifactLimits`, `FsOptions`), so a
@@ -42,19 +44,25 @@ impl Profile {
     }
 }
 
-/// HTTP bounds.
+/// HTTP bounds. A memory call without `?timeout_ms=` gets the memory
+/// store's `call_timeout_ms`, an artifact call the artifact store's: the
+/// values their capabilities report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Longest a JSON request may take, milliseconds (1 ..= 300,000).
-    pub request_timeout_ms: u64,
-    /// Longest an artifact upload or download may take, milliseconds
-    /// (1 ..= 3,600,000).
+    /// Longest the server waits for a JSON request body, milliseconds
+    /// (1 ..= 300,000).
+    pub body_timeout_ms: u64,
+    /// Deadline of an artifact upload or download without `?timeout_ms=`,
+    /// milliseconds (1 ..= 300,000, the longest a transfer may take).
     pub transfer_timeout_ms: u64,
+    /// Longest a download may wait for its client to read more, milliseconds
+    /// (1 ..= 300,000); then the connection is closed.
+    pub transfer_idle_timeout_ms: u64,
     /// Largest JSON request body, bytes (1 KiB ..= 64 MiB).
     pub max_json_body_bytes: u64,
-    /// Requests served at once; more wait in no queue: they get 503
-    /// (1 ..= 100,000).
+    /// Requests served at once, counted until a reply's body is sent; more
+    /// wait in no queue: they get 503 (1 ..= 100,000).
     pub max_concurrent_requests: u64,
     /// How long shutdown waits for requests in flight, milliseconds
     /// (0 ..= 600,000).
@@ -64,8 +72,9 @@ pub struct HttpConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
-            request_timeout_ms: 30_000,
+            body_timeout_ms: 30_000,
             transfer_timeout_ms: 300_000,
+            transfer_idle_timeout_ms: 30_000,
             max_json_body_bytes: 8 << 20,
             max_concurrent_requests: 512,
             shutdown_grace_ms: 30_000,
@@ -73,10 +82,46 @@ impl Default for HttpConfig {
     }
 }
 
+impl HttpConfig {
+    /// Checks every range (the ceilings are the ones the server applies:
+    /// nothing is clamped later).
+    pub fn validate(&self) -> Result<(), Error> {
+        let transfer_max =
+            u64::try_from(hippocamp_core::deadline::MAX_TRANSFER_TIMEOUT.as_millis())
+                .unwrap_or(u64::MAX);
+        check_range("http.body_timeout_ms", self.body_timeout_ms, 1, 300_000)?;
+        check_range(
+            "http.transfer_timeout_ms",
+            self.transfer_timeout_ms,
+            1,
+            transfer_max,
+        )?;
+        check_range(
+            "http.transfer_idle_timeout_ms",
+            self.transfer_idle_timeout_ms,
+            1,
+            transfer_max,
+        )?;
+        check_range(
+            "http.max_json_body_bytes",
+            self.max_json_body_bytes,
+            1 << 10,
+            64 << 20,
+        )?;
+        check_range(
+            "http.max_concurrent_requests",
+            self.max_concurrent_requests,
+            1,
+            100_000,
+        )?;
+        check_range("http.shutdown_grace_ms", self.shutdown_grace_ms, 0, 600_000)
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
+pub struct Config {
     /// `ephemeral`, `durable` (default) or `distributed`.
     pub profile: Profile,
     /// The data directory (durable stores and the token file).
@@ -98,38 +143,10 @@ pub struct ServerConfig {
     /// An embedding endpoint: with one, memory offers vector and hybrid
     /// search (hybrid by default); a durable store records the model and
     /// refuses another one later.
-    pub embedder: Option<EmbedderConfig>,
+    pub embedder: Option<crate::embedder::EmbedderConfig>,
 }
 
-/// Where embeddings come from: an OpenAI-compatible endpoint (`base_url`
-/// and `model`) or a local sentence-transformer directory (`model_dir`,
-/// in a build with the `local-embed` feature).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmbedderConfig {
-    /// Base URL (requests go to `{base_url}/v1/embeddings`).
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// The model to ask the endpoint for.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// A local model directory (`config.json`, `model.safetensors`,
-    /// `tokenizer.json`).
-    #[serde(default)]
-    pub model_dir: Option<PathBuf>,
-    /// The vector width (learned from a probe when absent).
-    #[serde(default)]
-    pub dimension: Option<usize>,
-    /// The environment variable holding the API key (keys never go in the
-    /// file).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Bounds of every call (timeout, batch size...).
-    #[serde(default)]
-    pub limits: hippocamp_embed::EmbedLimits,
-}
-
-impl Default for ServerConfig {
+impl Default for Config {
     fn default() -> Self {
         Self {
             profile: Profile::Durable,
@@ -165,12 +182,19 @@ pub enum ConfigError {
     Invalid(#[from] Error),
 }
 
-impl ServerConfig {
+impl Config {
     /// Parses and validates a TOML document.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let config: ServerConfig = toml::from_str(text).map_err(|e| unknown_key(text, &e))?;
+        let config: Config = toml::from_str(text).map_err(|e| unknown_key(text, &e))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Reads, parses and validates a TOML file.
+    pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Syntax(format!("cannot read {}: {e}", path.display())))?;
+        Self::from_toml(&text)
     }
 
     /// Checks every range and the profile.
@@ -180,35 +204,9 @@ impl ServerConfig {
         self.artifacts.validate()?;
         self.artifacts_router.validate()?;
         self.artifacts_fs.validate()?;
-        let h = &self.http;
-        check_range("http.request_timeout_ms", h.request_timeout_ms, 1, 300_000)?;
-        check_range(
-            "http.transfer_timeout_ms",
-            h.transfer_timeout_ms,
-            1,
-            3_600_000,
-        )?;
-        check_range(
-            "http.max_json_body_bytes",
-            h.max_json_body_bytes,
-            1 << 10,
-            64 << 20,
-        )?;
-        check_range(
-            "http.max_concurrent_requests",
-            h.max_concurrent_requests,
-            1,
-            100_000,
-        )?;
-        check_range("http.shutdown_grace_ms", h.shutdown_grace_ms, 0, 600_000)?;
+        self.http.validate()?;
         if let Some(e) = &self.embedder {
-            e.limits.validate()?;
-            let bad = |m: &str| Error::config("embedder", Problem::Malformed(m.into()));
-            match (&e.base_url, &e.model, &e.model_dir) {
-                (Some(_), Some(_), None) | (None, None, Some(_)) => {}
-                (Some(_), None, None) => return Err(bad("base_url needs model")),
-                _ => return Err(bad("give either base_url and model, or model_dir")),
-            }
+            e.validate()?;
         }
         if self.profile == Profile::Distributed {
             return Err(Error::config(
@@ -264,60 +262,57 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_empty_text_gives_them() {
-        assert_eq!(
-            ServerConfig::from_toml("").unwrap(),
-            ServerConfig::default()
-        );
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
     }
 
     #[test]
     fn sections_configure_their_piece() {
-        let c = ServerConfig::from_toml(
-            "profile = \"ephemeral\"\n[http]\nrequest_timeout_ms = 1000\n\
+        let c = Config::from_toml(
+            "profile = \"ephemeral\"\n[http]\nbody_timeout_ms = 1000\n\
              [memory_router]\nmax_active_scopes = 8\n[artifacts]\nmax_artifact_bytes = 1048576\n",
         )
         .unwrap();
         assert_eq!(c.profile, Profile::Ephemeral);
-        assert_eq!(c.http.request_timeout_ms, 1000);
+        assert_eq!(c.http.body_timeout_ms, 1000);
         assert_eq!(c.memory_router.max_active_scopes, 8);
         assert_eq!(c.artifacts.max_artifact_bytes, 1 << 20);
     }
 
     #[test]
     fn an_unknown_key_names_the_nearest_valid_one() {
-        let e = ServerConfig::from_toml("bidn = \"127.0.0.1:1\"").unwrap_err();
+        let e = Config::from_toml("bidn = \"127.0.0.1:1\"").unwrap_err();
         assert_eq!(e.to_string(), "unknown key `bidn` (did you mean `bind`?)");
-        let e = ServerConfig::from_toml("[http]\nrequest_timout_ms = 5\n").unwrap_err();
+        let e = Config::from_toml("[http]\nbody_timout_ms = 5\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown key `http.request_timout_ms` (did you mean `request_timeout_ms`?)"
+            "unknown key `http.body_timout_ms` (did you mean `body_timeout_ms`?)"
         );
-        let e = ServerConfig::from_toml("[http]\nzzzzzzzzzzzzzzzzzzzz = 5\n").unwrap_err();
+        let e = Config::from_toml("[http]\nzzzzzzzzzzzzzzzzzzzz = 5\n").unwrap_err();
         assert_eq!(e.to_string(), "unknown key `http.zzzzzzzzzzzzzzzzzzzz`");
     }
 
     #[test]
     fn out_of_range_values_and_missing_profiles_are_refused() {
-        let e = ServerConfig::from_toml("[http]\nrequest_timeout_ms = 0\n").unwrap_err();
-        assert!(e.to_string().contains("http.request_timeout_ms"), "{e}");
-        let e = ServerConfig::from_toml("profile = \"distributed\"").unwrap_err();
+        let e = Config::from_toml("[http]\nbody_timeout_ms = 0\n").unwrap_err();
+        assert!(e.to_string().contains("http.body_timeout_ms"), "{e}");
+        let e = Config::from_toml("profile = \"distributed\"").unwrap_err();
         assert!(e.to_string().contains("not available"), "{e}");
-        let e = ServerConfig::from_toml(
+        let e = Config::from_toml(
             "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\nkey = 1\n",
         )
         .unwrap_err();
         assert!(e.to_string().contains("embedder.key"), "{e}");
-        let e = ServerConfig::from_toml(
+        let e = Config::from_toml(
             "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel_dir = \"/m\"\n",
         )
         .unwrap_err();
         assert!(e.to_string().contains("either"), "{e}");
-        let c = ServerConfig::from_toml(
+        let c = Config::from_toml(
             "profile = \"ephemeral\"\n[embedder]\nmodel_dir = \"/models/minilm\"\n[embedder.limits]\nmax_inputs = 64\n",
         )
         .unwrap();
         assert_eq!(c.embedder.unwrap().limits.max_inputs, 64);
-        let e = ServerConfig::from_toml("profile = \"fast\"").unwrap_err();
+        let e = Config::from_toml("profile = \"fast\"").unwrap_err();
         assert!(matches!(e, ConfigError::Syntax(_)), "{e}");
     }
 }

@@ -1,0 +1,81 @@
+//! Owner-only files and directories, and the one refusal of symbolic links
+//! for the directories a store lives in.
+//!
+//! Everything a store writes holds users' data (entries, catalogs, logs,
+//! token hashes), so it is created readable by its owner only: files
+//! `0600`, directories `0700`. A data directory that is a symbolic link is
+//! refused rather than followed, so a link planted where a store expects
+//! its directory cannot redirect the store's writes.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::Path;
+
+/// Mode of every file a store creates.
+pub const FILE_MODE: u32 = 0o600;
+/// Mode of every directory a store creates.
+pub const DIR_MODE: u32 = 0o700;
+
+/// Makes `dir` (and missing parents) owner-only, or checks that it exists
+/// as a real directory: a symbolic link, or anything that is not a
+/// directory, is an `InvalidInput` error naming it. An existing directory
+/// keeps its mode (it may be the user's own folder).
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_dir() => Ok(()),
+        Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link; data directories are never followed through links",
+                dir.display()
+            ),
+        )),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} exists and is not a directory", dir.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Options that create a file owner-only (read and write; add `create`,
+/// `truncate` or `create_new` as needed).
+pub fn private_options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).mode(FILE_MODE);
+    o
+}
+
+/// Creates `path` owner-only and empty if it does not exist; an existing
+/// file is left as it is.
+pub fn private_file(path: &Path) -> io::Result<File> {
+    private_options().create(true).truncate(false).open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn created_owner_only_and_links_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        private_dir(&d).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&d), 0o700);
+        assert_eq!(mode(&t.path().join("a")), 0o700);
+        private_file(&d.join("f")).unwrap();
+        assert_eq!(mode(&d.join("f")), 0o600);
+        std::os::unix::fs::symlink(&d, t.path().join("link")).unwrap();
+        let e = private_dir(&t.path().join("link")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(private_dir(&d.join("f")).is_err());
+    }
+}
