@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use hippocamp_core::{CallOptions, EntryId, IdempotencyKey, MemoryScope, SessionId};
+use hippocamp_memory::embedding::{Pacer, paced};
 use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
 use hippocamp_memory::{NewEntry, Provenance, SearchRequest, WriteOptions};
-use hippocamp_services::{Config, Services};
+use hippocamp_services::Services;
 use serde_json::{Value, json};
 
 /// Where and whose memory.
@@ -186,10 +187,10 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         MemoryCmd::Import { file, session } => {
             let session = SessionId::new(session)?;
             let (scope, session) = (&scope, &session);
-            let batch = config.memory.limits.max_events_per_request;
-            import(&file, batch, |events| async move {
+            let pacer = Pacer::for_store(&store.capabilities());
+            import(&file, pacer, |events, call| async move {
                 Ok(store
-                    .add_events(scope, session, &events, &WriteOptions::default())
+                    .add_events(scope, session, &events, &WriteOptions::new(call))
                     .await?)
             })
             .await?
@@ -285,10 +286,24 @@ async fn run_remote(
         MemoryCmd::Import { file, session } => {
             let path = at(&base, &["sessions", &session, "events"]);
             let path = &path;
-            let batch = Config::default().memory.limits.max_events_per_request;
-            import(&file, batch, |events| async move {
+            let caps = remote
+                .json(Method::GET, &["v1", "memory", "capabilities"], &[], None)
+                .await?;
+            let pacer = Pacer::for_store(&serde_json::from_value(caps)?);
+            let timeout: Vec<(&str, String)> = pacer
+                .timeout_ms()
+                .map(|ms| ("timeout_ms", ms.to_string()))
+                .into_iter()
+                .collect();
+            let timeout = &timeout;
+            import(&file, pacer, |events, _| async move {
                 let reply = remote
-                    .json(Method::POST, path, &[], Some(&json!({ "events": events })))
+                    .json(
+                        Method::POST,
+                        path,
+                        timeout,
+                        Some(&json!({ "events": events })),
+                    )
                     .await?;
                 Ok(serde_json::from_value::<IngestReport>(reply)?)
             })
@@ -297,11 +312,29 @@ async fn run_remote(
     })
 }
 
-/// Streams a JSON-lines file in batches of `max_events_per_request`,
-/// each given to `send` (a store, or a server).
-async fn import<F, Fut>(file: &Path, batch_size: u64, send: F) -> anyhow::Result<Value>
+/// Lines read at a time; the pacer cuts each read into the batches it
+/// sends.
+const READ: usize = 1_000;
+
+/// Whether a failed batch ran out of time (it is then sent again,
+/// smaller: nothing of it was written).
+fn timed_out(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<hippocamp_core::Error>(),
+        Some(hippocamp_core::Error::Timeout(_))
+    ) || e
+        .downcast_ref::<crate::remote::ServerError>()
+        .is_some_and(|s| s.code == "timeout")
+}
+
+/// Streams a JSON-lines file into `send` (a store, or a server) in the
+/// batches `pacer` sizes (with an embedder, from the throughput it sees).
+/// A line that is not JSON, or not an event, is counted as skipped; a file
+/// with events of which none was remembered (added or already there) is
+/// an error, so a wrong format does not pass for a successful import.
+async fn import<F, Fut>(file: &Path, mut pacer: Pacer, send: F) -> anyhow::Result<Value>
 where
-    F: Fn(Vec<hippocamp_memory::Event>) -> Fut,
+    F: Fn(Vec<hippocamp_memory::Event>, hippocamp_core::CallOptions) -> Fut,
     Fut: Future<Output = anyhow::Result<IngestReport>>,
 {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
@@ -316,18 +349,36 @@ where
             |s| s.progress_chars("=> "),
         ),
     );
-    let batch_size = usize::try_from(batch_size).unwrap_or(1_000);
     let mut totals = (0usize, 0usize, 0usize);
     let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut batch: Vec<Value> = Vec::with_capacity(batch_size);
-    let mut not_json = 0usize;
-    let flush = |batch: Vec<Value>| {
+    let mut batch: Vec<Value> = Vec::with_capacity(READ);
+    let (mut lines, mut not_json) = (0usize, 0usize);
+    let mut flush = async |batch: Vec<Value>, pacer: &mut Pacer| -> anyhow::Result<()> {
         let (events, positions, parse_skipped) = parse_events(batch);
-        let sent = send(events);
-        async move {
-            let report = sent.await?;
-            Ok::<IngestReport, anyhow::Error>(merge_report(report, &positions, parse_skipped))
+        let events = &events;
+        let send = &send;
+        let replies = paced(events.len(), pacer, timed_out, |range, call| {
+            send(events[range].to_vec(), call)
+        })
+        .await?;
+        for (at, r) in replies {
+            let shift = |e: &mut usize| *e += at;
+            let mut r = r;
+            r.added.iter_mut().for_each(|e| shift(&mut e.index));
+            r.duplicates.iter_mut().for_each(|e| shift(&mut e.index));
+            r.skipped.iter_mut().for_each(|e| shift(&mut e.index));
+            tally(
+                &merge_report(r, &positions, Vec::new()),
+                &mut totals,
+                &mut reasons,
+            );
         }
+        let none = IngestReport {
+            skipped: parse_skipped,
+            ..IngestReport::default()
+        };
+        tally(&none, &mut totals, &mut reasons);
+        Ok(())
     };
     for line in std::io::BufReader::new(f).lines() {
         let line = line.context("reading the import file")?;
@@ -335,29 +386,35 @@ where
         if line.trim().is_empty() {
             continue;
         }
+        lines += 1;
         match serde_json::from_str::<Value>(&line) {
             Ok(v) => batch.push(v),
             Err(_) => not_json += 1,
         }
-        if batch.len() == batch_size {
-            let r = flush(std::mem::take(&mut batch)).await?;
-            tally(&r, &mut totals, &mut reasons);
+        if batch.len() == READ {
+            flush(std::mem::take(&mut batch), &mut pacer).await?;
         }
     }
     if !batch.is_empty() {
-        let r = flush(batch).await?;
-        tally(&r, &mut totals, &mut reasons);
+        flush(batch, &mut pacer).await?;
     }
     bar.finish_and_clear();
     if not_json > 0 {
         *reasons.entry("not_json".to_owned()).or_default() += not_json;
     }
-    Ok(json!({
+    let report = json!({
         "added": totals.0,
         "duplicates": totals.1,
         "skipped": totals.2 + not_json,
         "skipped_by_reason": reasons,
-    }))
+    });
+    if lines > 0 && totals.0 == 0 && totals.1 == 0 {
+        bail!(
+            "no event of {} was remembered (nothing added, nothing already there): {report}",
+            file.display()
+        );
+    }
+    Ok(report)
 }
 
 fn tally(

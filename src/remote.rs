@@ -7,6 +7,15 @@ use anyhow::{Context as _, bail};
 use reqwest::{Method, Url};
 use serde_json::Value;
 
+/// An error reply of the server.
+#[derive(Debug, thiserror::Error)]
+#[error("{message} ({code}, HTTP {status})")]
+pub(crate) struct ServerError {
+    pub(crate) status: u16,
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
 /// A server and the token to use with it.
 #[derive(Debug, Clone)]
 pub(crate) struct Remote {
@@ -59,7 +68,12 @@ impl Remote {
         let status = r.status();
         let body: Value = r.json().await.unwrap_or(Value::Null);
         match (body["code"].as_str(), body["message"].as_str()) {
-            (Some(code), Some(message)) => bail!("{message} ({code}, HTTP {})", status.as_u16()),
+            (Some(code), Some(message)) => Err(ServerError {
+                status: status.as_u16(),
+                code: code.to_owned(),
+                message: message.to_owned(),
+            }
+            .into()),
             _ => bail!("the server answered HTTP {status}"),
         }
     }

@@ -2,7 +2,13 @@
 //! words into a fixed number of signed buckets, L2-normalised. Texts that
 //! share words get similar vectors, which is all the conformance suite's
 //! vector cases need; it knows nothing of meaning, so no quality figure is
-//! ever taken from it.
+//! ever taken from it. It counts the texts it embeds and can be made slow,
+//! so tests can show what a store embeds and what a deadline does while a
+//! provider works.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use hippocamp_core::{Deadline, Result, Stage};
@@ -16,6 +22,10 @@ pub struct HashEmbedder {
     dimension: usize,
     model: String,
     limits: EmbedLimits,
+    /// Texts embedded so far (shared by clones).
+    embedded: Arc<AtomicU64>,
+    /// How long each call takes.
+    delay: Duration,
 }
 
 impl HashEmbedder {
@@ -25,7 +35,28 @@ impl HashEmbedder {
             dimension: dimension.max(1),
             model: format!("hash-{}", dimension.max(1)),
             limits: EmbedLimits::default(),
+            embedded: Arc::new(AtomicU64::new(0)),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Each call takes `delay` (as a slow provider would).
+    #[must_use]
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Other bounds.
+    #[must_use]
+    pub fn with_limits(mut self, limits: EmbedLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Texts embedded so far, by this embedder and its clones.
+    pub fn texts_embedded(&self) -> u64 {
+        self.embedded.load(Ordering::Relaxed)
     }
 
     fn one(&self, text: &str) -> Vector {
@@ -66,6 +97,13 @@ impl Embedder for HashEmbedder {
     ) -> Result<Vec<Vector>> {
         check_request(&self.limits, texts)?;
         deadline.check(Stage::Embedding)?;
+        if !self.delay.is_zero() {
+            tokio::time::timeout_at(deadline.instant().into(), tokio::time::sleep(self.delay))
+                .await
+                .map_err(|_| hippocamp_core::Error::Timeout(Stage::Embedding))?;
+        }
+        self.embedded
+            .fetch_add(texts.len() as u64, Ordering::Relaxed);
         let out: Vec<Vector> = texts.iter().map(|t| self.one(t)).collect();
         check_reply(
             "the hash embedder",

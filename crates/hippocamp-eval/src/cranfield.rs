@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use hippocamp_core::{CallOptions, MemoryLimits, MemoryScope};
+use hippocamp_core::{MemoryLimits, MemoryScope};
 use hippocamp_datasets::cranfield::Collection;
 use hippocamp_memory::{MemoryConfig, NewEntry, SearchRequest, WriteOptions};
 use serde::{Deserialize, Serialize};
@@ -83,7 +83,7 @@ pub async fn run_in_mode(
                             .cloned()
                             .unwrap_or_default(),
                     ),
-                    &WriteOptions::default(),
+                    &WriteOptions::new(crate::call(&*store)),
                 )
                 .await?;
             documents += 1;
@@ -104,7 +104,7 @@ pub async fn run_in_mode(
             .search(
                 &scope,
                 &SearchRequest::new(q.text.clone()).limit(TOP_K).mode(mode),
-                &CallOptions::default(),
+                &crate::call(&*store),
             )
             .await?
             .hits;

@@ -50,6 +50,13 @@ pub trait StoreOpener: Send + Sync {
     }
 }
 
+/// The deadline of an evaluation's store calls: the longest a call may
+/// have when the store embeds (a loaded machine's provider is slow, and a
+/// run must not fail on it), the store's default otherwise.
+pub fn call(store: &dyn MemoryStore) -> hippocamp_core::CallOptions {
+    hippocamp_memory::embedding::Pacer::for_store(&store.capabilities()).call()
+}
+
 /// The mode a run's searches use: the one asked for, or the store's
 /// default (hybrid with an embedder, lexical without).
 pub fn run_mode(requested: Option<SearchMode>, opener: &dyn StoreOpener) -> SearchMode {

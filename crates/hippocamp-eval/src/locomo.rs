@@ -18,10 +18,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use hippocamp_core::{CallOptions, EntryId, MemoryScope, SessionId};
+use hippocamp_core::{EntryId, MemoryScope, SessionId};
 use hippocamp_datasets::locomo::{Sample, Session};
 use hippocamp_memory::event::{Content, Event, Part};
-use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest, WriteOptions};
+use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -103,8 +103,8 @@ pub struct LocomoReport {
     /// Per category `"1"`..`"5"`.
     pub per_category: BTreeMap<String, CategoryReport>,
     /// Whether every conversation's results equal those of a store holding
-    /// it alone.
-    pub isolation_equal: bool,
+    /// it alone; `None` when the check was not run (`--no-isolation`).
+    pub isolation_equal: Option<bool>,
     /// Hits whose entry belongs to another scope (must be 0).
     pub foreign_scope_hits: u64,
     /// Events ingested per second.
@@ -143,8 +143,8 @@ pub fn session_events(session: &Session) -> Vec<Event> {
             timestamp_ms: start + i64::try_from(i).unwrap_or(0) * 1_000,
             partial: false,
             content: Some(Content {
-                role: "user".to_owned(),
-                parts: vec![Part::Text(t.memory_text())],
+                role: Some("user".to_owned()),
+                parts: vec![Part::text(t.memory_text())],
             }),
             metadata: json!({
                 "dia_id": t.dia_id,
@@ -169,14 +169,17 @@ pub async fn ingest(
     bar: Option<&indicatif::ProgressBar>,
 ) -> Result<(usize, usize), EvalError> {
     let (mut events, mut skipped) = (0, 0);
+    // With an embedder, batches fit the provider's pace on this machine.
+    let mut pacer = hippocamp_memory::embedding::Pacer::for_store(&store.capabilities());
     for sample in samples {
         let scope = scope_of(sample)?;
         for session in &sample.sessions {
             let evs = session_events(session);
             let sid = SessionId::new(format!("{}-s{}", sample.sample_id, session.number))?;
-            let report = store
-                .add_events(&scope, &sid, &evs, &WriteOptions::default())
-                .await?;
+            let report = hippocamp_memory::embedding::add_events_paced(
+                store, &scope, &sid, &evs, &mut pacer,
+            )
+            .await?;
             events += evs.len();
             skipped += report.skipped.len();
             if let Some(b) = bar {
@@ -200,7 +203,7 @@ async fn search(
         .search(
             scope,
             &SearchRequest::new(question).limit(top_k).mode(mode),
-            &CallOptions::default(),
+            &crate::call(store),
         )
         .await?;
     Ok(res
@@ -288,9 +291,9 @@ pub async fn run(
     }
 
     let isolation_equal = if opts.isolation_check {
-        isolation(opener, samples, &all, &rankings, opts).await?
+        Some(isolation(opener, samples, &all, &rankings, opts).await?)
     } else {
-        false
+        None
     };
 
     Ok(LocomoReport {
@@ -453,7 +456,9 @@ impl std::fmt::Display for LocomoReport {
         writeln!(
             f,
             "isolation: results equal to single-conversation stores: {}; foreign-scope hits: {}",
-            self.isolation_equal, self.foreign_scope_hits
+            self.isolation_equal
+                .map_or("not checked", |e| if e { "true" } else { "false" }),
+            self.foreign_scope_hits
         )?;
         write!(
             f,

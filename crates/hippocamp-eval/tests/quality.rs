@@ -19,7 +19,7 @@ async fn locomo_dev_meets_the_lexical_bar() {
     let r = locomo::run(&InMemoryOpener, &samples, &opts).await.unwrap();
     assert!(r.recall_at_10 >= 0.54, "R@10 {}", r.recall_at_10);
     assert!(r.mrr >= 0.39, "MRR {}", r.mrr);
-    assert!(r.isolation_equal);
+    assert_eq!(r.isolation_equal, Some(true));
     assert_eq!(r.foreign_scope_hits, 0);
     assert_eq!(r.events, 2_960);
     assert_eq!(r.per_category.len(), 5);

@@ -9,15 +9,16 @@ use async_trait::async_trait;
 use hippocamp_core::{
     CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId, Stage,
 };
-use hippocamp_memory::entry::prepare_entry;
-use hippocamp_memory::event::{Event, IngestReport, plan_events};
+use hippocamp_memory::embedding::{embed_passages, embed_plan};
+use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
+use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, plan_events};
 use hippocamp_memory::scope::ScopeData;
 use hippocamp_memory::search::prepare_search;
 use hippocamp_memory::{
     AddOutcome, Capabilities, Erasure, MemoryConfig, MemoryEntry, MemoryStore, NewEntry,
     SearchRequest, SearchResults, StoreStatus, WriteOptions,
 };
-use hippocamp_search::Analyzer;
+use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
 use tokio::sync::oneshot;
@@ -28,7 +29,7 @@ use crate::format::{
     SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode, decode_vector, entry_key,
     entry_range, scope_hash,
 };
-use crate::writer::{Committer, Op, Writer};
+use crate::writer::{Admission, Committer, Embedded, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 
 /// The database file inside a store's directory.
@@ -239,6 +240,38 @@ impl RedbMemoryStore {
     }
 }
 
+impl RedbMemoryStore {
+    /// The stored entries among `ids` (a read snapshot).
+    fn stored(
+        &self,
+        scope: &MemoryScope,
+        ids: impl IntoIterator<Item = EntryId>,
+    ) -> Result<HashMap<EntryId, MemoryEntry>> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let entries = txn.open_table(ENTRIES).map_err(storage)?;
+        let h = scope_hash(scope);
+        let mut out = HashMap::new();
+        for id in ids {
+            if let Some(v) = entries.get(&entry_key(&h, &id)).map_err(storage)? {
+                let rec: EntryRecord = decode(v.value(), "entry")?;
+                out.insert(id, rec.into_entry(scope)?.0);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Submissions of one ingesting write: entries that vanish between the
+/// store's look and the commit are embedded and the write submitted
+/// again, this many times at most.
+const EMBED_ATTEMPTS: usize = 3;
+
+fn changed_while_embedding() -> Error {
+    Error::Unavailable(
+        "entries of the scope kept changing while the write was being embedded; retry".into(),
+    )
+}
+
 impl Drop for RedbMemoryStore {
     fn drop(&mut self) {
         self.committer.close();
@@ -406,26 +439,55 @@ impl MemoryStore for RedbMemoryStore {
         let deadline = self.deadline(&opts.call);
         let prepared = prepare_entry(scope, entry, &self.config.limits)?;
         let terms = self.analyzer.analyze(&prepared.entry.content);
-        // Embedded before the write is queued: the vector commits with it.
-        let vector = hippocamp_memory::embedding::embed_passages(
-            self.embedder.as_deref(),
-            std::slice::from_ref(&prepared.entry.content),
-            deadline,
-        )
-        .await?
-        .pop();
-        let scope = scope.clone();
+        let embedder = self.embedder.as_deref();
+        // Embedded before the write is queued, so the vector commits with
+        // it; not when this keyed entry is already stored (a duplicate or a
+        // conflict either way).
+        let known = embedder.is_some()
+            && prepared.keyed
+            && self
+                .stored(scope, [prepared.entry.id])?
+                .contains_key(&prepared.entry.id);
+        let mut vector = None;
+        if !known {
+            vector = embed_passages(embedder, &[&prepared.entry.content], deadline)
+                .await?
+                .pop();
+        }
         let fence = opts.epoch;
-        self.submit(|reply| Op::AddEntry {
-            scope,
-            prepared: Box::new(prepared),
-            terms,
-            vector,
-            fence,
-            deadline,
-            reply,
-        })
-        .await
+        let submit = |prepared: PreparedEntry, terms: TermFreqs, vector: Option<Vec<f32>>| {
+            let scope = scope.clone();
+            self.submit(move |reply| Op::AddEntry {
+                scope,
+                prepared: Box::new(prepared),
+                terms,
+                vector,
+                admit: Admission {
+                    fence,
+                    embeds: embedder.is_some(),
+                    deadline,
+                },
+                reply,
+            })
+        };
+        if embedder.is_none() {
+            return match submit(prepared, terms, None).await? {
+                Embedded::Done(out) => Ok(out),
+                Embedded::NeedVectors => Err(changed_while_embedding()),
+            };
+        }
+        for _ in 0..EMBED_ATTEMPTS {
+            match submit(prepared.clone(), terms.clone(), vector.take()).await? {
+                Embedded::Done(out) => return Ok(out),
+                // Stored when looked at, gone when committed: embed it.
+                Embedded::NeedVectors => {
+                    vector = embed_passages(embedder, &[&prepared.entry.content], deadline)
+                        .await?
+                        .pop();
+                }
+            }
+        }
+        Err(changed_while_embedding())
     }
 
     async fn add_events(
@@ -442,21 +504,60 @@ impl MemoryStore for RedbMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
-        let vectors =
-            hippocamp_memory::embedding::embed_plan(self.embedder.as_deref(), &plan, deadline)
-                .await?;
-        let scope = scope.clone();
+        let embedder = self.embedder.as_deref();
+        let decide = |stored: &HashMap<EntryId, MemoryEntry>, p: &PreparedEntry| match stored
+            .get(&p.entry.id)
+        {
+            None => Decision::New,
+            Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
+            Some(_) => Decision::Conflict,
+        };
+        // Only what would be new is embedded (not what the scope holds).
+        let mut vectors = HashMap::new();
+        if embedder.is_some() {
+            let stored = self.stored(scope, plan.entries.iter().map(|p| p.prepared.entry.id))?;
+            let need = plan.new_indices(|p| decide(&stored, p));
+            vectors = embed_plan(embedder, &plan, &need, deadline).await?;
+        }
         let fence = opts.epoch;
-        self.submit(|reply| Op::AddEvents {
-            scope,
-            plan,
-            terms,
-            vectors,
-            fence,
-            deadline,
-            reply,
-        })
-        .await
+        let submit = |plan: EventPlan, terms: HashMap<usize, TermFreqs>, vectors| {
+            let scope = scope.clone();
+            self.submit(move |reply| Op::AddEvents {
+                scope,
+                plan,
+                terms,
+                vectors,
+                admit: Admission {
+                    fence,
+                    embeds: embedder.is_some(),
+                    deadline,
+                },
+                reply,
+            })
+        };
+        if embedder.is_none() {
+            return match submit(plan, terms, vectors).await? {
+                Embedded::Done(report) => Ok(report),
+                Embedded::NeedVectors => Err(changed_while_embedding()),
+            };
+        }
+        for _ in 0..EMBED_ATTEMPTS {
+            match submit(plan.clone(), terms.clone(), vectors.clone()).await? {
+                Embedded::Done(report) => return Ok(report),
+                // Stored when looked at, gone when committed: embed those.
+                Embedded::NeedVectors => {
+                    let stored =
+                        self.stored(scope, plan.entries.iter().map(|p| p.prepared.entry.id))?;
+                    let missing: Vec<usize> = plan
+                        .new_indices(|p| decide(&stored, p))
+                        .into_iter()
+                        .filter(|i| !vectors.contains_key(i))
+                        .collect();
+                    vectors.extend(embed_plan(embedder, &plan, &missing, deadline).await?);
+                }
+            }
+        }
+        Err(changed_while_embedding())
     }
 
     async fn search(

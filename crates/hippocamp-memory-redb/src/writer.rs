@@ -48,6 +48,25 @@ const LEAD_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 /// Most operations committed together.
 pub(crate) const MAX_GROUP: usize = 256;
 
+/// What an ingesting write did: committed, or nothing because an entry it
+/// would add has no vector (the store embeds only what it saw missing;
+/// one that vanished meanwhile is embedded and the write submitted again).
+#[derive(Debug)]
+pub(crate) enum Embedded<T> {
+    Done(T),
+    NeedVectors,
+}
+
+/// How an ingesting write was admitted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission {
+    /// The erasure epoch it carries, if any.
+    pub(crate) fence: Option<u64>,
+    /// The store embeds: a new entry without a vector is not written.
+    pub(crate) embeds: bool,
+    pub(crate) deadline: Deadline,
+}
+
 /// A queued mutation with its reply channel.
 pub(crate) enum Op {
     AddEntry {
@@ -55,18 +74,16 @@ pub(crate) enum Op {
         prepared: Box<PreparedEntry>,
         terms: TermFreqs,
         vector: Option<Vec<f32>>,
-        fence: Option<u64>,
-        deadline: Deadline,
-        reply: oneshot::Sender<hippocamp_core::Result<AddOutcome>>,
+        admit: Admission,
+        reply: oneshot::Sender<hippocamp_core::Result<Embedded<AddOutcome>>>,
     },
     AddEvents {
         scope: MemoryScope,
         plan: EventPlan,
         terms: HashMap<usize, TermFreqs>,
         vectors: HashMap<usize, Vec<f32>>,
-        fence: Option<u64>,
-        deadline: Deadline,
-        reply: oneshot::Sender<hippocamp_core::Result<IngestReport>>,
+        admit: Admission,
+        reply: oneshot::Sender<hippocamp_core::Result<Embedded<IngestReport>>>,
     },
     DeleteEntry {
         scope: MemoryScope,
@@ -119,12 +136,12 @@ impl<T> OpResult<T> for hippocamp_core::Result<T> {
 /// An operation's reply, held until the group commits.
 enum Reply {
     Add(
-        oneshot::Sender<hippocamp_core::Result<AddOutcome>>,
-        hippocamp_core::Result<AddOutcome>,
+        oneshot::Sender<hippocamp_core::Result<Embedded<AddOutcome>>>,
+        hippocamp_core::Result<Embedded<AddOutcome>>,
     ),
     Events(
-        oneshot::Sender<hippocamp_core::Result<IngestReport>>,
-        hippocamp_core::Result<IngestReport>,
+        oneshot::Sender<hippocamp_core::Result<Embedded<IngestReport>>>,
+        hippocamp_core::Result<Embedded<IngestReport>>,
     ),
     Count(
         oneshot::Sender<hippocamp_core::Result<u64>>,
@@ -303,9 +320,13 @@ impl Tx<'_> {
         prepared: PreparedEntry,
         terms: TermFreqs,
         vector: Option<Vec<f32>>,
-        fence: Option<u64>,
-        deadline: Deadline,
-    ) -> Result<AddOutcome, Fail> {
+        admit: Admission,
+    ) -> Result<Embedded<AddOutcome>, Fail> {
+        let Admission {
+            fence,
+            embeds,
+            deadline,
+        } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
@@ -313,13 +334,16 @@ impl Tx<'_> {
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
             return if existing.same_data(&prepared.entry) {
-                Ok(AddOutcome {
+                Ok(Embedded::Done(AddOutcome {
                     entry: existing,
                     duplicate: true,
-                })
+                }))
             } else {
                 Err(Fail::Op(Error::IdempotencyConflict(prepared.entry.id)))
             };
+        }
+        if embeds && vector.is_none() {
+            return Ok(Embedded::NeedVectors);
         }
         check_scope_quota(
             self.limits,
@@ -340,10 +364,10 @@ impl Tx<'_> {
             vector,
         )?;
         self.put_row(&h, &row)?;
-        Ok(AddOutcome {
+        Ok(Embedded::Done(AddOutcome {
             entry,
             duplicate: false,
-        })
+        }))
     }
 
     fn add_events(
@@ -352,9 +376,13 @@ impl Tx<'_> {
         plan: EventPlan,
         mut terms: HashMap<usize, TermFreqs>,
         mut vectors: HashMap<usize, Vec<f32>>,
-        fence: Option<u64>,
-        deadline: Deadline,
-    ) -> Result<IngestReport, Fail> {
+        admit: Admission,
+    ) -> Result<Embedded<IngestReport>, Fail> {
+        let Admission {
+            fence,
+            embeds,
+            deadline,
+        } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
@@ -370,6 +398,9 @@ impl Tx<'_> {
         });
         if let Some(f) = failure {
             return Err(f);
+        }
+        if embeds && new.iter().any(|p| !vectors.contains_key(&p.index)) {
+            return Ok(Embedded::NeedVectors);
         }
         let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
         let add_entries = new.len() as u64;
@@ -389,7 +420,7 @@ impl Tx<'_> {
             )?;
         }
         self.put_row(&h, &row)?;
-        Ok(report)
+        Ok(Embedded::Done(report))
     }
 
     fn delete_entry(
@@ -822,11 +853,10 @@ impl Writer {
                 prepared,
                 terms,
                 vector,
-                fence,
-                deadline,
+                admit,
                 reply,
             } => {
-                let r = tx.add_entry(&scope, *prepared, terms, vector, fence, deadline);
+                let r = tx.add_entry(&scope, *prepared, terms, vector, admit);
                 Self::collect(fatal, r, |r| Reply::Add(reply, r))
             }
             Op::AddEvents {
@@ -834,11 +864,10 @@ impl Writer {
                 plan,
                 terms,
                 vectors,
-                fence,
-                deadline,
+                admit,
                 reply,
             } => {
-                let r = tx.add_events(&scope, plan, terms, vectors, fence, deadline);
+                let r = tx.add_events(&scope, plan, terms, vectors, admit);
                 Self::collect(fatal, r, |r| Reply::Events(reply, r))
             }
             Op::DeleteEntry {

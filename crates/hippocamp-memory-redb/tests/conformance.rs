@@ -28,7 +28,13 @@ hippocamp_memory::memory_conformance_tests!(RedbFactory);
 mod embedded {
     use super::*;
 
-    struct EmbeddedRedb;
+    struct EmbeddedRedb(hippocamp_embed::hash::HashEmbedder);
+
+    impl EmbeddedRedb {
+        fn new() -> Self {
+            Self(hippocamp_embed::hash::HashEmbedder::new(64))
+        }
+    }
 
     #[async_trait]
     impl StoreFactory for EmbeddedRedb {
@@ -36,12 +42,16 @@ mod embedded {
             let dir = tempfile::tempdir().unwrap();
             let store = RedbMemoryStore::open(dir.path(), config)
                 .unwrap()
-                .with_embedder(Arc::new(hippocamp_embed::hash::HashEmbedder::new(64)))
+                .with_embedder(Arc::new(self.0.clone()))
                 .unwrap();
             Arc::new(Guarded::new(store, dir))
         }
+
+        fn embedded_texts(&self) -> Option<u64> {
+            Some(self.0.texts_embedded())
+        }
     }
 
-    hippocamp_memory::memory_conformance_tests!(EmbeddedRedb);
-    hippocamp_memory::vector_conformance_tests!(EmbeddedRedb);
+    hippocamp_memory::memory_conformance_tests!(EmbeddedRedb::new());
+    hippocamp_memory::vector_conformance_tests!(EmbeddedRedb::new());
 }

@@ -331,3 +331,19 @@ async fn searches_say_how_many_entries_lack_a_vector() {
         .unwrap();
     assert_eq!(r.entries_without_vectors, 0);
 }
+
+/// With a slow provider: an entry erased while a batch is embedded is
+/// embedded before the commit (the writer refuses to commit it without
+/// its vector), and a deadline that runs out during embedding writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_provider_meets_races_and_deadlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = hippocamp_embed::hash::HashEmbedder::new(64)
+        .with_delay(std::time::Duration::from_millis(400));
+    let store = RedbMemoryStore::open(dir.path(), hippocamp_memory::MemoryConfig::default())
+        .unwrap()
+        .with_embedder(std::sync::Arc::new(slow))
+        .unwrap();
+    hippocamp_memory::conformance::slow_embedder_races(std::sync::Arc::new(store)).await;
+}

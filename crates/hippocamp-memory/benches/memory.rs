@@ -156,9 +156,10 @@ fn vectors(c: &mut Criterion) {
     let embedder = hippocamp_embed::hash::HashEmbedder::new(384);
     let deadline = || hippocamp_core::Deadline::after(std::time::Duration::from_secs(5));
     let embed = |t: &[String]| {
+        let t: Vec<&str> = t.iter().map(String::as_str).collect();
         rt.block_on(hippocamp_memory::embedding::embed_passages(
             Some(&embedder),
-            t,
+            &t,
             deadline(),
         ))
         .expect("embed")

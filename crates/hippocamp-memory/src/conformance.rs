@@ -43,6 +43,12 @@ pub mod model;
 pub trait StoreFactory: Send + Sync {
     /// A new empty store with `config`.
     async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore>;
+
+    /// For stores that embed with a counting embedder: the texts it has
+    /// embedded so far (the scenarios on what is embedded read it).
+    fn embedded_texts(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A store that keeps something alive (a temporary directory, a server)
@@ -91,9 +97,21 @@ impl StoreFactory for InMemoryFactory {
     }
 }
 
-/// In-memory stores that embed with the feature-hashing embedder.
+/// In-memory stores that embed with the feature-hashing embedder (one
+/// counting embedder shared by the factory's stores).
 #[derive(Debug)]
-pub struct EmbeddedInMemoryFactory;
+pub struct EmbeddedInMemoryFactory {
+    /// The embedder of every store it opens.
+    pub embedder: hippocamp_embed::hash::HashEmbedder,
+}
+
+impl Default for EmbeddedInMemoryFactory {
+    fn default() -> Self {
+        Self {
+            embedder: hippocamp_embed::hash::HashEmbedder::new(64),
+        }
+    }
+}
 
 #[async_trait]
 impl StoreFactory for EmbeddedInMemoryFactory {
@@ -101,8 +119,12 @@ impl StoreFactory for EmbeddedInMemoryFactory {
         Arc::new(
             InMemoryStore::new(config)
                 .unwrap()
-                .with_embedder(Arc::new(hippocamp_embed::hash::HashEmbedder::new(64))),
+                .with_embedder(Arc::new(self.embedder.clone())),
         )
+    }
+
+    fn embedded_texts(&self) -> Option<u64> {
+        Some(self.embedder.texts_embedded())
     }
 }
 
@@ -117,6 +139,8 @@ macro_rules! vector_conformance_tests {
             hybrid_filters_and_budget_apply_to_the_fused_list,
             vector_search_never_crosses_scopes,
             erased_users_leave_vector_search,
+            only_what_would_be_new_is_embedded,
+            large_batches_are_embedded_within_the_provider_bounds,
         );
     };
 }
@@ -463,8 +487,8 @@ fn sample_events() -> Vec<Event> {
             timestamp_ms: 6,
             partial: false,
             content: Some(Content {
-                role: "model".into(),
-                parts: vec![Part::FunctionCall(json!({"name": "lookup"}))],
+                role: Some("model".into()),
+                parts: vec![Part::function_call(json!({"name": "lookup"}))],
             }),
             metadata: None,
         },
@@ -1222,11 +1246,11 @@ pub async fn event_fields_become_entry_fields(f: &dyn StoreFactory) {
         timestamp_ms: 1_683_000_000_000,
         partial: false,
         content: Some(Content {
-            role: "user".into(),
+            role: Some("user".into()),
             parts: vec![
-                Part::Text("I went to a support group".into()),
-                Part::FunctionResponse(json!({"ok": true})),
-                Part::Text("it was powerful".into()),
+                Part::text("I went to a support group"),
+                Part::function_response(json!({"ok": true})),
+                Part::text("it was powerful"),
             ],
         }),
         metadata: Some(obj(json!({"dia_id": "D1:3", "api_key": "nope"}))),
@@ -1629,6 +1653,143 @@ pub async fn erased_users_leave_vector_search(f: &dyn StoreFactory) {
             .unwrap();
         assert!(res.hits.is_empty(), "{mode:?}");
     }
+}
+
+/// An event the store already holds, a repeat within a batch and a keyed
+/// duplicate cost no embedding.
+pub async fn only_what_would_be_new_is_embedded(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let Some(start) = f.embedded_texts() else {
+        return;
+    };
+    let s = scope("app", "embed-once");
+    let turns: Vec<Event> = (0..5)
+        .map(|i| {
+            Event::text(
+                format!("t{i}"),
+                "user",
+                i,
+                format!("turn number {i} of the talk"),
+            )
+        })
+        .collect();
+    let r = store.add_events(&s, &sid("s"), &turns, &w()).await.unwrap();
+    assert_eq!(r.added.len(), 5);
+    assert_eq!(f.embedded_texts(), Some(start + 5));
+    // The session grows and is sent again whole (as ADK does).
+    let mut grown = turns.clone();
+    grown.push(Event::text("t5", "model", 5, "a new reply"));
+    grown.push(Event::text("t5", "model", 5, "a new reply"));
+    let r = store.add_events(&s, &sid("s"), &grown, &w()).await.unwrap();
+    assert_eq!((r.added.len(), r.duplicates.len()), (1, 6));
+    assert_eq!(f.embedded_texts(), Some(start + 6));
+    let keyed = || NewEntry::new("a keyed fact").idempotency_key(key("fact"));
+    store.add_entry(&s, keyed(), &w()).await.unwrap();
+    assert!(store.add_entry(&s, keyed(), &w()).await.unwrap().duplicate);
+    assert_eq!(f.embedded_texts(), Some(start + 7));
+    // Deleted, then sent again: embedded again, and found by vector.
+    assert_eq!(store.delete_session(&s, &sid("s"), &c()).await.unwrap(), 6);
+    let r = store.add_events(&s, &sid("s"), &grown, &w()).await.unwrap();
+    assert_eq!(r.added.len(), 6);
+    assert_eq!(f.embedded_texts(), Some(start + 13));
+    let hits = store
+        .search(
+            &s,
+            &SearchRequest::new("new reply").mode(crate::SearchMode::Vector),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.entries_without_vectors, 0);
+}
+
+/// A batch whose texts exceed the provider's bytes per call in all is
+/// split, not refused.
+pub async fn large_batches_are_embedded_within_the_provider_bounds(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "big-batch");
+    // 17 texts of 64 KiB: more than the provider's 1 MiB per call.
+    let events: Vec<Event> = (0..17)
+        .map(|i| {
+            let word = format!("topic{i} ");
+            let text = word.repeat(65_536 / word.len());
+            Event::text(format!("b{i}"), "user", i, text)
+        })
+        .collect();
+    let r = store
+        .add_events(&s, &sid("s"), &events, &w())
+        .await
+        .unwrap();
+    assert_eq!(r.added.len(), 17, "{:?}", r.skipped);
+    let hits = store
+        .search(
+            &s,
+            &SearchRequest::new("topic3").mode(crate::SearchMode::Vector),
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.entries_without_vectors, 0);
+    assert!(!hits.hits.is_empty());
+}
+
+/// For a store whose embedder takes about 400 ms a call: an entry known
+/// when the store looked (so not embedded) but erased before the commit
+/// is embedded then, so every committed entry has its vector; a deadline
+/// that runs out while the provider works writes nothing and says where.
+pub async fn slow_embedder_races(store: Arc<dyn MemoryStore>) {
+    let s = MemoryScope::parse("app", "race").unwrap();
+    let sid = SessionId::new("s").unwrap();
+    let apples = Event::text("a", "user", 1, "apples are red");
+    store
+        .add_events(&s, &sid, std::slice::from_ref(&apples), &w())
+        .await
+        .unwrap();
+    let bananas = Event::text("b", "user", 2, "bananas are yellow");
+    let writer = {
+        let store = Arc::clone(&store);
+        let (s, sid) = (s.clone(), sid.clone());
+        tokio::spawn(async move { store.add_events(&s, &sid, &[apples, bananas], &w()).await })
+    };
+    // While `b` is being embedded (the provider is slow), `a` goes.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert_eq!(
+        store
+            .delete_session(&s, &sid, &CallOptions::default())
+            .await
+            .unwrap(),
+        1
+    );
+    let report = writer.await.unwrap().unwrap();
+    assert_eq!(report.added.len(), 2, "{report:?}");
+    let hits = store
+        .search(
+            &s,
+            &SearchRequest::new("apples").mode(crate::SearchMode::Vector),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.entries_without_vectors, 0);
+    // A deadline shorter than the provider's work.
+    let late = WriteOptions::new(CallOptions::timeout_ms(100).unwrap());
+    let e = store
+        .add_events(&s, &sid, &[Event::text("c", "user", 3, "cherries")], &late)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Timeout(hippocamp_core::Stage::Embedding)),
+        "{e}"
+    );
+    let hits = store
+        .search(
+            &s,
+            &SearchRequest::new("cherries").mode(crate::SearchMode::Lexical),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(hits.hits.is_empty());
 }
 
 /// Every store answers the modes its capabilities list and refuses the

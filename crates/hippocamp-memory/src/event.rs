@@ -1,7 +1,7 @@
 //! Conversation events and how they become entries.
 //!
 //! One event format serves `add_events`, the HTTP API and `memory import`
-//! (as JSON lines). It follows ADK events:
+//! (as JSON lines). It is ADK's:
 //!
 //! ```json
 //! {"id": "e1", "author": "user", "timestamp_ms": 1700000000000,
@@ -10,18 +10,23 @@
 //!  "metadata": {"topic": "travel"}}
 //! ```
 //!
-//! Parts are `{"text": str}`, `{"function_call": {...}}`,
-//! `{"function_response": {...}}` or `{"inline_data": {"mime_type": str,
-//! "data": base64}}`. Other event fields are ignored, so real ADK events can
-//! be imported as they are.
+//! Real ADK events are read as they are, in the snake_case of its Python
+//! objects (`event.model_dump()`) and in the camelCase of `adk api_server`
+//! replies (`by_alias=True`): `timestamp` in float seconds stands for
+//! `timestamp_ms`; `invocation_id`, `actions` and every other ADK field
+//! are ignored; a part's `null` keys are absent keys; `custom_metadata`
+//! stands for `metadata`. A part carries `text` (a `thought: true` part is
+//! the model's reasoning, not conversation, and is not remembered),
+//! `function_call`, `function_response` or `inline_data` (`{"mime_type",
+//! "data"}`), or anything else, all ignored for memory.
 //!
-//! Ingestion joins an event's non-empty text parts with `\n` into the
-//! entry's content, copies its metadata (redacted), and sets provenance from
-//! the session id, event id, author and timestamp; the idempotency key is
-//! `event:<id>`. It skips partial events, events authored by `runner`,
-//! `tool` or `system`, events without text, and secret-looking text. A
-//! malformed event is skipped and reported on its own; it never fails the
-//! batch.
+//! Ingestion joins an event's non-empty, non-thought text parts with `\n`
+//! into the entry's content, copies its metadata (redacted), and sets
+//! provenance from the session id, event id, author and timestamp; the
+//! idempotency key is `event:<id>`. It skips partial events, events
+//! authored by `runner`, `tool` or `system`, events without text, and
+//! secret-looking text. A malformed event is skipped and reported on its
+//! own; it never fails the batch.
 
 use std::collections::HashMap;
 
@@ -36,12 +41,14 @@ use crate::entry::{NewEntry, PreparedEntry, Provenance, prepare_entry};
 
 /// A conversation event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "wire::Event")]
 pub struct Event {
     /// Event id, unique within its scope (1..=256 bytes).
     pub id: String,
     /// Who produced it (`user`, an agent name, `tool`...).
     pub author: String,
-    /// When, in milliseconds since the Unix epoch (non-negative).
+    /// When, in milliseconds since the Unix epoch (non-negative). ADK's
+    /// `timestamp` (float seconds) is read into it.
     pub timestamp_ms: i64,
     /// Streaming fragments are not remembered.
     #[serde(default)]
@@ -49,7 +56,7 @@ pub struct Event {
     /// The message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
-    /// JSON-safe metadata copied to the entry.
+    /// JSON-safe metadata copied to the entry (ADK: `custom_metadata`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -58,33 +65,141 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Content {
     /// `user`, `model`...
-    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
     /// The parts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wire::null_as_default")]
     pub parts: Vec<Part>,
 }
 
-/// One part of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Part {
+/// One part of a message; the keys it does not name are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Part {
     /// Text.
-    Text(String),
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The text is the model's reasoning (not remembered).
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "wire::null_as_default"
+    )]
+    pub thought: bool,
     /// A tool call (not remembered).
-    FunctionCall(Value),
+    #[serde(
+        default,
+        alias = "functionCall",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub function_call: Option<Value>,
     /// A tool result (not remembered).
-    FunctionResponse(Value),
+    #[serde(
+        default,
+        alias = "functionResponse",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub function_response: Option<Value>,
     /// Binary data (not remembered).
-    InlineData(InlineData),
+    #[serde(default, alias = "inlineData", skip_serializing_if = "Option::is_none")]
+    pub inline_data: Option<InlineData>,
+}
+
+impl Part {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A tool-call part.
+    pub fn function_call(call: Value) -> Self {
+        Self {
+            function_call: Some(call),
+            ..Self::default()
+        }
+    }
+
+    /// A tool-result part.
+    pub fn function_response(response: Value) -> Self {
+        Self {
+            function_response: Some(response),
+            ..Self::default()
+        }
+    }
 }
 
 /// Inline binary data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InlineData {
     /// MIME type.
+    #[serde(alias = "mimeType")]
     pub mime_type: String,
     /// Base64 data.
     pub data: String,
+}
+
+/// How events arrive: every shape ADK writes, normalised into [`Event`].
+mod wire {
+    use serde::{Deserialize, Deserializer};
+
+    use super::{Content, Metadata};
+
+    /// `null` reads as the default (ADK writes `null` for absent values).
+    pub(super) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de> + Default,
+    {
+        Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Event {
+        id: String,
+        author: String,
+        #[serde(default, alias = "timestampMs")]
+        timestamp_ms: Option<i64>,
+        /// ADK: seconds since the Unix epoch, as a float.
+        #[serde(default)]
+        timestamp: Option<f64>,
+        #[serde(default, deserialize_with = "null_as_default")]
+        partial: bool,
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default, alias = "custom_metadata", alias = "customMetadata")]
+        metadata: Option<Metadata>,
+    }
+
+    impl TryFrom<Event> for super::Event {
+        type Error = String;
+
+        fn try_from(e: Event) -> Result<Self, String> {
+            let timestamp_ms = match (e.timestamp_ms, e.timestamp) {
+                (Some(ms), _) => ms,
+                (None, Some(s)) if s.is_finite() && s.abs() < 1e15 => {
+                    #[allow(clippy::cast_possible_truncation)]
+                    let ms = (s * 1000.0).round() as i64;
+                    ms
+                }
+                (None, Some(s)) => return Err(format!("timestamp {s} is not a time in seconds")),
+                (None, None) => {
+                    return Err(
+                        "an event needs timestamp_ms (or ADK's timestamp in seconds)".into(),
+                    );
+                }
+            };
+            Ok(super::Event {
+                id: e.id,
+                author: e.author,
+                timestamp_ms,
+                partial: e.partial,
+                content: e.content,
+                metadata: e.metadata,
+            })
+        }
+    }
 }
 
 impl Event {
@@ -101,8 +216,8 @@ impl Event {
             timestamp_ms,
             partial: false,
             content: Some(Content {
-                role: if author == "user" { "user" } else { "model" }.to_owned(),
-                parts: vec![Part::Text(text.into())],
+                role: Some(if author == "user" { "user" } else { "model" }.to_owned()),
+                parts: vec![Part::text(text)],
             }),
             metadata: None,
             author,
@@ -116,7 +231,7 @@ impl Event {
         self
     }
 
-    /// The text parts joined with `\n` (empty parts dropped).
+    /// The text parts joined with `\n` (empty and thought parts dropped).
     pub fn text_content(&self) -> String {
         let Some(content) = &self.content else {
             return String::new();
@@ -124,10 +239,9 @@ impl Event {
         let texts: Vec<&str> = content
             .parts
             .iter()
-            .filter_map(|p| match p {
-                Part::Text(t) if !t.is_empty() => Some(t.as_str()),
-                _ => None,
-            })
+            .filter(|p| !p.thought)
+            .filter_map(|p| p.text.as_deref())
+            .filter(|t| !t.is_empty())
             .collect();
         texts.join("\n")
     }
@@ -222,6 +336,21 @@ pub enum Decision {
 }
 
 impl EventPlan {
+    /// The request positions of the entries that would be committed
+    /// against a store that holds what `decide` says (the first occurrence
+    /// of each id that the store does not hold): the passages worth
+    /// embedding. Agrees with [`resolve`](Self::resolve) for the same
+    /// `decide`.
+    pub fn new_indices(&self, mut decide: impl FnMut(&PreparedEntry) -> Decision) -> Vec<usize> {
+        let mut seen = std::collections::HashSet::new();
+        self.entries
+            .iter()
+            .filter(|p| seen.insert(p.prepared.entry.id))
+            .filter(|p| decide(&p.prepared) == Decision::New)
+            .map(|p| p.index)
+            .collect()
+    }
+
     /// Splits the plan into the entries to commit and the report, given
     /// what the store holds under an id (`decide`). Events are taken in
     /// order, each against the store as the earlier events of the batch
@@ -433,14 +562,95 @@ mod tests {
         assert!(!e.partial);
     }
 
+    /// The google-adk 2.13 exports of one session, in both casings
+    /// (`tests/fixtures/adk`).
+    const ADK: [&str; 2] = [
+        include_str!("../../../tests/fixtures/adk/events-snake.jsonl"),
+        include_str!("../../../tests/fixtures/adk/events-camel.jsonl"),
+    ];
+
+    #[test]
+    fn real_adk_exports_read_as_they_are_in_both_casings() {
+        let mut planned: Vec<Vec<(String, String, u64)>> = Vec::new();
+        for file in ADK {
+            let values: Vec<Value> = file
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let (events, _, malformed) = parse_events(values);
+            assert!(malformed.is_empty(), "{malformed:?}");
+            assert_eq!(events.len(), 11);
+            assert_eq!(events[0].timestamp_ms, 1_773_392_400_123);
+            assert!(events[8].partial);
+            let plan =
+                plan_events(&scope(), &session(), &events, &MemoryLimits::default()).unwrap();
+            let (new, report) = plan.resolve(|_| Decision::New);
+            assert_eq!(
+                report.added.iter().map(|e| e.index).collect::<Vec<_>>(),
+                vec![0, 1, 4, 5, 7, 10]
+            );
+            let reasons: Vec<(usize, &SkipReason)> = report
+                .skipped
+                .iter()
+                .map(|s| (s.index, &s.reason))
+                .collect();
+            assert_eq!(
+                reasons,
+                vec![
+                    (2, &SkipReason::NoText),
+                    (3, &SkipReason::NoText),
+                    (6, &SkipReason::NoText),
+                    (8, &SkipReason::Partial),
+                    (9, &SkipReason::NoText),
+                ]
+            );
+            planned.push(
+                new.iter()
+                    .map(|p| {
+                        let e = &p.prepared.entry;
+                        (e.id.to_string(), e.content.clone(), e.timestamp_ms)
+                    })
+                    .collect(),
+            );
+        }
+        // Both casings are the same events: the same entries.
+        assert_eq!(planned[0], planned[1]);
+        let contents: Vec<&str> = planned[0].iter().map(|(_, c, _)| c.as_str()).collect();
+        assert!(contents[2].starts_with("I found two direct flights on Friday:\n1. TAP"));
+        assert_eq!(
+            contents[4],
+            "The cheaper one is TAP TP561 at 07:05 for €89. Booking it now."
+        );
+    }
+
+    #[test]
+    fn a_timestamp_is_needed_and_must_be_a_time() {
+        let (events, _, bad) = parse_events(vec![
+            json!({"id": "a", "author": "user"}),
+            json!({"id": "b", "author": "user", "timestamp": 1.5}),
+            json!({"id": "c", "author": "user", "timestamp": 1e300}),
+            json!({"id": "d", "author": "user", "timestampMs": 7, "partial": null,
+                   "content": {"role": null, "parts": null}}),
+        ]);
+        assert_eq!(
+            events
+                .iter()
+                .map(|e| (e.id.as_str(), e.timestamp_ms))
+                .collect::<Vec<_>>(),
+            vec![("b", 1_500), ("d", 7)]
+        );
+        assert_eq!(bad.iter().map(|s| s.index).collect::<Vec<_>>(), vec![0, 2]);
+        assert!(matches!(&bad[0].reason, SkipReason::Malformed(m) if m.contains("timestamp")));
+    }
+
     #[test]
     fn skip_rules_and_reasons() {
         let mut partial = Event::text("p", "user", 1, "partial words");
         partial.partial = true;
         let mut no_text = Event::text("n", "agent", 1, "");
         no_text.content = Some(Content {
-            role: "model".into(),
-            parts: vec![Part::FunctionCall(json!({"name": "f"}))],
+            role: Some("model".into()),
+            parts: vec![Part::function_call(json!({"name": "f"}))],
         });
         let events = vec![
             Event::text("e1", "user", 1, "I like tea"),

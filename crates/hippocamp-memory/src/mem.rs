@@ -19,6 +19,7 @@ use parking_lot::RwLock;
 use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::MemoryConfig;
+use crate::embedding::{embed_passages, embed_plan};
 use crate::entry::{MemoryEntry, NewEntry, prepare_entry};
 use crate::event::{Decision, Event, IngestReport, plan_events};
 use crate::quota::{GlobalQuota, check_scope_quota};
@@ -165,14 +166,23 @@ impl MemoryStore for InMemoryStore {
         let limits = &self.config.limits;
         let prepared = prepare_entry(scope, entry, limits)?;
         let terms = self.analyzer.analyze(&prepared.entry.content);
-        // Embedded before the write commits, so every entry has its vector.
-        let vector = crate::embedding::embed_passages(
-            self.embedder.as_deref(),
-            std::slice::from_ref(&prepared.entry.content),
-            deadline,
-        )
-        .await?
-        .pop();
+        let embedder = self.embedder.as_deref();
+        // Embedded before the write commits, so every entry has its vector;
+        // not when the store already holds this keyed entry.
+        let known = prepared.keyed
+            && match self.find(scope) {
+                Some(shell) => {
+                    Self::read(&shell, deadline).await?.data.decide(&prepared) != Decision::New
+                }
+                None => false,
+            };
+        let mut vector = if known {
+            None
+        } else {
+            embed_passages(embedder, &[&prepared.entry.content], deadline)
+                .await?
+                .pop()
+        };
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
@@ -187,6 +197,12 @@ impl MemoryStore for InMemoryStore {
                 }
                 Existing::Conflict => return Err(Error::IdempotencyConflict(prepared.entry.id)),
             }
+        }
+        if vector.is_none() && embedder.is_some() {
+            // It vanished since the look: embed it now (the scope waits).
+            vector = embed_passages(embedder, &[&prepared.entry.content], deadline)
+                .await?
+                .pop();
         }
         check_scope_quota(
             limits,
@@ -227,16 +243,30 @@ impl MemoryStore for InMemoryStore {
             .iter()
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
-        let mut vectors =
-            crate::embedding::embed_plan(self.embedder.as_deref(), &plan, deadline).await?;
+        let embedder = self.embedder.as_deref();
+        // Only what would be new is embedded (not what the scope holds).
+        let need = match (embedder, self.find(scope)) {
+            (None, _) => Vec::new(),
+            (Some(_), None) => plan.new_indices(|_| Decision::New),
+            (Some(_), Some(shell)) => {
+                let s = Self::read(&shell, deadline).await?;
+                plan.new_indices(|p| s.data.decide(p))
+            }
+        };
+        let mut vectors = embed_plan(embedder, &plan, &need, deadline).await?;
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
-        let (new, report) = plan.resolve(|p| match s.data.existing(&p.entry) {
-            Existing::New => Decision::New,
-            Existing::Duplicate(_) => Decision::Duplicate,
-            Existing::Conflict => Decision::Conflict,
-        });
+        if embedder.is_some() {
+            // What vanished since the look is embedded now (the scope waits).
+            let missing: Vec<usize> = plan
+                .new_indices(|p| s.data.decide(p))
+                .into_iter()
+                .filter(|i| !vectors.contains_key(i))
+                .collect();
+            vectors.extend(embed_plan(embedder, &plan, &missing, deadline).await?);
+        }
+        let (new, report) = plan.resolve(|p| s.data.decide(p));
         let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
         let add_entries = new.len() as u64;
         check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;

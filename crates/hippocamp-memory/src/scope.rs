@@ -86,6 +86,15 @@ impl ScopeData {
         }
     }
 
+    /// What committing `prepared` would be against this scope.
+    pub fn decide(&self, prepared: &crate::entry::PreparedEntry) -> crate::event::Decision {
+        match self.existing(&prepared.entry) {
+            Existing::New => crate::event::Decision::New,
+            Existing::Duplicate(_) => crate::event::Decision::Duplicate,
+            Existing::Conflict => crate::event::Decision::Conflict,
+        }
+    }
+
     /// Stores an entry with its analysed content, replacing one with the
     /// same id.
     pub fn insert(&mut self, entry: MemoryEntry, bytes: u64, terms: &TermFreqs) {

@@ -2,16 +2,19 @@
 //! and generates the OpenAPI document (`openapi.rs`), so the document
 //! cannot list a route the server lacks or miss one it has.
 //!
-//! Scopes are in the path; a request's token must grant the scope and the
-//! permission before any store is touched. JSON bodies are read with an
-//! explicit size limit and parsed with unknown fields refused. Artifact
-//! bodies are raw bytes, streamed both ways.
+//! The table is the one place a route's permission and error codes are
+//! declared: `router()` hands each handler its row, and the scope
+//! extractors ([`MemoryCall`], [`ArtifactCall`]) check the token's grant
+//! against the row's permission before any store is touched. JSON bodies
+//! are read with an explicit size limit and parsed with unknown fields
+//! refused. Artifact bodies are raw bytes, streamed both ways.
 
-// Every handler binds the same extractors; `s`, `g`, `p`, `q` read as
-// state, grant, path parameters and query throughout.
+// Handlers bind the same extractors throughout: `s`, `m`/`a`, `q` read as
+// state, the memory or artifact call, and the query.
 #![allow(clippy::many_single_char_names)]
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,14 +30,14 @@ use hippocamp_artifacts::{
     PutOptions, Selector,
 };
 use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, SessionId};
-use hippocamp_memory::{Event, NewEntry, SearchRequest, WriteOptions};
+use hippocamp_memory::event::{merge_report, parse_events};
+use hippocamp_memory::{NewEntry, SearchRequest, WriteOptions};
+use hippocamp_services::auth::{Grant, Permission};
+use hippocamp_services::{Config, Services};
 use http_body_util::BodyExt as _;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-
-use hippocamp_services::auth::{Grant, Permission};
-use hippocamp_services::{Config, Services};
 
 use crate::error::ApiError;
 
@@ -45,6 +48,9 @@ pub struct AppState {
     pub services: Services,
     /// The configuration.
     pub config: Arc<Config>,
+    /// Requests served at once (`http.max_concurrent_requests`); a permit
+    /// is held until the reply's body ends.
+    pub permits: Arc<tokio::sync::Semaphore>,
     /// Closed when the last clone is dropped: declared last, so after
     /// that clone's store handles (see [`AppState::new`]).
     _held: tokio::sync::mpsc::Sender<()>,
@@ -57,9 +63,11 @@ impl AppState {
     /// this receiver's `recv` to return `None`.
     pub fn new(services: Services, config: Arc<Config>) -> (Self, tokio::sync::mpsc::Receiver<()>) {
         let (held, released) = tokio::sync::mpsc::channel(1);
+        let permits = usize::try_from(config.http.max_concurrent_requests).unwrap_or(usize::MAX);
         (
             Self {
                 services,
+                permits: Arc::new(tokio::sync::Semaphore::new(permits)),
                 config,
                 _held: held,
             },
@@ -68,9 +76,16 @@ impl AppState {
     }
 }
 
+impl axum::extract::FromRef<AppState> for Arc<tokio::sync::Semaphore> {
+    fn from_ref(s: &AppState) -> Self {
+        Arc::clone(&s.permits)
+    }
+}
+
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The grant of the request's bearer token.
+/// The grant of the request's bearer token (`Authorization: Bearer …`,
+/// the scheme in any case, RFC 7235).
 #[derive(Debug, Clone)]
 pub struct Caller(pub Grant);
 
@@ -82,14 +97,115 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, secret)| secret.trim())
             .ok_or_else(ApiError::unauthorized)?;
         state
             .services
             .tokens
-            .authenticate(secret.trim())
+            .authenticate(secret)
             .map(Caller)
             .ok_or_else(ApiError::unauthorized)
+    }
+}
+
+/// The row of the route being served (every handler is registered with
+/// its row by [`router`]).
+#[derive(Debug, Clone, Copy)]
+struct Served(&'static Route);
+
+fn served(parts: &Parts) -> ApiResult<&'static Route> {
+    parts
+        .extensions
+        .get::<Served>()
+        .map(|s| s.0)
+        .ok_or_else(|| {
+            ApiError::from(Error::Unavailable(
+                "a handler was registered without its route".into(),
+            ))
+        })
+}
+
+/// The path's parameters; a malformed path (bad percent-encoding, not
+/// UTF-8) is our 400.
+async fn path_params(parts: &mut Parts, state: &AppState) -> ApiResult<HashMap<String, String>> {
+    Path::<HashMap<String, String>>::from_request_parts(parts, state)
+        .await
+        .map(|Path(p)| p)
+        .map_err(|e| ApiError::bad_request(format!("bad path: {}", e.body_text())))
+}
+
+fn param<'a>(p: &'a HashMap<String, String>, key: &str) -> ApiResult<&'a str> {
+    p.get(key)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::bad_request(format!("missing path parameter {key}")))
+}
+
+/// The permission the served route declares.
+fn permission(route: &Route) -> ApiResult<Permission> {
+    route.permission.ok_or_else(|| {
+        ApiError::from(Error::Unavailable(format!(
+            "route {} declares no permission",
+            route.id
+        )))
+    })
+}
+
+/// A memory call: an authenticated caller whose token grants the route's
+/// permission on the scope in the path, and the path's other parameters.
+#[derive(Debug)]
+pub struct MemoryCall {
+    scope: MemoryScope,
+    params: HashMap<String, String>,
+}
+
+impl FromRequestParts<AppState> for MemoryCall {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let route = served(parts)?;
+        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        let params = path_params(parts, state).await?;
+        let scope = MemoryScope::parse(param(&params, "app")?, param(&params, "user")?)?;
+        tracing::Span::current().record("scope", scope.log_hash());
+        if !grant.allows_memory(&scope, permission(route)?) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(Self { scope, params })
+    }
+}
+
+/// An artifact call: as [`MemoryCall`], on an app, user or session scope.
+#[derive(Debug)]
+pub struct ArtifactCall {
+    scope: ArtifactScope,
+    params: HashMap<String, String>,
+}
+
+impl ArtifactCall {
+    fn name(&self) -> ApiResult<ArtifactName> {
+        Ok(ArtifactName::new(param(&self.params, "name")?)?)
+    }
+}
+
+impl FromRequestParts<AppState> for ArtifactCall {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let route = served(parts)?;
+        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        let params = path_params(parts, state).await?;
+        let app = param(&params, "app")?;
+        let scope = match (params.get("user"), params.get("session")) {
+            (None, _) => ArtifactScope::app(app)?,
+            (Some(user), None) => ArtifactScope::user(app, user)?,
+            (Some(user), Some(session)) => ArtifactScope::session(app, user, session)?,
+        };
+        if !grant.allows_artifacts(&scope, permission(route)?) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(Self { scope, params })
     }
 }
 
@@ -105,7 +221,6 @@ async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> Api
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
                     "payload_too_large",
                     format!("the JSON body exceeds {max} bytes"),
                 )
@@ -135,13 +250,14 @@ async fn timed<T>(
     Ok(out?)
 }
 
-/// `?timeout_ms=`, and `?epoch=` on memory writes.
+/// `?timeout_ms=`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CallQuery {
     timeout_ms: Option<u64>,
 }
 
+/// `?timeout_ms=` and `?epoch=` of memory writes.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WriteQuery {
@@ -160,13 +276,14 @@ fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
 
 /// An upload's or download's deadline: `?timeout_ms=` (1 ..= 300,000) or
 /// the server's transfer timeout.
-fn transfer_options(state: &AppState, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+fn transfer_options(
+    state: &AppState,
+    timeout_ms: Option<u64>,
+) -> ApiResult<(CallOptions, Instant)> {
     let ms = timeout_ms.unwrap_or(state.config.http.transfer_timeout_ms);
-    Ok(CallOptions::transfer_timeout(Duration::from_millis(ms))?)
-}
-
-fn query<T: DeserializeOwned + Default>(q: Option<Query<T>>) -> T {
-    q.map(|Query(q)| q).unwrap_or_default()
+    let timeout = Duration::from_millis(ms);
+    let call = CallOptions::transfer_timeout(timeout)?;
+    Ok((call, Instant::now() + timeout))
 }
 
 /// Query-string rejections become our 400.
@@ -174,28 +291,9 @@ type Q<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
 fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
     match q {
-        Ok(q) => Ok(query(Some(q))),
+        Ok(Query(q)) => Ok(q),
         Err(e) => Err(ApiError::bad_request(e.body_text())),
     }
-}
-
-fn memory_scope(
-    grant: &Grant,
-    p: &HashMap<String, String>,
-    perm: Permission,
-) -> ApiResult<MemoryScope> {
-    let scope = MemoryScope::parse(param(p, "app")?, param(p, "user")?)?;
-    tracing::Span::current().record("scope", scope.log_hash());
-    if !grant.allows_memory(&scope, perm) {
-        return Err(ApiError::forbidden());
-    }
-    Ok(scope)
-}
-
-fn param<'a>(p: &'a HashMap<String, String>, key: &str) -> ApiResult<&'a str> {
-    p.get(key)
-        .map(String::as_str)
-        .ok_or_else(|| ApiError::bad_request(format!("missing path parameter {key}")))
 }
 
 // ---- memory ----------------------------------------------------------
@@ -206,12 +304,10 @@ async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult
 
 async fn add_entry(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    m: MemoryCall,
     q: Q<WriteQuery>,
     body: HttpBody,
 ) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryWrite)?;
     let q = parse_query(q)?;
     let entry: NewEntry = json_body(&s, body).await?;
     let opts = WriteOptions {
@@ -220,7 +316,7 @@ async fn add_entry(
     };
     let out = timed(
         "add_entry",
-        s.services.memory.add_entry(&scope, entry, &opts),
+        s.services.memory.add_entry(&m.scope, entry, &opts),
     )
     .await?;
     let status = if out.duplicate {
@@ -231,77 +327,80 @@ async fn add_entry(
     Ok((status, json(out)?).into_response())
 }
 
-/// `POST …/events`.
+/// `POST …/events`: each event is parsed on its own, so one malformed
+/// event is reported among the skips and never fails the batch.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EventsBody {
-    events: Vec<Event>,
+    events: Vec<Value>,
 }
 
 async fn add_events(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    m: MemoryCall,
     q: Q<WriteQuery>,
     body: HttpBody,
 ) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryWrite)?;
-    let session = SessionId::new(param(&p, "session")?)?;
+    let session = SessionId::new(param(&m.params, "session")?)?;
     let q = parse_query(q)?;
     let b: EventsBody = json_body(&s, body).await?;
     let opts = WriteOptions {
         call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
     };
+    let (events, positions, malformed) = parse_events(b.events);
+    let report = timed(
+        "add_events",
+        s.services
+            .memory
+            .add_events(&m.scope, &session, &events, &opts),
+    )
+    .await?;
+    json(merge_report(report, &positions, malformed))
+}
+
+async fn search(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let req: SearchRequest = json_body(&s, body).await?;
+    let call = call_options(q.timeout_ms)?;
+    json(timed("search", s.services.memory.search(&m.scope, &req, &call)).await?)
+}
+
+fn entry_id(m: &MemoryCall) -> ApiResult<EntryId> {
+    Ok(param(&m.params, "id")?.parse::<EntryId>()?)
+}
+
+async fn get_entry(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let id = entry_id(&m)?;
+    let call = call_options(parse_query(q)?.timeout_ms)?;
     json(
         timed(
-            "add_events",
-            s.services
-                .memory
-                .add_events(&scope, &session, &b.events, &opts),
+            "get_entry",
+            s.services.memory.get_entry(&m.scope, &id, &call),
         )
         .await?,
     )
 }
 
-async fn search(
-    State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
-    q: Q<CallQuery>,
-    body: HttpBody,
-) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
-    let q = parse_query(q)?;
-    let req: SearchRequest = json_body(&s, body).await?;
-    let call = call_options(q.timeout_ms)?;
-    json(timed("search", s.services.memory.search(&scope, &req, &call)).await?)
-}
-
-async fn get_entry(
-    State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
-    q: Q<CallQuery>,
-) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryRead)?;
-    let id = param(&p, "id")?.parse::<EntryId>()?;
-    let call = call_options(parse_query(q)?.timeout_ms)?;
-    json(timed("get_entry", s.services.memory.get_entry(&scope, &id, &call)).await?)
-}
-
 async fn delete_entry(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    m: MemoryCall,
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
-    let id = param(&p, "id")?.parse::<EntryId>()?;
+    let id = entry_id(&m)?;
     let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_entry",
-        s.services.memory.delete_entry(&scope, &id, &call),
+        s.services.memory.delete_entry(&m.scope, &id, &call),
     )
     .await?;
     json(json!({ "deleted": n }))
@@ -309,16 +408,14 @@ async fn delete_entry(
 
 async fn delete_session(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    m: MemoryCall,
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
-    let session = SessionId::new(param(&p, "session")?)?;
+    let session = SessionId::new(param(&m.params, "session")?)?;
     let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_session",
-        s.services.memory.delete_session(&scope, &session, &call),
+        s.services.memory.delete_session(&m.scope, &session, &call),
     )
     .await?;
     json(json!({ "deleted": n }))
@@ -326,37 +423,34 @@ async fn delete_session(
 
 async fn delete_user(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    m: MemoryCall,
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
-    let scope = memory_scope(&g, &p, Permission::MemoryErase)?;
     let call = call_options(parse_query(q)?.timeout_ms)?;
-    json(timed("delete_user", s.services.memory.delete_user(&scope, &call)).await?)
+    json(
+        timed(
+            "delete_user",
+            s.services.memory.delete_user(&m.scope, &call),
+        )
+        .await?,
+    )
+}
+
+async fn erasure_epoch(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let epoch = timed(
+        "erasure_epoch",
+        s.services.memory.erasure_epoch(&m.scope, &call),
+    )
+    .await?;
+    json(json!({ "epoch": epoch }))
 }
 
 // ---- artifacts -------------------------------------------------------
-
-fn artifact_scope(
-    grant: &Grant,
-    p: &HashMap<String, String>,
-    perm: Permission,
-) -> ApiResult<ArtifactScope> {
-    let app = param(p, "app")?;
-    let scope = match (p.get("user"), p.get("session")) {
-        (None, _) => ArtifactScope::app(app)?,
-        (Some(user), None) => ArtifactScope::user(app, user)?,
-        (Some(user), Some(session)) => ArtifactScope::session(app, user, session)?,
-    };
-    if !grant.allows_artifacts(&scope, perm) {
-        return Err(ApiError::forbidden());
-    }
-    Ok(scope)
-}
-
-fn artifact_name(p: &HashMap<String, String>) -> ApiResult<ArtifactName> {
-    Ok(ArtifactName::new(param(p, "name")?)?)
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -371,11 +465,9 @@ async fn artifact_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResu
 
 async fn list_names(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<PageQuery>,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
     let q = parse_query(q)?;
     let page = PageRequest {
         cursor: q.cursor.map(ArtifactName::new).transpose()?,
@@ -385,7 +477,7 @@ async fn list_names(
     json(
         timed(
             "list_names",
-            s.services.artifacts.list_names(&scope, &page, &call),
+            s.services.artifacts.list_names(&a.scope, &page, &call),
         )
         .await?,
     )
@@ -393,12 +485,10 @@ async fn list_names(
 
 async fn list_versions(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<PageQuery>,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
-    let name = artifact_name(&p)?;
+    let name = a.name()?;
     let q = parse_query(q)?;
     let cursor = q
         .cursor
@@ -417,7 +507,7 @@ async fn list_versions(
             "list_versions",
             s.services
                 .artifacts
-                .list_versions(&scope, &name, &page, &call),
+                .list_versions(&a.scope, &name, &page, &call),
         )
         .await?,
     )
@@ -427,6 +517,13 @@ async fn list_versions(
 #[serde(deny_unknown_fields)]
 struct VersionQuery {
     version: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadQuery {
+    version: Option<u64>,
+    timeout_ms: Option<u64>,
 }
 
 fn selector(v: Option<u64>) -> Selector {
@@ -440,14 +537,12 @@ pub const VERSION_HEADER: &str = "x-hippocamp-version";
 
 async fn put_artifact(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<CallQuery>,
     headers: HeaderMap,
     body: HttpBody,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsWrite)?;
-    let name = artifact_name(&p)?;
+    let name = a.name()?;
     let q = parse_query(q)?;
     let max = s.config.artifacts.max_artifact_bytes;
     if let Some(len) = headers
@@ -462,7 +557,7 @@ async fn put_artifact(
         .into());
     }
     let mut opts = PutOptions {
-        call: transfer_options(&s, q.timeout_ms)?,
+        call: transfer_options(&s, q.timeout_ms)?.0,
         ..PutOptions::default()
     };
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
@@ -491,7 +586,7 @@ async fn put_artifact(
         "put_artifact",
         s.services
             .artifacts
-            .put(&scope, &name, Body::Stream(stream), &opts),
+            .put(&a.scope, &name, Body::Stream(stream), &opts),
     )
     .await?;
     let mut r = (StatusCode::CREATED, json(&meta)?).into_response();
@@ -508,7 +603,6 @@ fn parse_range(headers: &HeaderMap, size: u64) -> ApiResult<Option<ByteRange>> {
     };
     let unsatisfiable = || {
         ApiError::new(
-            StatusCode::RANGE_NOT_SATISFIABLE,
             "range_not_satisfiable",
             format!(
                 "the range is not within the {size} bytes of the artifact (one bytes= range is served)"
@@ -551,6 +645,24 @@ fn parse_range(headers: &HeaderMap, size: u64) -> ApiResult<Option<ByteRange>> {
     }))
 }
 
+/// `filename*=` of a Content-Disposition (RFC 6266, RFC 8187): the last
+/// segment of the name, percent-encoded.
+fn disposition(name: &ArtifactName) -> String {
+    let last = name.as_str().rsplit('/').next().unwrap_or("artifact");
+    let mut out = String::from("attachment; filename*=UTF-8''");
+    for b in last.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// The headers of a download or head: the stored type as the type, but
+/// never rendered by a browser on the server's origin (the inspection
+/// page lives there): `nosniff`, an attachment disposition and a sandbox.
 fn meta_headers(r: &mut Response, meta: &hippocamp_artifacts::ArtifactMeta) {
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(meta.mime_type.as_str()) {
@@ -562,26 +674,36 @@ fn meta_headers(r: &mut Response, meta: &hippocamp_artifacts::ArtifactMeta) {
     if let Ok(v) = HeaderValue::from_str(&meta.version.to_string()) {
         h.insert(VERSION_HEADER, v);
     }
+    if let Ok(v) = HeaderValue::from_str(&disposition(&meta.name)) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
 }
 
 async fn get_artifact(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
-    q: Q<VersionQuery>,
+    a: ArtifactCall,
+    q: Q<ReadQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
-    let name = artifact_name(&p)?;
-    let sel = selector(parse_query(q)?.version);
-    let call = transfer_options(&s, None)?;
+    let name = a.name()?;
+    let q = parse_query(q)?;
+    let sel = selector(q.version);
+    let (call, deadline) = transfer_options(&s, q.timeout_ms)?;
     // A range needs the size first (a head, then a read of that version);
     // a whole read is one call.
     let (sel, range) = if headers.contains_key(header::RANGE) {
         let meta = timed(
             "head_artifact",
-            s.services.artifacts.head(&scope, &name, sel, &call),
+            s.services.artifacts.head(&a.scope, &name, sel, &call),
         )
         .await?;
         let range = parse_range(&headers, meta.size)?;
@@ -591,13 +713,15 @@ async fn get_artifact(
     };
     let read = timed(
         "get_artifact",
-        s.services.artifacts.get(&scope, &name, sel, range, &call),
+        s.services.artifacts.get(&a.scope, &name, sel, range, &call),
     )
     .await?;
     let len = range.map_or(read.meta.size, |r| r.len);
     // A chunk failing verification mid-stream ends the body early: its
-    // bytes are never sent, and the length announced is not reached.
-    let body = HttpBody::from_stream(read.body.map_err(std::io::Error::other));
+    // bytes are never sent, and the length announced is not reached. So
+    // does the transfer deadline (the client's pace does not extend it).
+    let body = crate::transfer::until(read.body.map_err(std::io::Error::other), deadline);
+    let body = HttpBody::from_stream(body);
     let status = if range.is_some() {
         StatusCode::PARTIAL_CONTENT
     } else {
@@ -623,17 +747,15 @@ async fn get_artifact(
 
 async fn head_artifact(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<VersionQuery>,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
-    let name = artifact_name(&p)?;
+    let name = a.name()?;
     let sel = selector(parse_query(q)?.version);
     let call = call_options(None)?;
     let meta = timed(
         "head_artifact",
-        s.services.artifacts.head(&scope, &name, sel, &call),
+        s.services.artifacts.head(&a.scope, &name, sel, &call),
     )
     .await?;
     let mut r = StatusCode::OK.into_response();
@@ -645,18 +767,16 @@ async fn head_artifact(
 
 async fn artifact_meta(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<VersionQuery>,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsRead)?;
-    let name = artifact_name(&p)?;
+    let name = a.name()?;
     let sel = selector(parse_query(q)?.version);
     let call = call_options(None)?;
     json(
         timed(
             "head_artifact",
-            s.services.artifacts.head(&scope, &name, sel, &call),
+            s.services.artifacts.head(&a.scope, &name, sel, &call),
         )
         .await?,
     )
@@ -671,27 +791,26 @@ struct DeleteQuery {
 
 async fn delete_artifact(
     State(s): State<AppState>,
-    Caller(g): Caller,
-    Path(p): Path<HashMap<String, String>>,
+    a: ArtifactCall,
     q: Q<DeleteQuery>,
 ) -> ApiResult<Response> {
-    let scope = artifact_scope(&g, &p, Permission::ArtifactsDelete)?;
-    let name = artifact_name(&p)?;
+    let name = a.name()?;
     let q = parse_query(q)?;
-    let sel = match (q.version, q.all.unwrap_or(false)) {
-        (Some(_), true) => {
+    // The selector is explicit: deleting "the latest" by default surprised
+    // ADK users, whose delete_artifact removes every version.
+    let sel = match (q.version, q.all) {
+        (Some(v), None) => DeleteSelector::Version(v),
+        (None, Some(true)) => DeleteSelector::All,
+        _ => {
             return Err(ApiError::bad_request(
-                "give either version or all=true, not both",
+                "name what to delete: ?version=N for one version, or ?all=true for every version",
             ));
         }
-        (Some(v), false) => DeleteSelector::Version(v),
-        (None, true) => DeleteSelector::All,
-        (None, false) => DeleteSelector::Latest,
     };
     let call = call_options(None)?;
     let removed = timed(
         "delete_artifact",
-        s.services.artifacts.delete(&scope, &name, sel, &call),
+        s.services.artifacts.delete(&a.scope, &name, sel, &call),
     )
     .await?;
     json(json!({ "removed": removed }))
@@ -721,7 +840,8 @@ pub struct Route {
     pub id: &'static str,
     /// One line for people.
     pub summary: &'static str,
-    /// Permission needed (`None`: any valid token).
+    /// Permission needed (`None`: any valid token). The handler's scope
+    /// extractor checks exactly this.
     pub permission: Option<Permission>,
     /// Query parameters: (name, type, description).
     pub query: &'static [(&'static str, &'static str, &'static str)],
@@ -729,20 +849,22 @@ pub struct Route {
     pub request: Payload,
     /// Success status and body.
     pub success: (u16, Payload),
+    /// The error codes this route answers with besides those of every
+    /// route (`error::ANY_ROUTE`).
+    pub errors: &'static [&'static str],
     /// The handler.
     pub handler: fn() -> MethodRouter<AppState>,
 }
 
-const MEM: &str = "/v1/apps/{app}/users/{user}/memory";
 const TIMEOUT: (&str, &str, &str) = (
     "timeout_ms",
     "integer",
-    "deadline of the store call, 1..=60000 ms (default: the server's request timeout)",
+    "deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities)",
 );
 const EPOCH: (&str, &str, &str) = (
     "epoch",
     "integer",
-    "the erasure epoch the write was admitted under; older than the scope's: 409 stale_epoch",
+    "the erasure epoch the write was admitted under: older than the scope's is 409 stale_epoch, newer is 409 future_epoch",
 );
 const PAGE: [(&str, &str, &str); 2] = [
     (
@@ -753,17 +875,26 @@ const PAGE: [(&str, &str, &str); 2] = [
     ("limit", "integer", "items in the page"),
 ];
 const VERSION: (&str, &str, &str) = ("version", "integer", "a version (default: the latest)");
+const TRANSFER: (&str, &str, &str) = (
+    "timeout_ms",
+    "integer",
+    "deadline of the whole transfer, 1..=300000 ms (default: http.transfer_timeout_ms)",
+);
+
+/// Codes of a scoped route that reads or deletes.
+const SCOPED: &[&str] = &["invalid_argument", "forbidden"];
+const READ_ONE: &[&str] = &["invalid_argument", "forbidden", "not_found"];
 
 macro_rules! artifact_routes {
     ($($prefix:literal, $suffix:literal;)*) => {
         &[$(
-            Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage")), handler: || get(list_names) },
-            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[("timeout_ms", "integer", "deadline of the upload, 1..=300000 ms (default: the server's transfer timeout)")], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), handler: || axum::routing::put(put_artifact) },
-            Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206)", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Bytes), handler: || get(get_artifact) },
-            Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), handler: || axum::routing::head(head_artifact) },
-            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete a version, the latest, or all (all=true); idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "delete every version")], request: Payload::None, success: (200, Payload::Json("Removed")), handler: || delete(delete_artifact) },
-            Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage")), handler: || get(list_versions) },
-            Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta")), handler: || get(artifact_meta) },
+            Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage")), errors: SCOPED, handler: || get(list_names) },
+            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), errors: &["invalid_argument", "forbidden", "quota_exceeded"], handler: || axum::routing::put(put_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206); served as an attachment, never rendered", permission: Some(Permission::ArtifactsRead), query: &[VERSION, TRANSFER], request: Payload::None, success: (200, Payload::Bytes), errors: &["invalid_argument", "forbidden", "not_found", "range_not_satisfiable"], handler: || get(get_artifact) },
+            Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), errors: READ_ONE, handler: || axum::routing::head(head_artifact) },
+            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed")), errors: SCOPED, handler: || delete(delete_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage")), errors: SCOPED, handler: || get(list_versions) },
+            Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta")), errors: READ_ONE, handler: || get(artifact_meta) },
         )*]
     };
 }
@@ -778,6 +909,7 @@ const MEMORY: &[Route] = &[
         query: &[],
         request: Payload::None,
         success: (200, Payload::Json("Capabilities")),
+        errors: &[],
         handler: || get(memory_capabilities),
     },
     Route {
@@ -789,28 +921,47 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT, EPOCH],
         request: Payload::Json("NewEntry"),
         success: (201, Payload::Json("AddOutcome")),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "sensitive_content",
+            "idempotency_conflict",
+            "stale_epoch",
+            "future_epoch",
+            "quota_exceeded",
+            "payload_too_large",
+        ],
         handler: || post(add_entry),
     },
     Route {
         method: "post",
         path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}/events",
         id: "add_events",
-        summary: "Ingest conversation events of a session (each remembered once)",
+        summary: "Ingest conversation events of a session (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, large batches need a larger timeout_ms",
         permission: Some(Permission::MemoryWrite),
         query: &[TIMEOUT, EPOCH],
         request: Payload::Json("Events"),
         success: (200, Payload::Json("IngestReport")),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "stale_epoch",
+            "future_epoch",
+            "quota_exceeded",
+            "payload_too_large",
+        ],
         handler: || post(add_events),
     },
     Route {
         method: "post",
         path: "/v1/apps/{app}/users/{user}/memory/search",
         id: "search",
-        summary: "Search the scope's entries (BM25)",
+        summary: "Search the scope's entries (BM25, vector or hybrid)",
         permission: Some(Permission::MemoryRead),
         query: &[TIMEOUT],
         request: Payload::Json("SearchRequest"),
         success: (200, Payload::Json("SearchResults")),
+        errors: &["invalid_argument", "forbidden", "payload_too_large"],
         handler: || post(search),
     },
     Route {
@@ -822,6 +973,7 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("MemoryEntry")),
+        errors: READ_ONE,
         handler: || get(get_entry),
     },
     Route {
@@ -833,6 +985,7 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Deleted")),
+        errors: SCOPED,
         handler: || delete(delete_entry),
     },
     Route {
@@ -844,18 +997,32 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Deleted")),
+        errors: SCOPED,
         handler: || delete(delete_session),
     },
     Route {
         method: "delete",
-        path: MEM,
+        path: "/v1/apps/{app}/users/{user}/memory",
         id: "delete_user",
-        summary: "Erase the user: every entry, and advance the erasure epoch",
+        summary: "Erase the user: every entry, and advance the erasure epoch (returns both)",
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("Deleted")),
+        success: (200, Payload::Json("Erasure")),
+        errors: SCOPED,
         handler: || delete(delete_user),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/memory/epoch",
+        id: "erasure_epoch",
+        summary: "The scope's erasure epoch (0 until its first erasure): what a queued write carries as ?epoch=",
+        permission: Some(Permission::MemoryRead),
+        query: &[TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("Epoch")),
+        errors: SCOPED,
+        handler: || get(erasure_epoch),
     },
     Route {
         method: "get",
@@ -866,6 +1033,7 @@ const MEMORY: &[Route] = &[
         query: &[],
         request: Payload::None,
         success: (200, Payload::Json("ArtifactCapabilities")),
+        errors: &[],
         handler: || get(artifact_capabilities),
     },
 ];
@@ -881,18 +1049,25 @@ pub fn routes() -> Vec<&'static Route> {
     MEMORY.iter().chain(ARTIFACTS.iter()).collect()
 }
 
-/// The API v1 router (without the state and the outer layers).
+/// 405 with our JSON body.
+async fn method_not_allowed() -> ApiError {
+    ApiError::new("method_not_allowed", "this path does not take this method")
+}
+
+/// The API v1 router (without the state and the outer layers): each
+/// handler is registered with its row of the table.
 pub fn router() -> axum::Router<AppState> {
     let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for r in routes() {
+        let handler = (r.handler)().layer(axum::Extension(Served(r)));
         match by_path.iter_mut().find(|(p, _)| *p == r.path) {
-            Some((_, m)) => *m = std::mem::take(m).merge((r.handler)()),
-            None => by_path.push((r.path, (r.handler)())),
+            Some((_, m)) => *m = std::mem::take(m).merge(handler),
+            None => by_path.push((r.path, handler)),
         }
     }
     by_path
         .into_iter()
         .fold(axum::Router::new(), |router, (path, m)| {
-            router.route(path, m)
+            router.route(path, m.fallback(method_not_allowed))
         })
 }

@@ -1,33 +1,144 @@
 //! The one mapping from errors to HTTP statuses and JSON bodies.
+//!
+//! [`CODES`] is the table: every code a response may carry, with its
+//! status and meaning. An error's status is looked up there by its code,
+//! so a code cannot answer with two statuses, and the OpenAPI document
+//! lists each route's codes from the same table.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hippocamp_core::Error;
 use serde::Serialize;
 
-/// Every error code a response may carry (the OpenAPI document lists them).
-pub const CODES: &[&str] = &[
-    "invalid_argument",
-    "invalid_config",
-    "sensitive_content",
-    "not_found",
-    "idempotency_conflict",
-    "quota_exceeded",
-    "payload_too_large",
-    "timeout",
-    "stale_epoch",
-    "future_epoch",
-    "overloaded",
-    "max_active_scopes_reached",
-    "corrupt",
-    "unsupported",
-    "unavailable",
-    "invalid_reply",
-    "storage",
-    "unauthorized",
-    "forbidden",
-    "range_not_satisfiable",
+/// One error code: its HTTP status and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    /// The snake_case code of the body.
+    pub code: &'static str,
+    /// The HTTP status it answers with.
+    pub status: u16,
+    /// What it means, for the OpenAPI document.
+    pub meaning: &'static str,
+}
+
+const fn code(code: &'static str, status: u16, meaning: &'static str) -> Code {
+    Code {
+        code,
+        status,
+        meaning,
+    }
+}
+
+/// Every error code a response may carry.
+pub const CODES: &[Code] = &[
+    code(
+        "invalid_argument",
+        400,
+        "a parameter, query key or body is not what the route takes; nothing was done",
+    ),
+    code(
+        "invalid_config",
+        400,
+        "a configuration value is out of range",
+    ),
+    code(
+        "sensitive_content",
+        400,
+        "the content looks like a credential; it was not stored",
+    ),
+    code("unauthorized", 401, "no bearer token, or not a current one"),
+    code(
+        "forbidden",
+        403,
+        "the token does not grant this permission on this scope; nothing was touched",
+    ),
+    code("not_found", 404, "no such record, or no such route"),
+    code(
+        "method_not_allowed",
+        405,
+        "the path exists but not with this method",
+    ),
+    code(
+        "idempotency_conflict",
+        409,
+        "the idempotency key was used for other data in this scope",
+    ),
+    code(
+        "stale_epoch",
+        409,
+        "the write names an erasure epoch older than the scope's: an erasure came after its admission",
+    ),
+    code(
+        "future_epoch",
+        409,
+        "the write names an erasure epoch the scope has not reached",
+    ),
+    code(
+        "quota_exceeded",
+        413,
+        "a quota refused the write; nothing was written",
+    ),
+    code(
+        "payload_too_large",
+        413,
+        "the JSON body is larger than http.max_json_body_bytes",
+    ),
+    code(
+        "range_not_satisfiable",
+        416,
+        "the Range is not one bytes= range within the artifact",
+    ),
+    code("corrupt", 500, "stored data failed an integrity check"),
+    code("storage", 500, "a storage failure"),
+    code(
+        "unsupported",
+        501,
+        "the operation is not offered by this store",
+    ),
+    code(
+        "invalid_reply",
+        502,
+        "a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used",
+    ),
+    code(
+        "overloaded",
+        503,
+        "the server's concurrency limit or a store's queue is full; retry after Retry-After",
+    ),
+    code(
+        "max_active_scopes_reached",
+        503,
+        "every scope worker is busy; retry after Retry-After",
+    ),
+    code(
+        "unavailable",
+        503,
+        "a store or provider is unavailable; retry after Retry-After",
+    ),
+    code(
+        "timeout",
+        504,
+        "the deadline expired (the message names the stage); nothing was written",
+    ),
 ];
+
+/// Codes any route may answer with, whatever it does: authentication,
+/// overload and the failures of what is behind it. Each route's own codes
+/// are in its row of the route table.
+pub const ANY_ROUTE: &[&str] = &[
+    "unauthorized",
+    "overloaded",
+    "unavailable",
+    "timeout",
+    "invalid_reply",
+    "corrupt",
+    "storage",
+];
+
+/// The row of `code`.
+pub fn lookup(code: &str) -> Option<&'static Code> {
+    CODES.iter().find(|c| c.code == code)
+}
 
 /// The body of every error response.
 #[derive(Debug, Clone, Serialize)]
@@ -46,8 +157,12 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// An error with an explicit status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with `code` (its status from [`CODES`]; an unlisted code
+    /// is a bug and answers 500).
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        let status = lookup(code)
+            .and_then(|c| StatusCode::from_u16(c.status).ok())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Self {
             status,
             body: ErrorBody {
@@ -59,22 +174,17 @@ impl ApiError {
 
     /// 400: a body or parameter that is not what the route takes.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+        Self::new("invalid_argument", message)
     }
 
     /// 401.
     pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a valid bearer token is required",
-        )
+        Self::new("unauthorized", "a valid bearer token is required")
     }
 
     /// 403: the token does not grant this scope or permission.
     pub fn forbidden() -> Self {
         Self::new(
-            StatusCode::FORBIDDEN,
             "forbidden",
             "the token does not grant this operation on this scope",
         )
@@ -93,28 +203,10 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match &e {
-            Error::InvalidArgument { .. }
-            | Error::InvalidConfig { .. }
-            | Error::SensitiveContent(_) => StatusCode::BAD_REQUEST,
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::IdempotencyConflict(_)
-            | Error::StaleEpoch { .. }
-            | Error::FutureEpoch { .. } => StatusCode::CONFLICT,
-            Error::QuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Error::Overloaded(_) | Error::MaxActiveScopesReached { .. } | Error::Unavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            Error::Unsupported { .. } => StatusCode::NOT_IMPLEMENTED,
-            Error::InvalidReply { .. } => StatusCode::BAD_GATEWAY,
-            // Corrupt, Storage and kinds added later.
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
         if matches!(e, Error::QuotaExceeded { .. }) {
             metrics::counter!("hippocamp_quota_rejections_total").increment(1);
         }
-        Self::new(status, e.code(), e.to_string())
+        Self::new(e.code(), e.to_string())
     }
 }
 
@@ -135,13 +227,17 @@ mod tests {
 
     #[test]
     fn every_core_error_maps_to_a_listed_code() {
-        use hippocamp_core::{Field, Problem, QuotaLimit};
+        use hippocamp_core::{Field, Problem, QuotaLimit, Stage};
         let errors = [
             Error::invalid(Field::AppName, Problem::Empty),
             Error::NotFound("entry"),
-            Error::Timeout(hippocamp_core::Stage::Commit),
+            Error::Timeout(Stage::Commit),
             Error::StaleEpoch {
                 admitted: 0,
+                current: 1,
+            },
+            Error::FutureEpoch {
+                admitted: 2,
                 current: 1,
             },
             Error::Overloaded("x"),
@@ -149,12 +245,16 @@ mod tests {
                 limit: QuotaLimit::EntriesPerScope(1),
             },
             Error::Corrupt("x".into()),
+            Error::foreign_record("a store", "an entry"),
         ];
-        let statuses = [400, 404, 504, 409, 503, 413, 500];
+        let statuses = [400, 404, 504, 409, 409, 503, 413, 500, 502];
         for (e, s) in errors.into_iter().zip(statuses) {
             let a = ApiError::from(e);
-            assert_eq!(a.status().as_u16(), s);
-            assert!(CODES.contains(&a.code()), "{}", a.code());
+            assert_eq!(a.status().as_u16(), s, "{}", a.code());
+            assert!(lookup(a.code()).is_some(), "{}", a.code());
+        }
+        for c in ANY_ROUTE {
+            assert!(lookup(c).is_some(), "{c}");
         }
     }
 }

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod error;
 pub mod openapi;
+pub mod transfer;
 pub mod ui;
 
 use std::net::SocketAddr;
@@ -28,7 +29,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tower::ServiceBuilder;
 
 pub use api::AppState;
 pub use hippocamp_services::{Config, ConfigError, Profile, Services, auth};
@@ -124,25 +124,15 @@ async fn openapi_json() -> Response {
     axum::Json(openapi::document()).into_response()
 }
 
-async fn overloaded(err: tower::BoxError) -> ApiError {
-    if err.is::<tower::load_shed::error::Overloaded>() {
-        ApiError::from(hippocamp_core::Error::Overloaded(
-            "the server's concurrency limit is reached",
-        ))
-    } else {
-        ApiError::from(hippocamp_core::Error::Unavailable(err.to_string()))
-    }
-}
-
 async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    ApiError::new("not_found", "no such route")
 }
 
 /// The whole application: API v1, the page, probes and metrics, with the
-/// global concurrency limit (over it: 503 at once, no queue) and tracing.
+/// global concurrency limit (over it: 503 at once, no queue; a request
+/// counts until its reply's body ends) and tracing.
 pub fn app(state: AppState) -> axum::Router {
     let _ = prometheus();
-    let limit = usize::try_from(state.config.http.max_concurrent_requests).unwrap_or(512);
     let trace = tower_http::trace::TraceLayer::new_for_http()
         .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
         .make_span_with(|req: &Request| {
@@ -165,14 +155,12 @@ pub fn app(state: AppState) -> axum::Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(track))
         .layer(trace)
-        // `Router::layer` wraps each route on its own: the limit must be
-        // one semaphore shared by all of them.
-        .layer(
-            ServiceBuilder::new()
-                .layer(axum::error_handling::HandleErrorLayer::new(overloaded))
-                .load_shed()
-                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(limit)),
-        )
+        // Outermost, so every request counts, and one semaphore (in the
+        // state) is shared by every route.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            transfer::admit,
+        ))
         .with_state(state)
 }
 
@@ -194,6 +182,21 @@ impl Bound {
     pub async fn new(config: Config) -> hippocamp_core::Result<Self> {
         let config = Arc::new(config);
         let services = Services::open(&config).await?;
+        services.tokens.watch();
+        if config.profile == Profile::Ephemeral
+            && config
+                .data_dir
+                .join(hippocamp_services::auth::TOKENS_FILE)
+                .exists()
+        {
+            tracing::warn!(
+                "the ephemeral profile keeps its tokens in memory: {} is not read",
+                config
+                    .data_dir
+                    .join(hippocamp_services::auth::TOKENS_FILE)
+                    .display()
+            );
+        }
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .map_err(|e| {
@@ -226,7 +229,9 @@ impl Bound {
         let grace = Duration::from_millis(self.state.config.http.shutdown_grace_ms);
         let app = app(self.state.clone());
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+        let idle = Duration::from_millis(self.state.config.http.transfer_idle_timeout_ms);
+        let listener = transfer::Listener::new(self.listener, idle);
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             shutdown.await;
             let _ = stop_tx.send(());
         });

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::api::{Payload, routes};
-use crate::error::CODES;
+use crate::error::{ANY_ROUTE, CODES, lookup};
 
 fn payload(p: Payload) -> Option<Value> {
     match p {
@@ -54,27 +54,31 @@ pub fn document() -> Value {
             ok["content"] = c;
         }
         responses.insert(r.success.0.to_string(), ok);
-        for (status, what) in [
-            ("400", "invalid input (invalid_argument, sensitive_content)"),
-            ("401", "no or bad token (unauthorized)"),
-            (
-                "403",
-                "outside the token's grant (forbidden); nothing was touched",
-            ),
-            ("404", "not found (not_found)"),
-            ("409", "conflict (idempotency_conflict, stale_epoch)"),
-            ("413", "too large (quota_exceeded, payload_too_large)"),
-            ("503", "overloaded or unavailable; see Retry-After"),
-            ("504", "the deadline expired (timeout); nothing was written"),
-        ] {
-            responses.insert(status.into(), error_response(what));
+        // The route's own codes, then those of every route, by status.
+        let mut by_status: std::collections::BTreeMap<u16, Vec<&str>> =
+            std::collections::BTreeMap::new();
+        for code in r.errors.iter().chain(ANY_ROUTE) {
+            if let Some(c) = lookup(code) {
+                let codes = by_status.entry(c.status).or_default();
+                if !codes.contains(&c.code) {
+                    codes.push(c.code);
+                }
+            }
+        }
+        for (status, codes) in by_status {
+            let what = codes
+                .iter()
+                .filter_map(|c| lookup(c))
+                .map(|c| format!("`{}`: {}", c.code, c.meaning))
+                .collect::<Vec<_>>()
+                .join("; ");
+            responses.insert(status.to_string(), error_response(&what));
         }
         if r.success.1 == Payload::Bytes && r.method == "get" {
             responses.insert(
                 "206".into(),
                 json!({ "description": "the requested range" }),
             );
-            responses.insert("416".into(), error_response("range_not_satisfiable"));
         }
         let mut op = json!({
             "operationId": r.id,
@@ -121,7 +125,7 @@ fn schemas() -> Value {
     let meta = json!({ "type": "object", "description": "JSON-safe metadata (bounded bytes, depth and nodes)", "additionalProperties": true });
     json!({
         "Error": obj("Every error response", json!({
-            "code": { "type": "string", "enum": CODES },
+            "code": { "type": "string", "enum": CODES.iter().map(|c| c.code).collect::<Vec<_>>() },
             "message": { "type": "string" },
         }), &["code", "message"]),
         "NewEntry": obj("An entry to add; unknown fields are refused", json!({
@@ -188,6 +192,8 @@ fn schemas() -> Value {
             "entries_without_vectors": { "type": "integer", "description": "vector and hybrid modes: entries without a vector (stored before the embedder), which the vector side could not consider; absent when 0" },
         }), &["hits"]),
         "Deleted": obj("How many entries were deleted", json!({ "deleted": { "type": "integer" } }), &["deleted"]),
+        "Erasure": obj("How many entries an erasure removed, and the scope's erasure epoch after it", json!({ "deleted": { "type": "integer" }, "epoch": { "type": "integer" } }), &["deleted", "epoch"]),
+        "Epoch": obj("A scope's erasure epoch", json!({ "epoch": { "type": "integer" } }), &["epoch"]),
         "Capabilities": obj("Limits (name, value, default, range) and features", any.clone(), &[]),
         "ArtifactCapabilities": obj("Limits and features of the artifact service", any.clone(), &[]),
         "ArtifactMeta": obj("A version's record (never its bytes)", json!({

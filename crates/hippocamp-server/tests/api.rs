@@ -588,37 +588,7 @@ async fn errors_have_their_status_and_code() {
     s.stop().await;
 }
 
-/// One request per route with `token`: the path uses scope `app`/`user`.
-fn requests(app: &str, user: &str) -> Vec<(Method, String, Option<Vec<u8>>)> {
-    let mut out = Vec::new();
-    for r in hippocamp_server::api::routes() {
-        if r.permission.is_none() {
-            continue;
-        }
-        let path = r
-            .path
-            .replace("{app}", app)
-            .replace("{user}", user)
-            .replace("{session}", "s1")
-            .replace("{id}", &format!("mem-{}", "1".repeat(32)))
-            .replace("{*name}", "doc.txt");
-        let body = match r.request {
-            hippocamp_server::api::Payload::Json("NewEntry") => Some(br#"{"content":"planted"}"#.to_vec()),
-            hippocamp_server::api::Payload::Json("Events") => Some(
-                br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
-            ),
-            hippocamp_server::api::Payload::Json("SearchRequest") => Some(br#"{"query":"secret"}"#.to_vec()),
-            hippocamp_server::api::Payload::Bytes => Some(b"planted".to_vec()),
-            _ => None,
-        };
-        out.push((
-            r.method.to_uppercase().parse::<Method>().unwrap(),
-            path,
-            body,
-        ));
-    }
-    out
-}
+use support::requests;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_of_another_app_or_user_touch_nothing_on_any_route() {
@@ -945,5 +915,180 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
     )
     .await;
     assert_eq!(j(&b)["hits"][0]["score_type"], "bm25");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasure_epochs_are_served_and_fence_writes() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let t = Some(t.as_str());
+    let epoch = |b: &[u8]| j(b)["epoch"].as_u64();
+    let (st, _, b) = send(&s, Method::GET, &format!("{ALICE}/memory/epoch"), t, None).await;
+    assert_eq!((st, epoch(&b)), (StatusCode::OK, Some(0)));
+    let (st, _, b) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!((j(&b)["deleted"].as_u64(), epoch(&b)), (Some(0), Some(1)));
+    let (_, _, b) = send(&s, Method::GET, &format!("{ALICE}/memory/epoch"), t, None).await;
+    assert_eq!(epoch(&b), Some(1));
+    let add = |q: &str| format!("{ALICE}/memory/entries?epoch={q}");
+    let body = || Some(br#"{"content":"queued fact"}"#.to_vec());
+    let (st, _, b) = send(&s, Method::POST, &add("0"), t, body()).await;
+    assert_eq!(
+        (st, j(&b)["code"].clone()),
+        (StatusCode::CONFLICT, json!("stale_epoch"))
+    );
+    let (st, _, b) = send(&s, Method::POST, &add("5"), t, body()).await;
+    assert_eq!(
+        (st, j(&b)["code"].clone()),
+        (StatusCode::CONFLICT, json!("future_epoch"))
+    );
+    let (st, _, _) = send(&s, Method::POST, &add("1"), t, body()).await;
+    assert_eq!(st, StatusCode::CREATED);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_parsed_one_by_one_and_adk_exports_go_in_as_they_are() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let t = Some(t.as_str());
+    let events = json!({"events": [
+        {"id": "ok1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I keep bees"}]}},
+        {"id": "bad", "author": 5},
+        {"id": "ok2", "author": "user", "timestamp": 2.5, "content": {"parts": [{"text": "and two cats", "thought": null}]}},
+    ]});
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/events"),
+        t,
+        Some(events.to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let r = j(&b);
+    assert_eq!(r["added"].as_array().unwrap().len(), 2);
+    assert_eq!(r["skipped"][0]["index"], 1);
+    assert_eq!(r["skipped"][0]["reason"], "malformed");
+    assert_eq!(r["added"][1]["index"], 2);
+    // The fixture exported by google-adk 2.13, as api_server sends it.
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/adk/events-camel.jsonl");
+    let events: Vec<Value> = std::fs::read_to_string(fixture)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/sess-7f3c2a/events"),
+        t,
+        Some(json!({ "events": events }).to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(j(&b)["added"].as_array().unwrap().len(), 6);
+    assert_eq!(j(&b)["skipped"].as_array().unwrap().len(), 5);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_are_attachments_and_rejections_speak_json() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let token = s.all_permissions("shop", Some("alice"));
+    let r = client()
+        .put(s.url(&format!("{ALICE}/artifacts/pages/evil.html")))
+        .bearer_auth(&token)
+        .header("content-type", "text/html")
+        .body("<script>alert(1)</script>")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    for method in [Method::GET, Method::HEAD] {
+        let (st, h, _) = send(
+            &s,
+            method.clone(),
+            &format!("{ALICE}/artifacts/pages/evil.html"),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK);
+        assert_eq!(h["x-content-type-options"], "nosniff", "{method}");
+        assert_eq!(
+            h["content-disposition"], "attachment; filename*=UTF-8''evil.html",
+            "{method}"
+        );
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("sandbox")
+        );
+    }
+    // The scheme is case-insensitive (RFC 7235).
+    let r = client()
+        .get(s.url("/v1/memory/capabilities"))
+        .header("authorization", format!("bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Deleting needs an explicit selector.
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts/pages/evil.html"),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, j(&b)["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument"))
+    );
+    let (_, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts/pages/evil.html?all=true"),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["removed"], json!([1]));
+    // A method the path lacks, and a path that is not UTF-8: our JSON.
+    let cases = [
+        (
+            Method::PATCH,
+            format!("{ALICE}/memory/entries"),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::PUT,
+            format!("{ALICE}/memory/search"),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::GET,
+            "/v1/apps/%FF%FE/users/alice/memory/epoch".to_owned(),
+            400,
+            "invalid_argument",
+        ),
+    ];
+    for (method, path, status, code) in cases {
+        let (st, _, b) = send(&s, method.clone(), &path, Some(&token), None).await;
+        assert_eq!(st.as_u16(), status, "{method} {path}");
+        assert_eq!(
+            j(&b)["code"],
+            code,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
     s.stop().await;
 }

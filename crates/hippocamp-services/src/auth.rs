@@ -5,18 +5,21 @@
 //! a set of permissions. Tokens are 256 random bits, so they are stored as
 //! their SHA-256 (a slow password hash buys nothing against a secret that
 //! cannot be guessed), in `tokens.json` in the data directory, written
-//! atomically. The server re-reads the file when it changes, so `hippocamp
-//! token revoke` takes effect on a running server within a second.
+//! atomically. A running server looks at the file on a timer, off the
+//! request path ([`TokenStore::watch`]), and reloads it when it changed, so
+//! `hippocamp token create` and `revoke` take effect within a second;
+//! checking a presented token is a lookup in memory, never file I/O.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
 
 use hippocamp_artifacts::ArtifactScope;
 use hippocamp_core::{AppName, Error, Field, MemoryScope, Problem, Result, Sha256Digest, UserId};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 /// The token file in a data directory.
@@ -171,15 +174,35 @@ const TOKEN_FORMAT: u32 = 1;
 #[derive(Debug)]
 struct Loaded {
     tokens: Vec<TokenRecord>,
+    /// Grants by secret hash: what authentication looks up.
+    by_hash: HashMap<String, Grant>,
     modified: Option<Stamp>,
-    checked: Instant,
 }
+
+impl Loaded {
+    fn new(tokens: Vec<TokenRecord>, modified: Option<Stamp>) -> Self {
+        let by_hash = tokens
+            .iter()
+            .map(|t| (t.sha256.clone(), t.grant.clone()))
+            .collect();
+        Self {
+            tokens,
+            by_hash,
+            modified,
+        }
+    }
+}
+
+/// How often a watched token file is looked at.
+pub const WATCH_PERIOD: Duration = Duration::from_millis(500);
 
 /// The tokens of a server (a file in the data directory, or memory only).
 #[derive(Debug)]
 pub struct TokenStore {
     path: Option<PathBuf>,
-    loaded: Mutex<Loaded>,
+    loaded: RwLock<Loaded>,
+    /// Serialises re-reads of the file.
+    reading: Mutex<()>,
 }
 
 /// What identifies a version of the token file: it is replaced by a
@@ -212,11 +235,8 @@ impl TokenStore {
     pub fn in_memory() -> Self {
         Self {
             path: None,
-            loaded: Mutex::new(Loaded {
-                tokens: Vec::new(),
-                modified: None,
-                checked: Instant::now(),
-            }),
+            loaded: RwLock::new(Loaded::new(Vec::new(), None)),
+            reading: Mutex::new(()),
         }
     }
 
@@ -226,12 +246,36 @@ impl TokenStore {
         let (tokens, modified) = read_file(&path)?;
         Ok(Self {
             path: Some(path),
-            loaded: Mutex::new(Loaded {
-                tokens,
-                modified,
-                checked: Instant::now(),
-            }),
+            loaded: RwLock::new(Loaded::new(tokens, modified)),
+            reading: Mutex::new(()),
         })
+    }
+
+    /// The token file, if the tokens live in one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Looks at the token file every [`WATCH_PERIOD`] on a blocking
+    /// thread and reloads it when it changed, until the store is dropped.
+    /// Needs a Tokio runtime; does nothing for in-memory tokens.
+    pub fn watch(self: &Arc<Self>) {
+        if self.path.is_none() {
+            return;
+        }
+        let weak: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(WATCH_PERIOD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(me) = weak.upgrade() else { return };
+                let done = tokio::task::spawn_blocking(move || me.refresh());
+                if let Ok(Err(e)) = done.await {
+                    tracing::warn!("cannot reload the token file: {e}");
+                }
+            }
+        });
     }
 
     /// Creates a token; returns its secret (shown once) and its record.
@@ -259,10 +303,10 @@ impl TokenStore {
         Ok((secret, record))
     }
 
-    /// Every token's record.
+    /// Every token's record (the file as it is now).
     pub fn list(&self) -> Result<Vec<TokenRecord>> {
-        self.refresh(true)?;
-        Ok(self.loaded.lock().tokens.clone())
+        self.refresh()?;
+        Ok(self.loaded.read().tokens.clone())
     }
 
     /// Revokes a token by id; whether one was revoked.
@@ -280,8 +324,8 @@ impl TokenStore {
     /// Makes an admin token for every application if there is no token
     /// at all; returns its secret when it did.
     pub fn ensure_admin(&self) -> Result<Option<String>> {
-        self.refresh(true)?;
-        if !self.loaded.lock().tokens.is_empty() {
+        self.refresh()?;
+        if !self.loaded.read().tokens.is_empty() {
             return Ok(None);
         }
         let grant = Grant {
@@ -292,49 +336,34 @@ impl TokenStore {
         Ok(Some(self.create("admin (first start)", grant)?.0))
     }
 
-    /// The grant of a presented secret, if it is a current token.
+    /// The grant of a presented secret, if it is a current token: a
+    /// lookup in memory (the file is watched elsewhere).
     pub fn authenticate(&self, secret: &str) -> Option<Grant> {
-        // Revocations show within a second; a token made a moment ago is
-        // found at once (an unknown secret re-checks the file).
-        let _ = self.refresh(false);
-        let h = hash(secret);
-        let find = || {
-            self.loaded
-                .lock()
-                .tokens
-                .iter()
-                .find(|t| t.sha256 == h)
-                .map(|t| t.grant.clone())
-        };
-        find().or_else(|| {
-            let _ = self.refresh(true);
-            find()
-        })
+        self.loaded.read().by_hash.get(&hash(secret)).cloned()
     }
 
-    /// Re-reads the file if it changed (looking at most once a second
-    /// unless `force`).
-    fn refresh(&self, force: bool) -> Result<()> {
+    /// Re-reads the file if it changed since it was last read.
+    pub fn refresh(&self) -> Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let mut l = self.loaded.lock();
-        if !force && l.checked.elapsed() < Duration::from_secs(1) {
+        let _reading = self.reading.lock();
+        let modified = stamp(path);
+        if modified == self.loaded.read().modified {
             return Ok(());
         }
-        l.checked = Instant::now();
-        let modified = stamp(path);
-        if modified != l.modified {
-            let (tokens, modified) = read_file(path)?;
-            l.tokens = tokens;
-            l.modified = modified;
-        }
+        let (tokens, modified) = read_file(path)?;
+        *self.loaded.write() = Loaded::new(tokens, modified);
         Ok(())
     }
 
     fn update(&self, change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<()>) -> Result<()> {
         let Some(path) = &self.path else {
-            return change(&mut self.loaded.lock().tokens);
+            let mut l = self.loaded.write();
+            let mut tokens = std::mem::take(&mut l.tokens);
+            let r = change(&mut tokens);
+            *l = Loaded::new(tokens, None);
+            return r;
         };
         let dir = path
             .parent()
@@ -376,9 +405,7 @@ impl TokenStore {
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| io("cannot sync the data directory", &e))?;
-        let mut l = self.loaded.lock();
-        l.tokens = tokens;
-        l.modified = stamp(path);
+        *self.loaded.write() = Loaded::new(tokens, stamp(path));
         Ok(())
     }
 }
@@ -496,5 +523,37 @@ mod tests {
         );
         assert!(parse_permissions("memory:read,nope").is_err());
         assert!(grant(None, Some("u"), "memory:read").is_err());
+    }
+
+    #[tokio::test]
+    async fn authentication_reads_memory_and_the_watch_picks_up_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Arc::new(TokenStore::open(dir.path()).unwrap());
+        server.watch();
+        // Another process (the CLI) makes a token: the watch finds it.
+        let cli = TokenStore::open(dir.path()).unwrap();
+        let (secret, rec) = cli.create("t", g(Some("a"), None, "memory:read")).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while server.authenticate(&secret).is_none() {
+            assert!(std::time::Instant::now() < deadline, "never picked up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Unknown tokens never touch the file: with it unreadable, the
+        // known token still authenticates and an unknown one is refused
+        // at once.
+        std::fs::write(dir.path().join(TOKENS_FILE), b"not json").unwrap();
+        assert!(server.authenticate("hct_unknown").is_none());
+        assert!(server.authenticate(&secret).is_some());
+        assert!(server.refresh().is_err());
+        // Revocation by the CLI shows within the watch period.
+        std::fs::remove_file(dir.path().join(TOKENS_FILE)).unwrap();
+        let cli = TokenStore::open(dir.path()).unwrap();
+        let (other, _) = cli.create("u", g(Some("a"), None, "memory:read")).unwrap();
+        assert!(!cli.revoke(&rec.id).unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while server.authenticate(&other).is_none() || server.authenticate(&secret).is_some() {
+            assert!(std::time::Instant::now() < deadline, "never reloaded");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }

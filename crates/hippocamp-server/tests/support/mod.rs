@@ -82,3 +82,45 @@ impl TestServer {
 pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
+
+/// One request per scoped route of the table, on scope `app`/`user`
+/// (session `s1`, artifact `doc.txt`), with a body the route takes.
+pub(crate) fn requests(app: &str, user: &str) -> Vec<(reqwest::Method, String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for r in hippocamp_server::api::routes() {
+        if r.permission.is_none() {
+            continue;
+        }
+        out.push((method(r), path(r, app, user, "doc.txt"), body(r)));
+    }
+    out
+}
+
+/// The route's method.
+pub(crate) fn method(r: &hippocamp_server::api::Route) -> reqwest::Method {
+    r.method.to_uppercase().parse().unwrap()
+}
+
+/// The route's path on scope `app`/`user`, session `s1`, artifact `name`.
+pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name: &str) -> String {
+    r.path
+        .replace("{app}", app)
+        .replace("{user}", user)
+        .replace("{session}", "s1")
+        .replace("{id}", &format!("mem-{}", "1".repeat(32)))
+        .replace("{*name}", name)
+}
+
+/// A body the route takes (none for those without one).
+pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
+    use hippocamp_server::api::Payload;
+    match r.request {
+        Payload::Json("NewEntry") => Some(br#"{"content":"planted"}"#.to_vec()),
+        Payload::Json("Events") => Some(
+            br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
+        ),
+        Payload::Json("SearchRequest") => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Bytes => Some(b"planted".to_vec()),
+        _ => None,
+    }
+}

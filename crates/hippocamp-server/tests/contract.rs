@@ -1,0 +1,365 @@
+//! The route table is the contract: for every route, a token lacking the
+//! permission its row declares is refused (403) and changes nothing, a
+//! token holding only that permission is let in, and every error code its
+//! row declares is answered when its cause is given.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use hippocamp_core::{AppName, CallOptions, MemoryScope};
+use hippocamp_server::Profile;
+use hippocamp_server::api::{Route, routes};
+use hippocamp_server::auth::{Grant, Permission};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::{TestServer, body, client, method, path};
+
+fn j(b: &[u8]) -> Value {
+    serde_json::from_slice(b).unwrap_or(Value::Null)
+}
+
+struct Rq {
+    method: Method,
+    path: String,
+    token: Option<String>,
+    body: Option<Vec<u8>>,
+    headers: Vec<(&'static str, String)>,
+}
+
+async fn send(s: &TestServer, rq: Rq) -> (StatusCode, Vec<u8>) {
+    let mut b = client().request(rq.method, s.url(&rq.path));
+    if let Some(t) = rq.token {
+        b = b.bearer_auth(t);
+    }
+    for (k, v) in rq.headers {
+        b = b.header(k, v);
+    }
+    if let Some(body) = rq.body {
+        b = b.body(body);
+    }
+    let r = b.send().await.unwrap();
+    (r.status(), r.bytes().await.unwrap().to_vec())
+}
+
+fn token_with(s: &TestServer, app: Option<&str>, perms: BTreeSet<Permission>) -> String {
+    let g = Grant {
+        app: app.map(|a| AppName::new(a).unwrap()),
+        user: None,
+        permissions: perms,
+    };
+    s.services.tokens.create("contract", g).unwrap().0
+}
+
+/// Everything alice holds, as seen through the services.
+async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64) {
+    let c = CallOptions::default();
+    let scope = MemoryScope::parse("shop", "alice").unwrap();
+    let hits = s
+        .services
+        .memory
+        .search(
+            &scope,
+            &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
+            &c,
+        )
+        .await
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.entry.content.clone())
+        .collect();
+    let epoch = s.services.memory.erasure_epoch(&scope, &c).await.unwrap();
+    let mut versions = Vec::new();
+    for sc in [
+        hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),
+        hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
+        hippocamp_artifacts::ArtifactScope::session("shop", "alice", "s1").unwrap(),
+    ] {
+        let name = hippocamp_artifacts::ArtifactName::new("doc.txt").unwrap();
+        let page = s
+            .services
+            .artifacts
+            .list_versions(&sc, &name, &hippocamp_artifacts::PageRequest::default(), &c)
+            .await
+            .unwrap();
+        versions.push(page.items.iter().map(|m| m.version).collect());
+    }
+    (hits, versions, epoch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_checks_exactly_the_permission_its_row_declares() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let all: BTreeSet<Permission> = Permission::ALL
+        .into_iter()
+        .filter(|p| *p != Permission::Admin)
+        .collect();
+    let owner = token_with(&s, Some("shop"), all.clone());
+    let (st, _) = send(
+        &s,
+        Rq {
+            method: Method::POST,
+            path: "/v1/apps/shop/users/alice/memory/entries".into(),
+            token: Some(owner.clone()),
+            body: Some(br#"{"content":"alice secret plan"}"#.to_vec()),
+            headers: vec![],
+        },
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    for prefix in [
+        "/v1/apps/shop",
+        "/v1/apps/shop/users/alice",
+        "/v1/apps/shop/users/alice/sessions/s1",
+    ] {
+        let (st, _) = send(
+            &s,
+            Rq {
+                method: Method::PUT,
+                path: format!("{prefix}/artifacts/doc.txt"),
+                token: Some(owner.clone()),
+                body: Some(b"alice".to_vec()),
+                headers: vec![],
+            },
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let before = snapshot(&s).await;
+    let mut checked = 0;
+    for r in routes() {
+        let Some(perm) = r.permission else { continue };
+        // Every permission of the right app, but this one: refused.
+        let lacking: BTreeSet<Permission> = all.iter().copied().filter(|p| *p != perm).collect();
+        let t = token_with(&s, Some("shop"), lacking);
+        let (st, b) = send(
+            &s,
+            Rq {
+                method: method(r),
+                path: path(r, "shop", "alice", "doc.txt"),
+                token: Some(t),
+                body: body(r),
+                headers: vec![],
+            },
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::FORBIDDEN,
+            "{} without {}",
+            r.id,
+            perm.as_str()
+        );
+        if r.method != "head" {
+            assert_eq!(j(&b)["code"], "forbidden", "{}", r.id);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 29, "{checked}");
+    assert_eq!(snapshot(&s).await, before, "a refused request changed data");
+    for r in routes() {
+        let Some(perm) = r.permission else { continue };
+        // This permission alone: let in (whatever the outcome).
+        let t = token_with(&s, Some("shop"), BTreeSet::from([perm]));
+        let (st, b) = send(
+            &s,
+            Rq {
+                method: method(r),
+                path: path(r, "shop", "alice", "missing.txt"),
+                token: Some(t),
+                body: body(r),
+                headers: vec![],
+            },
+        )
+        .await;
+        assert_ne!(
+            st,
+            StatusCode::FORBIDDEN,
+            "{} with only {}: {}",
+            r.id,
+            perm.as_str(),
+            String::from_utf8_lossy(&b)
+        );
+    }
+    s.stop().await;
+}
+
+/// How to cause `code` on route `r`, on a server with tiny limits; some
+/// causes need a step first (an erasure, a first write).
+async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq {
+    let scoped = |name: &str| path(r, "shop", "alice", name);
+    let rq = |path: String, body: Option<Vec<u8>>| Rq {
+        method: method(r),
+        path,
+        token: Some(token.to_owned()),
+        body,
+        headers: vec![],
+    };
+    let with_query = |q: &str| {
+        let p = scoped("doc.txt");
+        let sep = if p.contains('?') { '&' } else { '?' };
+        format!("{p}{sep}{q}")
+    };
+    match (r.id, code) {
+        (_, "unauthorized") => Rq {
+            token: None,
+            ..rq(scoped("doc.txt"), body(r))
+        },
+        (_, "invalid_argument") => rq(with_query("no_such_option=1"), body(r)),
+        (_, "forbidden") => {
+            let rival = s.all_permissions("rival", None);
+            Rq {
+                token: Some(rival),
+                ..rq(scoped("doc.txt"), body(r))
+            }
+        }
+        (_, "not_found") => rq(scoped("missing.txt"), None),
+        (_, "range_not_satisfiable") => Rq {
+            headers: vec![("range", "bytes=100-".to_owned())],
+            ..rq(scoped("doc.txt"), None)
+        },
+        ("add_entry", "sensitive_content") => rq(
+            scoped(""),
+            Some(br#"{"content":"key AKIAIOSFODNN7EXAMPLE"}"#.to_vec()),
+        ),
+        ("add_entry", "idempotency_conflict") => {
+            let first = rq(
+                scoped(""),
+                Some(br#"{"content":"one","idempotency_key":"k"}"#.to_vec()),
+            );
+            send(s, first).await;
+            rq(
+                scoped(""),
+                Some(br#"{"content":"two","idempotency_key":"k"}"#.to_vec()),
+            )
+        }
+        ("add_entry" | "add_events", "stale_epoch") => {
+            let erase = Rq {
+                method: Method::DELETE,
+                path: "/v1/apps/shop/users/alice/memory".into(),
+                token: Some(token.to_owned()),
+                body: None,
+                headers: vec![],
+            };
+            send(s, erase).await;
+            rq(with_query("epoch=0"), body(r))
+        }
+        ("add_entry" | "add_events", "future_epoch") => rq(with_query("epoch=999"), body(r)),
+        ("add_entry", "quota_exceeded") => {
+            send(s, rq(scoped(""), Some(br#"{"content":"fills the scope"}"#.to_vec()))).await;
+            rq(scoped(""), Some(br#"{"content":"one too many"}"#.to_vec()))
+        }
+        ("add_events", "quota_exceeded") => rq(
+            scoped(""),
+            Some(
+                json!({"events": [
+                    {"id": "q1", "author": "user", "timestamp_ms": 1, "content": {"parts": [{"text": "first"}]}},
+                    {"id": "q2", "author": "user", "timestamp_ms": 2, "content": {"parts": [{"text": "second"}]}},
+                ]})
+                .to_string()
+                .into_bytes(),
+            ),
+        ),
+        (id, "quota_exceeded") if id.starts_with("put_artifact") => {
+            rq(scoped("big.bin"), Some(vec![0u8; 64]))
+        }
+        (_, "payload_too_large") => rq(scoped(""), Some(vec![b' '; 2_048])),
+        (id, code) => panic!("no cause is known for {code} on {id}: add one to this table"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_declared_error_code_is_answered() {
+    let mut answered = 0;
+    for r in routes() {
+        let mut codes: Vec<&str> = r.errors.to_vec();
+        codes.push("unauthorized");
+        for code in codes {
+            // A fresh server per case: the causes must not meet.
+            let s = TestServer::start(Profile::Ephemeral, |c| {
+                c.http.max_json_body_bytes = 1_024;
+                c.memory.limits.max_entries_per_scope = 1;
+                c.memory.limits.max_events_per_request = 10;
+                c.artifacts.max_artifact_bytes = 32;
+                c.artifacts.max_scope_bytes = 32;
+            })
+            .await;
+            let token = s.all_permissions("shop", None);
+            // Something to read, in every artifact scope.
+            for prefix in [
+                "/v1/apps/shop",
+                "/v1/apps/shop/users/alice",
+                "/v1/apps/shop/users/alice/sessions/s1",
+            ] {
+                let put = Rq {
+                    method: Method::PUT,
+                    path: format!("{prefix}/artifacts/doc.txt"),
+                    token: Some(token.clone()),
+                    body: Some(b"tiny".to_vec()),
+                    headers: vec![],
+                };
+                assert_eq!(send(&s, put).await.0, StatusCode::CREATED);
+            }
+            let rq = cause(&s, r, code, &token).await;
+            let (st, b) = send(&s, rq).await;
+            let row = hippocamp_server::error::lookup(code).unwrap();
+            assert_eq!(
+                st.as_u16(),
+                row.status,
+                "{} {code}: {}",
+                r.id,
+                String::from_utf8_lossy(&b)
+            );
+            if r.method != "head" {
+                assert_eq!(
+                    j(&b)["code"],
+                    code,
+                    "{}: {}",
+                    r.id,
+                    String::from_utf8_lossy(&b)
+                );
+            }
+            answered += 1;
+            s.stop().await;
+        }
+    }
+    assert!(answered > 80, "{answered}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_overloaded_when_the_server_is_full() {
+    let s = TestServer::start(Profile::Ephemeral, |c| c.http.max_concurrent_requests = 1).await;
+    let token = s.all_permissions("shop", None);
+    // Hold the only slot with an upload that has not finished.
+    let (tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let upload = client()
+        .put(s.url("/v1/apps/shop/artifacts/slow"))
+        .bearer_auth(&token)
+        .body(reqwest::Body::wrap_stream(rx));
+    let held = tokio::spawn(async move { upload.send().await.unwrap().status() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for r in routes() {
+        let (st, b) = send(
+            &s,
+            Rq {
+                method: method(r),
+                path: path(r, "shop", "alice", "doc.txt"),
+                token: Some(token.clone()),
+                body: body(r),
+                headers: vec![],
+            },
+        )
+        .await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{}", r.id);
+        if r.method != "head" {
+            assert_eq!(j(&b)["code"], "overloaded", "{}", r.id);
+        }
+    }
+    drop(tx);
+    assert_eq!(held.await.unwrap(), StatusCode::CREATED);
+    s.stop().await;
+}
