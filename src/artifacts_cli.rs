@@ -108,7 +108,9 @@ pub(crate) enum ArtifactsCmd {
         #[arg(long)]
         limit: Option<u64>,
     },
-    /// Delete one version, the latest, or all (prints the versions removed).
+    /// Delete one version (`--version N`) or every version (`--all`);
+    /// prints the versions removed.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["version", "all"])))]
     Rm {
         /// The artifact name.
         name: String,
@@ -297,10 +299,10 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
             )?
         }
         ArtifactsCmd::Rm { name, version, all } => {
-            let sel = match (version, all) {
-                (_, true) => DeleteSelector::All,
-                (Some(v), false) => DeleteSelector::Version(v),
-                (None, false) => DeleteSelector::Latest,
+            let sel = match version {
+                Some(v) => DeleteSelector::Version(v),
+                None if all => DeleteSelector::All,
+                None => bail!("give --version N or --all"),
             };
             json!({"removed": store.delete(&scope, &ArtifactName::new(name)?, sel, &c).await?})
         }

@@ -37,10 +37,15 @@ pub(crate) struct Serve {
 #[derive(Debug, Subcommand)]
 pub(crate) enum TokenCmd {
     /// Make a token; its secret is printed once and stored hashed.
+    #[command(group(clap::ArgGroup::new("apps").required(true).args(["app", "all_apps"])))]
     Create {
-        /// The application it grants (omit with --admin for every one).
+        /// The application it grants.
         #[arg(long)]
         app: Option<String>,
+        /// Every application instead of one (an admin token only:
+        /// `--permissions admin`).
+        #[arg(long, conflicts_with = "user")]
+        all_apps: bool,
         /// The one user it grants (omit for every user of the app).
         #[arg(long)]
         user: Option<String>,
@@ -89,11 +94,17 @@ pub(crate) fn token(data_dir: &Path, cmd: TokenCmd) -> anyhow::Result<Value> {
     Ok(match cmd {
         TokenCmd::Create {
             app,
+            all_apps,
             user,
             permissions,
             label,
         } => {
             let g = grant(app.as_deref(), user.as_deref(), &permissions)?;
+            if all_apps && !g.is_admin() {
+                anyhow::bail!(
+                    "--all-apps makes a token for every application: only an admin token (--permissions admin) may have that grant; give --app for anything else"
+                );
+            }
             let (secret, record) = store.create(&label, g)?;
             json!({ "token": secret, "record": record })
         }

@@ -386,6 +386,8 @@ fn artifact_commands_round_trip_on_a_data_directory() {
     assert!(ok, "{err}");
     assert_eq!(out, &body[1000..1005]);
 
+    let (ok, _, err) = artifacts(d, &["rm", "reports/q3.txt"]);
+    assert!(!ok && err.contains("--version"), "{err}");
     let (ok, out, _) = artifacts(d, &["rm", "reports/q3.txt", "--version", "1"]);
     assert!(ok);
     assert_eq!(json(&out)["removed"], serde_json::json!([1]));
@@ -458,6 +460,27 @@ fn tokens_are_created_listed_and_revoked_on_a_data_directory() {
     let (ok, _, err) = run(&["create", "--app", "shop", "--permissions", "memory:fly"]);
     assert!(!ok);
     assert!(err.contains("unknown permission `memory:fly`"), "{err}");
+    // A token for every application is never made by omission.
+    let (ok, _, err) = run(&["create", "--permissions", "memory:read"]);
+    assert!(!ok);
+    assert!(err.contains("--app") && err.contains("--all-apps"), "{err}");
+    let (ok, _, err) = run(&["create", "--all-apps", "--permissions", "memory:read"]);
+    assert!(!ok);
+    assert!(err.contains("admin"), "{err}");
+    let (ok, made, err) = run(&["create", "--all-apps", "--permissions", "admin"]);
+    assert!(ok, "{err}");
+    assert!(made["record"]["grant"]["app"].is_null());
+    let (_, listed, _) = run(&["list"]);
+    assert_eq!(listed["tokens"].as_array().unwrap().len(), 1);
+    let help = hippocamp()
+        .args(["token", "create", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--all-apps") && !help.contains("--admin"),
+        "{help}"
+    );
 }
 
 #[test]

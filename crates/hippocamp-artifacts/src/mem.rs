@@ -168,7 +168,8 @@ impl ArtifactStore for InMemoryArtifacts {
             scopes: vec!["app".into(), "user".into(), "session".into()],
             immutable_versions: true,
             range_reads: true,
-            streaming: true,
+            // Every version's bytes are held whole in memory.
+            streaming: false,
             limits: self.limits.describe_all(),
             routing: None,
         }

@@ -324,7 +324,8 @@ pub struct ArtifactCapabilities {
     pub immutable_versions: bool,
     /// Byte ranges can be read.
     pub range_reads: bool,
-    /// Puts and gets stream in bounded memory.
+    /// Puts and gets stream in bounded memory (false for the in-memory
+    /// store, which holds every version's bytes whole).
     pub streaming: bool,
     /// Every limit with its value, default and range.
     pub limits: Vec<LimitInfo>,

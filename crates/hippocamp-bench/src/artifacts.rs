@@ -345,7 +345,7 @@ async fn fill(
 pub struct StreamRun {
     /// The store.
     pub store: String,
-    /// Bytes put and read back.
+    /// Bytes read back (and verified).
     pub bytes: u64,
     /// Seconds of the streamed put.
     pub put_seconds: f64,
@@ -475,7 +475,7 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
     let peak_rss_mib = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     Ok(StreamRun {
         store: store_name.to_owned(),
-        bytes: size,
+        bytes: got,
         put_seconds,
         get_seconds,
         put_mib_s: mib / put_seconds,

@@ -97,5 +97,6 @@ fn s3_streams_128_mib_in_bounded_memory() {
     }
     let run = run_child("s3");
     eprintln!("{run}");
+    assert_eq!(run["bytes"], SIZE);
     assert!(run["peak_rss_mib"].as_f64().unwrap() < LIMIT_MIB, "{run}");
 }

@@ -4,8 +4,11 @@
 //! configured default (`call_timeout_ms`, 5 s unless changed). It becomes an
 //! absolute [`Deadline`] when the call starts; that deadline travels with the
 //! request through queues and routers, and a store checks it immediately
-//! before a write commits. An expired request returns [`Error::Timeout`] naming the
-//! stage that ran out of time, and never becomes a visible write.
+//! before a write commits. An expired request returns [`Error::Timeout`]
+//! naming the stage that ran out of time, and never becomes a visible
+//! write. The commit point is the last check: a write already being made
+//! durable (the durable store's log write) completes and is reported as
+//! done, so its reply may follow the deadline by that write's duration.
 
 use std::time::{Duration, Instant};
 

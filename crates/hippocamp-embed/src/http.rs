@@ -8,7 +8,7 @@ use hippocamp_core::{Deadline, Error, Result, Stage};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request};
+use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request, normalize};
 
 const SERVICE: &str = "the embedding endpoint";
 
@@ -57,6 +57,66 @@ struct Reply {
     #[serde(default)]
     model: Option<String>,
     data: Vec<Item>,
+}
+
+/// The most bytes a reply may have before it is parsed: its vectors as
+/// JSON text (a float takes at most about 24 characters, 6x its 4 bytes;
+/// 8x leaves room for the keys) plus a fixed allowance for the envelope.
+fn max_reply_bytes(limits: &EmbedLimits) -> u64 {
+    limits
+        .max_vector_bytes
+        .saturating_mul(8)
+        .saturating_add(64 << 10)
+}
+
+fn bad(detail: impl Into<String>) -> Error {
+    Error::InvalidReply {
+        service: SERVICE,
+        detail: detail.into(),
+    }
+}
+
+/// Reads a reply body of at most `max` bytes.
+async fn read_bounded(mut r: reqwest::Response, max: u64) -> Result<Vec<u8>> {
+    if r.content_length().is_some_and(|n| n > max) {
+        return Err(bad(format!("a reply of more than {max} bytes")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = r
+        .chunk()
+        .await
+        .map_err(|e| Error::Unavailable(format!("{SERVICE} broke off its reply: {e}")))?
+    {
+        if (body.len() + chunk.len()) as u64 > max {
+            return Err(bad(format!("a reply of more than {max} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The vectors of a reply in input order: every index from 0 to n - 1
+/// exactly once, and the model named.
+fn ordered(reply: Reply, inputs: usize) -> Result<(String, Vec<Vec<f64>>)> {
+    let model = reply.model.ok_or_else(|| bad("the reply names no model"))?;
+    let mut slots: Vec<Option<Vec<f64>>> = vec![None; inputs];
+    for item in reply.data {
+        let i = item
+            .index
+            .ok_or_else(|| bad("a vector without its index"))?;
+        let slot = slots
+            .get_mut(i)
+            .ok_or_else(|| bad(format!("index {i} for {inputs} inputs")))?;
+        if slot.replace(item.embedding).is_some() {
+            return Err(bad(format!("index {i} twice")));
+        }
+    }
+    let vectors = slots
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| v.ok_or_else(|| bad(format!("no vector for input {i}"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((model, vectors))
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,32 +211,33 @@ impl OpenAiEmbedder {
                     ),
                 });
             }
-            r.json::<Reply>().await.map_err(|e| Error::InvalidReply {
-                service: SERVICE,
-                detail: format!("not an embeddings reply: {e}"),
-            })
+            let body = read_bounded(r, max_reply_bytes(&self.config.limits)).await?;
+            serde_json::from_slice::<Reply>(&body)
+                .map_err(|e| bad(format!("not an embeddings reply: {e}")))
         })
         .await
         .map_err(|_| Error::Timeout(Stage::Embedding))??;
-        let mut items = reply.data;
-        if items.iter().all(|i| i.index.is_some()) {
-            items.sort_by_key(|i| i.index);
-        }
+        let (model, raw) = ordered(reply, texts.len())?;
         #[allow(clippy::cast_possible_truncation)]
-        let vectors: Vec<Vector> = items
+        let mut vectors: Vec<Vector> = raw
             .into_iter()
-            .map(|i| i.embedding.into_iter().map(|x| x as f32).collect())
+            .map(|v| v.into_iter().map(|x| x as f32).collect())
             .collect();
         let width = dimension.unwrap_or_else(|| vectors.first().map_or(0, Vec::len));
         check_reply(
             SERVICE,
             &self.config.limits,
             &self.config.model,
-            reply.model.as_deref(),
+            Some(&model),
             texts.len(),
             width,
             &vectors,
         )?;
+        // Search takes a dot product for cosine similarity: unit length,
+        // whatever the provider sends.
+        for v in &mut vectors {
+            normalize(v);
+        }
         Ok(vectors)
     }
 }

@@ -49,6 +49,34 @@ async fn scripted(Json(rq): Json<Value>) -> Response {
                 .collect();
             Json(json!({"model": model, "data": d})).into_response()
         }
+        "long" => {
+            // Not unit length: the provider's scale must not leak into
+            // scores.
+            let d: Vec<Value> = (0..n)
+                .map(|i| json!({"index": i, "embedding": [3.0, 0.0, 0.0, 4.0]}))
+                .collect();
+            Json(json!({"model": model, "data": d})).into_response()
+        }
+        "nomodel" => Json(json!({"data": data})).into_response(),
+        "twice" => {
+            let d: Vec<Value> = (0..n).map(|_| vec4(0)).collect();
+            Json(json!({"model": model, "data": d})).into_response()
+        }
+        "noindex" => {
+            let d: Vec<Value> = (0..n)
+                .map(|_| json!({"embedding": [0.5, 0.5, 0.5, 0.5]}))
+                .collect();
+            Json(json!({"model": model, "data": d})).into_response()
+        }
+        "outofrange" => {
+            let d: Vec<Value> = (0..n).map(|i| vec4(i + 7)).collect();
+            Json(json!({"model": model, "data": d})).into_response()
+        }
+        "huge" => {
+            // Far more than a reply of two 4-wide vectors can need.
+            let pad = "x".repeat(1 << 20);
+            Json(json!({"model": model, "data": data, "pad": pad})).into_response()
+        }
         _ => Json(json!({"model": model, "data": data})).into_response(),
     }
 }
@@ -67,14 +95,18 @@ async fn embedder(base: &str, model: &str) -> OpenAiEmbedder {
         model: model.to_owned(),
         dimension: Some(4),
         api_key: Some("secret-key".into()),
-        limits: EmbedLimits::default(),
+        // Replies of up to 4 KiB of vectors: at most 96 KiB of JSON.
+        limits: EmbedLimits {
+            max_vector_bytes: 4_096,
+            ..EmbedLimits::default()
+        },
     })
     .await
     .unwrap()
 }
 
 fn soon() -> Deadline {
-    Deadline::after(Duration::from_millis(500))
+    Deadline::after(Duration::from_secs(5))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,11 +121,16 @@ async fn error_paths_are_typed() {
         .embed(&texts, InputKind::Passage, soon())
         .await
         .unwrap();
-    assert_eq!(
-        (v[0][0], v[1][0]),
-        (0.0, 1.0),
-        "replies are put back in input order"
+    assert!(
+        v[0][0] == 0.0 && v[1][0] > 0.5,
+        "replies are put back in input order: {v:?}"
     );
+    let long = embedder(&base, "long").await;
+    let v = long
+        .embed(&texts, InputKind::Passage, soon())
+        .await
+        .unwrap();
+    assert_eq!(v[0], vec![0.6, 0.0, 0.0, 0.8], "normalised to unit length");
     for (model, code) in [
         ("rate", "overloaded"),
         ("boom", "unavailable"),
@@ -102,6 +139,11 @@ async fn error_paths_are_typed() {
         ("short", "invalid_reply"),
         ("impostor", "invalid_reply"),
         ("garbage", "invalid_reply"),
+        ("nomodel", "invalid_reply"),
+        ("twice", "invalid_reply"),
+        ("noindex", "invalid_reply"),
+        ("outofrange", "invalid_reply"),
+        ("huge", "invalid_reply"),
     ] {
         let e = embedder(&base, model)
             .await

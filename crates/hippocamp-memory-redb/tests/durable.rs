@@ -347,3 +347,118 @@ async fn a_slow_provider_meets_races_and_deadlines() {
         .unwrap();
     hippocamp_memory::conformance::slow_embedder_races(std::sync::Arc::new(store)).await;
 }
+
+/// A log whose every sync takes `delay` milliseconds (a slow disk).
+#[derive(Debug)]
+struct SlowLog {
+    data: Vec<u8>,
+    delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl hippocamp_durable::WalStorage for SlowLog {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        Ok(self.data.clone())
+    }
+    fn append(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        let ms = self.delay.load(std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        Ok(())
+    }
+    fn truncate(&mut self) -> std::io::Result<()> {
+        self.data.clear();
+        Ok(())
+    }
+}
+
+fn slow_store() -> (
+    std::sync::Arc<RedbMemoryStore>,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let log = SlowLog {
+        data: Vec::new(),
+        delay: std::sync::Arc::clone(&delay),
+    };
+    let store = RedbMemoryStore::open_with_backend(
+        redb::backends::InMemoryBackend::new(),
+        log,
+        MemoryConfig::default(),
+        hippocamp_memory_redb::DurableOptions::default(),
+    )
+    .unwrap();
+    (std::sync::Arc::new(store), delay)
+}
+
+/// A write whose deadline passes while it waits in the group-commit queue
+/// behind a slow commit is refused at its commit point and never visible;
+/// the write it waited for commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_that_expires_in_the_commit_queue_writes_nothing() {
+    let (store, delay) = slow_store();
+    delay.store(400, std::sync::atomic::Ordering::Relaxed);
+    let s = scope("queue");
+    let first = {
+        let (store, s) = (std::sync::Arc::clone(&store), s.clone());
+        tokio::spawn(async move {
+            store
+                .add_entry(
+                    &s,
+                    NewEntry::new("the slow first write"),
+                    &WriteOptions::default(),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let late = WriteOptions::new(CallOptions::timeout_ms(150).unwrap());
+    let e = store
+        .add_entry(&s, NewEntry::new("the queued second write"), &late)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Timeout(hippocamp_core::Stage::Commit)),
+        "{e}"
+    );
+    first.await.unwrap().unwrap();
+    delay.store(0, std::sync::atomic::Ordering::Relaxed);
+    let found: Vec<String> = store
+        .search(&s, &SearchRequest::new("write"), &c())
+        .await
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.entry.content.clone())
+        .collect();
+    assert_eq!(found, vec!["the slow first write".to_owned()]);
+}
+
+/// What the deadline guarantees at the commit point: it is checked before
+/// the group's log write; once that write has begun, the write commits and
+/// is acknowledged as committed (the truth), even when the acknowledgement
+/// comes after the deadline, by at most the log write's duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_log_write_began_commits_and_says_so() {
+    let (store, delay) = slow_store();
+    delay.store(300, std::sync::atomic::Ordering::Relaxed);
+    let s = scope("truth");
+    let started = std::time::Instant::now();
+    let opts = WriteOptions::new(CallOptions::timeout_ms(100).unwrap());
+    let out = store
+        .add_entry(&s, NewEntry::new("logged before the deadline"), &opts)
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    delay.store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        store
+            .get_entry(&s, &out.entry.id, &c())
+            .await
+            .unwrap()
+            .content,
+        "logged before the deadline"
+    );
+}

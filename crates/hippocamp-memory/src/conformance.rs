@@ -137,6 +137,7 @@ macro_rules! vector_conformance_tests {
             vector_modes_are_reported_and_hybrid_is_the_default,
             vector_search_ranks_by_similarity_and_forgets_deleted_entries,
             hybrid_filters_and_budget_apply_to_the_fused_list,
+            a_selective_filter_finds_in_hybrid_what_lexical_finds,
             vector_search_never_crosses_scopes,
             erased_users_leave_vector_search,
             only_what_would_be_new_is_embedded,
@@ -1598,6 +1599,44 @@ pub async fn hybrid_filters_and_budget_apply_to_the_fused_list(f: &dyn StoreFact
         .await
         .unwrap();
     assert!(tiny.hits.is_empty() && tiny.skipped_over_budget);
+}
+
+/// A selective filter finds in hybrid mode what it finds in lexical mode,
+/// even when its match ranks below the fusion depth on both arms.
+pub async fn a_selective_filter_finds_in_hybrid_what_lexical_finds(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "selective");
+    let events: Vec<Event> = (0..150)
+        .map(|i| Event::text(format!("m{i}"), "user", i, "market market market report"))
+        .collect();
+    store
+        .add_events(&s, &sid("s"), &events, &w())
+        .await
+        .unwrap();
+    let long_tail = "the only tagged note mentions a market once among many other words \
+                     about gardens rivers mountains kitchens trains violins and weather";
+    store
+        .add_entry(
+            &s,
+            NewEntry::new(long_tail).metadata(obj(json!({"tag": "rare"}))),
+            &w(),
+        )
+        .await
+        .unwrap();
+    for mode in [crate::SearchMode::Lexical, crate::SearchMode::Hybrid] {
+        let res = store
+            .search(
+                &s,
+                &SearchRequest::new("market")
+                    .mode(mode)
+                    .filter(json!({"tag": "rare"})),
+                &c(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(res.hits.len(), 1, "{mode:?}");
+        assert_eq!(res.hits[0].entry.content, long_tail);
+    }
 }
 
 /// Another scope's vectors never answer a search.

@@ -186,7 +186,8 @@ impl ScopeData {
     /// Runs a prepared search in `mode` with the query's vector: `vector`
     /// ranks by dot product; `hybrid` fuses the top of the BM25 and the
     /// vector lists (`fusion`); then the filter, limit and byte budget as
-    /// for BM25. Filters apply after fusion, to the fused list.
+    /// for BM25. In hybrid mode the filter selects each arm's candidates
+    /// before fusion.
     pub fn search_vectors(
         &self,
         q: &PreparedSearch,
@@ -229,15 +230,20 @@ impl ScopeData {
                 self.collect(q, ranked, ScoreType::Vector)
             }
             SearchMode::Hybrid => {
+                // The filter applies where each arm's candidates are made,
+                // so a selective filter still fuses `depth` of its matches
+                // from each side (not the few that survive the fused top).
                 let lexical: Vec<Candidate<EntryId>> = if q.terms.is_empty() {
                     Vec::new()
                 } else {
                     self.index
                         .search(&q.terms, params)
+                        .filter(|c| self.matches(&c.key, q))
                         .take(fusion.depth)
                         .collect()
                 };
-                let dense = vectors.search(query_vector, fusion.depth);
+                let dense =
+                    vectors.search_where(query_vector, fusion.depth, |k| self.matches(k, q));
                 let fused = fuse(lexical, dense, fusion);
                 let mut details: HashMap<EntryId, ScoreDetails> = fused
                     .iter()
@@ -260,6 +266,13 @@ impl ScopeData {
                 self.collect(q, ranked, ScoreType::Hybrid)
             }
         }
+    }
+
+    /// Whether entry `key` passes the search's filter.
+    fn matches(&self, key: &EntryId, q: &PreparedSearch) -> bool {
+        self.entries
+            .get(key)
+            .is_some_and(|s| q.filter.matches(&s.entry.metadata))
     }
 
     /// Walks ranked candidates applying the filter, limit and byte budget.

@@ -111,6 +111,17 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
 
     /// The `depth` best candidates by dot product with `query` (unordered).
     pub fn search(&self, query: &[f32], depth: usize) -> Vec<Candidate<K>> {
+        self.search_where(query, depth, |_| true)
+    }
+
+    /// The `depth` best candidates among the keys `keep` accepts
+    /// (unordered): a selective filter still yields `depth` of its own.
+    pub fn search_where(
+        &self,
+        query: &[f32],
+        depth: usize,
+        mut keep: impl FnMut(&K) -> bool,
+    ) -> Vec<Candidate<K>> {
         if query.len() != self.dimension || depth == 0 {
             return Vec::new();
         }
@@ -118,6 +129,7 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
             .data
             .chunks_exact(self.dimension)
             .zip(self.keys.iter().zip(&self.recency))
+            .filter(|(_, (key, _))| keep(key))
             .map(|(row, (key, recency))| Candidate {
                 key: *key,
                 score: dot(row, query),

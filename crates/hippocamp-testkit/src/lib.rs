@@ -1,9 +1,11 @@
 //! What a test does when a real service it needs is absent (the shared
 //! evaluation data, an S3 server, an embedding server, a browser): it
 //! skips with a message saying how to provide it, unless
-//! `HIPPOCAMP_REQUIRE_EXTERNAL` is set (`.ci/run` sets it to 1), under
-//! which the skip is a failure. One definition, so every test agrees on
-//! the rule.
+//! `HIPPOCAMP_REQUIRE_EXTERNAL` is true (`1`, `true` or `yes`; `.ci/run`
+//! sets it to 1), under which the skip is a failure. `0`, `false`, `no`
+//! or empty mean not required; any other value is refused, so a typo does
+//! not silently change what a run proves. One definition, so every test
+//! agrees on the rule.
 
 #![forbid(unsafe_code)]
 
@@ -12,19 +14,43 @@ use std::path::PathBuf;
 /// Set when every external service must be present.
 pub const REQUIRE_EXTERNAL: &str = "HIPPOCAMP_REQUIRE_EXTERNAL";
 
+/// Whether `value` (of `HIPPOCAMP_REQUIRE_EXTERNAL`) requires every
+/// external service; `Err` for a value that is neither yes nor no.
+pub fn parse_required(value: Option<&str>) -> Result<bool, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("" | "0" | "false" | "no") => Ok(false),
+        Some("1" | "true" | "yes") => Ok(true),
+        Some(other) => Err(format!(
+            "{REQUIRE_EXTERNAL}={other} is neither 1/true/yes nor 0/false/no"
+        )),
+    }
+}
+
+/// Whether every external service is required.
+///
+/// # Panics
+///
+/// When `HIPPOCAMP_REQUIRE_EXTERNAL` has a value that is neither yes nor
+/// no.
+#[track_caller]
+pub fn required() -> bool {
+    let v = std::env::var(REQUIRE_EXTERNAL).ok();
+    match parse_required(v.as_deref()) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// Reports that `what` is missing: fails the calling test when external
 /// services are required, else prints that it skips and how to provide
 /// it (`hint`).
 ///
 /// # Panics
 ///
-/// When `HIPPOCAMP_REQUIRE_EXTERNAL` is set: that is the failure.
+/// When `HIPPOCAMP_REQUIRE_EXTERNAL` is true: that is the failure.
 #[track_caller]
 pub fn missing(what: &str, hint: &str) {
-    assert!(
-        std::env::var_os(REQUIRE_EXTERNAL).is_none(),
-        "{REQUIRE_EXTERNAL} is set but {what}"
-    );
+    assert!(!required(), "{REQUIRE_EXTERNAL} is set but {what}");
     eprintln!("skipping: {what} ({hint})");
 }
 
@@ -88,4 +114,26 @@ pub fn s3_server() -> Option<S3Server> {
         access_key: var("HIPPOCAMP_TEST_S3_ACCESS_KEY", "hippocamp"),
         secret_key: var("HIPPOCAMP_TEST_S3_SECRET_KEY", "hippocamp-secret"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_yes_requires_and_nonsense_is_refused() {
+        for (v, want) in [
+            (None, Ok(false)),
+            (Some(""), Ok(false)),
+            (Some("0"), Ok(false)),
+            (Some("false"), Ok(false)),
+            (Some("No"), Ok(false)),
+            (Some("1"), Ok(true)),
+            (Some("TRUE"), Ok(true)),
+            (Some("yes"), Ok(true)),
+        ] {
+            assert_eq!(parse_required(v), want, "{v:?}");
+        }
+        assert!(parse_required(Some("sometimes")).is_err());
+    }
 }
