@@ -14,7 +14,7 @@
 //! | `P/S/m/N/<version, 20 digits>` | the version's manifest; created with a create-only write, which allocates the number; a delete overwrites it with a tombstone, so the number is never free again |
 //! | `P/S/l/N/<nonce>` | a live marker (empty), written before the manifest and removed with the version: `list_names` groups these by `N` |
 //! | `P/S/d/<nonce>` | the content, written before the manifest |
-//! | `P/S/h/N` | a hint: the last version allocated (best effort, only ever a starting point) |
+//! | `P/S/h/N` | a hint (JSON `{"allocated": A, "latest": L}`): the last version allocated, and the latest live one as of when it was written, every version in (L, A] being deleted then (best effort, only ever a starting point, verified against the manifests) |
 //! | `P/_probe/<nonce>` | the start-up probe of create-only writes |
 //!
 //! Zero-padded versions list in numeric order. The manifest is JSON with a
@@ -106,6 +106,38 @@ pub(crate) fn group_name(prefix: &str) -> Option<ArtifactName> {
     ArtifactName::new(String::from_utf8(bytes).ok()?).ok()
 }
 
+/// The hint of a name: where listing for the last version allocated
+/// starts, and the latest live version as of when it was written (0: none
+/// was live). Its claim, that every version in (`latest`, `allocated`] was
+/// deleted, stays true for ever (deletion is final and numbers are never
+/// allocated twice), so a reader only has to verify `latest` itself and
+/// look above `allocated`. Written by puts and deletes, last writer wins;
+/// any hint a writer wrote keeps the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Hint {
+    pub(crate) allocated: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) latest: Option<u64>,
+}
+
+impl Hint {
+    /// Reads a hint; the bare number of older builds is an allocation
+    /// hint without a latest; anything else is no hint.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok().or_else(|| {
+            let allocated = std::str::from_utf8(bytes).ok()?.trim().parse().ok()?;
+            Some(Hint {
+                allocated,
+                latest: None,
+            })
+        })
+    }
+
+    pub(crate) fn encode(self) -> Vec<u8> {
+        serde_json::to_vec(&self).unwrap_or_default()
+    }
+}
+
 /// A manifest: a live version or a tombstone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case", deny_unknown_fields)]
@@ -157,6 +189,23 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hints_round_trip_and_read_the_old_form() {
+        let h = Hint {
+            allocated: 9,
+            latest: Some(4),
+        };
+        assert_eq!(Hint::decode(&h.encode()), Some(h));
+        assert_eq!(
+            Hint::decode(b"12"),
+            Some(Hint {
+                allocated: 12,
+                latest: None
+            })
+        );
+        assert_eq!(Hint::decode(b"{bad"), None);
+    }
 
     #[test]
     fn keys_keep_order_and_round_trip() {

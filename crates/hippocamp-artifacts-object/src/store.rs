@@ -8,12 +8,25 @@
 //! `If-None-Match: *` on S3) of the manifest at the next zero-padded
 //! version key: the first writer of a key wins, so servers sharing a
 //! bucket never allocate one number twice, and a refused write retries at
-//! the next number. The manifest's creation is the publication point;
-//! after it the put reports success even if its deadline has passed.
+//! the next number. The manifest's creation is the publication point. The
+//! put's deadline is checked last just before that write, which is never
+//! cut off once sent: its outcome decides, so a published version is never
+//! reported as a failure (and its content never removed). A create whose
+//! answer is lost or refused as already existing (a client retry of a
+//! write that landed) is settled by reading the manifest back: ours is
+//! success; one that is absent leaves the content in place (a repair pass
+//! removes unreferenced content) and reports the failure.
 //! Deletion overwrites the manifest with a tombstone (the key stays, so
 //! the number is never allocated again) and then removes the marker and
 //! the content. Within one process, writes to one name queue on a striped
 //! lock so they do not race each other for numbers.
+//!
+//! `Latest` reads a name's hint (the last version allocated, and the
+//! latest live one as of when a put or delete wrote it; see
+//! [`crate::layout`]): it verifies that manifest and looks only at
+//! versions allocated since, so it costs a listing and a few reads however
+//! many versions were deleted; a hint that does not verify (another
+//! server deleted that version) falls back to walking down the manifests.
 //!
 //! At start the store probes that the server refuses a second create-only
 //! write to one key (Garage 2.5, for one, ignores `If-None-Match`) and
@@ -22,7 +35,7 @@
 //! # What an object store cannot do here
 //!
 //! There is no transaction across objects: a delete of several versions
-//! can stop half way (each version it reports is deleted), and a crash
+//! can stop half way (it then reports the versions it deleted), and a crash
 //! between a put's marker and its manifest leaves a marker that lists a
 //! name with no version, or content no manifest references. Scope and
 //! store-wide quotas need counters a bucket does not keep: only the size
@@ -52,7 +65,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bucket::{Bucket, store_err};
 use crate::layout::{
-    Layout, MANIFEST_FORMAT, MAX_OBJECT_NAME_BYTES, Manifest, group_name, key_version,
+    Hint, Layout, MANIFEST_FORMAT, MAX_OBJECT_NAME_BYTES, Manifest, group_name, key_version,
 };
 
 /// Settings of an object-store artifact store. Every value is checked and
@@ -264,6 +277,36 @@ impl ObjectOptions {
     }
 }
 
+/// A live version's record, chunk digests, content key and marker key.
+type LiveParts = (
+    ArtifactMeta,
+    Vec<hippocamp_core::Sha256Digest>,
+    String,
+    String,
+);
+
+/// The parts of a live manifest; `None` for a tombstone or no manifest.
+fn live(m: Option<Manifest>) -> Option<LiveParts> {
+    match m {
+        Some(Manifest::Live {
+            meta,
+            chunks,
+            data,
+            marker,
+            ..
+        }) => Some((*meta, chunks, data, marker)),
+        _ => None,
+    }
+}
+
+/// What a create-only write of a manifest came to.
+enum Created {
+    /// It is ours: the version is published.
+    Ours,
+    /// Another writer holds the number.
+    Taken,
+}
+
 /// Most attempts at allocating a version before giving up.
 const ALLOCATION_ATTEMPTS: usize = 64;
 /// Stripes of the per-name write lock.
@@ -356,9 +399,54 @@ impl ObjectArtifacts {
         deadline: Deadline,
         f: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
+        Self::timed_at(deadline, Stage::Backend, f).await
+    }
+
+    async fn timed_at<T>(
+        deadline: Deadline,
+        stage: Stage,
+        f: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
         tokio::time::timeout_at(deadline.instant().into(), f)
             .await
-            .map_err(|_| Error::Timeout(Stage::Backend))?
+            .map_err(|_| Error::Timeout(stage))?
+    }
+
+    /// Creates a version's manifest with a create-only write, which is
+    /// never cut off: its outcome decides whether the version is
+    /// published. A refusal or a lost answer is settled by reading the
+    /// key back: a manifest naming our content is ours (a client retry of
+    /// a write that landed is refused as existing; an answer can be lost
+    /// after the write landed).
+    async fn create_manifest(
+        &self,
+        key: &Path,
+        manifest: &Manifest,
+        data_key: &Path,
+    ) -> Result<Created> {
+        let written = self
+            .bucket
+            .store()
+            .put_opts(key, manifest.encode()?.into(), PutMode::Create.into())
+            .await;
+        let unknown = match written {
+            Ok(_) => return Ok(Created::Ours),
+            Err(object_store::Error::AlreadyExists { .. }) => None,
+            Err(e) => Some(store_err(e)),
+        };
+        let ours = match self.bucket.store().get(key).await {
+            Ok(r) => {
+                let m = Manifest::decode(&r.bytes().await.map_err(store_err)?)?;
+                matches!(m, Manifest::Live { data, .. } if data == data_key.as_ref())
+            }
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return Err(store_err(e)),
+        };
+        match (ours, unknown) {
+            (true, _) => Ok(Created::Ours),
+            (false, None) => Ok(Created::Taken),
+            (false, Some(e)) => Err(e),
+        }
     }
 
     /// The manifest of a version, if its key exists.
@@ -382,30 +470,48 @@ impl ObjectArtifacts {
         }
     }
 
-    /// The highest allocated version (0 if none): from the hint on, the
-    /// manifest keys are listed.
-    async fn max_version(&self, scope: &ArtifactScope, name: &ArtifactName) -> Result<u64> {
-        let hint = match self
+    /// The name's hint, if it has a readable one.
+    async fn hint(&self, scope: &ArtifactScope, name: &ArtifactName) -> Result<Option<Hint>> {
+        match self
             .bucket
             .store()
             .get(&self.layout.hint(scope, name))
             .await
         {
-            Ok(r) => {
-                let b = r.bytes().await.map_err(store_err)?;
-                std::str::from_utf8(&b)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .unwrap_or(0)
-            }
-            Err(object_store::Error::NotFound { .. }) => 0,
-            Err(e) => return Err(store_err(e)),
-        };
+            Ok(r) => Ok(Hint::decode(&r.bytes().await.map_err(store_err)?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Writes the name's hint (best effort: a lost hint only costs the
+    /// next reader a longer walk).
+    async fn write_hint(&self, scope: &ArtifactScope, name: &ArtifactName, hint: Hint) {
+        let _ = self
+            .bucket
+            .store()
+            .put_opts(
+                &self.layout.hint(scope, name),
+                hint.encode().into(),
+                PutMode::Overwrite.into(),
+            )
+            .await;
+    }
+
+    /// The hint and the highest allocated version (0 if none): from the
+    /// hint on, the manifest keys are listed.
+    async fn allocation(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+    ) -> Result<(Option<Hint>, u64)> {
+        let hint = self.hint(scope, name).await?;
+        let from = hint.map_or(0, |h| h.allocated);
         let prefix = self.layout.manifests(scope, name);
         let mut max = 0;
-        let mut offset = (hint > 1).then(|| {
+        let mut offset = (from > 1).then(|| {
             self.layout
-                .manifest(scope, name, hint - 1)
+                .manifest(scope, name, from - 1)
                 .as_ref()
                 .to_owned()
         });
@@ -422,7 +528,51 @@ impl ObjectArtifacts {
             }
             offset = keys.last().cloned();
         }
-        Ok(max)
+        Ok((hint, max))
+    }
+
+    /// The highest allocated version (0 if none).
+    async fn max_version(&self, scope: &ArtifactScope, name: &ArtifactName) -> Result<u64> {
+        Ok(self.allocation(scope, name).await?.1)
+    }
+
+    /// The latest live version with its manifest parts, and the highest
+    /// allocated version: versions above the hint's allocation are read
+    /// from the top, then the hint's latest is verified; when there is no
+    /// hint or it does not verify, the manifests are walked down.
+    async fn latest(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+    ) -> Result<(Option<LiveParts>, u64)> {
+        let (hint, max) = self.allocation(scope, name).await?;
+        let trusted = hint.filter(|h| h.allocated <= max && h.latest.is_some());
+        let floor = trusted.map_or(0, |h| h.allocated);
+        let mut v = max;
+        while v > floor {
+            if let Some(found) = live(self.manifest(scope, name, v).await?) {
+                return Ok((Some(found), max));
+            }
+            v -= 1;
+        }
+        // Every version in (latest, floor] was deleted when the hint was
+        // written; only `latest` itself needs a look.
+        if let Some(l) = trusted.and_then(|h| h.latest) {
+            if l == 0 {
+                return Ok((None, max));
+            }
+            if let Some(found) = live(self.manifest(scope, name, l).await?) {
+                return Ok((Some(found), max));
+            }
+            v = l - 1;
+        }
+        while v > 0 {
+            if let Some(found) = live(self.manifest(scope, name, v).await?) {
+                return Ok((Some(found), max));
+            }
+            v -= 1;
+        }
+        Ok((None, max))
     }
 
     /// The live version a selector picks, with its manifest parts.
@@ -431,40 +581,18 @@ impl ObjectArtifacts {
         scope: &ArtifactScope,
         name: &ArtifactName,
         selector: Selector,
-    ) -> Result<(
-        ArtifactMeta,
-        Vec<hippocamp_core::Sha256Digest>,
-        String,
-        String,
-    )> {
-        let live = |m: Option<Manifest>| match m {
-            Some(Manifest::Live {
-                meta,
-                chunks,
-                data,
-                marker,
-                ..
-            }) => Some((*meta, chunks, data, marker)),
-            _ => None,
-        };
+    ) -> Result<LiveParts> {
         let found = match selector {
             Selector::Version(v) => {
                 check_version(v)?;
                 live(self.manifest(scope, name, v).await?)
                     .ok_or(Error::NotFound("artifact version"))?
             }
-            Selector::Latest => {
-                let mut v = self.max_version(scope, name).await?;
-                loop {
-                    if v == 0 {
-                        return Err(Error::NotFound("artifact"));
-                    }
-                    if let Some(found) = live(self.manifest(scope, name, v).await?) {
-                        break found;
-                    }
-                    v -= 1;
-                }
-            }
+            Selector::Latest => self
+                .latest(scope, name)
+                .await?
+                .0
+                .ok_or(Error::NotFound("artifact"))?,
         };
         let version = match selector {
             Selector::Version(v) => Some(v),
@@ -657,7 +785,7 @@ impl ArtifactStore for ObjectArtifacts {
         let data_key = self.layout.data(scope, &nonce);
         let marker_key = self.layout.marker(scope, name, &nonce);
         let store = self.bucket.store();
-        let staged = Self::timed(deadline, async {
+        let staged = Self::timed_at(deadline, Stage::Transfer, async {
             store
                 .put_opts(&marker_key, PutPayload::new(), PutMode::Overwrite.into())
                 .await
@@ -672,53 +800,29 @@ impl ArtifactStore for ObjectArtifacts {
                 return Err(e);
             }
         };
-        let allocated: Result<ArtifactMeta> = Self::timed(deadline, async {
-            let _turn = self.stripe(scope, name).lock().await;
-            let mut version = self.max_version(scope, name).await? + 1;
-            for _ in 0..ALLOCATION_ATTEMPTS {
-                let meta = ArtifactMeta {
-                    scope: scope.clone(),
-                    name: name.clone(),
-                    version,
-                    mime_type: opts.mime_type.clone(),
-                    size: integrity.size,
-                    sha256: integrity.sha256,
-                    chunk_size: integrity.chunk_size,
-                    created_at_ms: now_ms(),
-                    metadata: opts.metadata.clone(),
-                };
-                let manifest = Manifest::Live {
-                    format: MANIFEST_FORMAT,
-                    meta: Box::new(meta.clone()),
-                    chunks: integrity.chunks.clone(),
-                    data: data_key.as_ref().to_owned(),
-                    marker: marker_key.as_ref().to_owned(),
-                };
-                deadline.check(Stage::Commit)?;
-                let key = self.layout.manifest(scope, name, version);
-                match store.put_opts(&key, manifest.encode()?.into(), PutMode::Create.into()).await {
-                    Ok(_) => {
-                        // Best effort: a stale hint only costs a longer listing.
-                        let _ = store
-                            .put_opts(&self.layout.hint(scope, name), version.to_string().into(), PutMode::Overwrite.into())
-                            .await;
-                        return Ok(meta);
-                    }
-                    Err(object_store::Error::AlreadyExists { .. }) => {
-                        version = self.max_version(scope, name).await?.max(version) + 1;
-                    }
-                    Err(e) => return Err(store_err(e)),
-                }
+        let published = self
+            .publish(
+                scope,
+                name,
+                opts,
+                &integrity,
+                &data_key,
+                &marker_key,
+                deadline,
+            )
+            .await;
+        match published {
+            Ok(meta) => Ok(meta),
+            // Nothing was published: nothing references the content.
+            Err(Unpublished::Nothing(e)) => {
+                self.remove_quietly(&[&data_key, &marker_key]).await;
+                Err(e)
             }
-            Err(Error::Unavailable(format!(
-                "no version could be allocated in {ALLOCATION_ATTEMPTS} attempts; other writers keep winning"
-            )))
-        })
-        .await;
-        if allocated.is_err() {
-            self.remove_quietly(&[&data_key, &marker_key]).await;
+            // Whether the manifest landed is unknown: the content stays
+            // (unreferenced, it is repair's), so a version that did land
+            // is never left without its bytes.
+            Err(Unpublished::Unknown(e)) => Err(e),
         }
-        allocated
     }
 
     async fn get(
@@ -777,8 +881,8 @@ impl ArtifactStore for ObjectArtifacts {
         if let DeleteSelector::Version(v) = selector {
             check_version(v)?;
         }
-        Self::timed(deadline, async {
-            let _turn = self.stripe(scope, name).lock().await;
+        let (turn, chosen) = Self::timed(deadline, async {
+            let turn = self.stripe(scope, name).lock().await;
             let chosen: Vec<(u64, String, String)> = match selector {
                 DeleteSelector::Version(v) => match self.manifest(scope, name, v).await? {
                     Some(Manifest::Live {
@@ -811,32 +915,52 @@ impl ArtifactStore for ObjectArtifacts {
                     out
                 }
             };
-            if chosen.is_empty() {
-                return Ok(Vec::new());
-            }
-            deadline.check(Stage::Commit)?;
-            let store = self.bucket.store();
-            let mut removed = Vec::new();
-            for (v, data, marker) in chosen {
-                let tomb = Manifest::Deleted {
-                    format: MANIFEST_FORMAT,
-                    version: v,
-                };
-                store
-                    .put_opts(
-                        &self.layout.manifest(scope, name, v),
-                        tomb.encode()?.into(),
-                        PutMode::Overwrite.into(),
-                    )
-                    .await
-                    .map_err(store_err)?;
-                removed.push(v);
-                self.remove_quietly(&[&Path::from(marker), &Path::from(data)])
-                    .await;
-            }
-            Ok(removed)
+            Ok((turn, chosen))
         })
-        .await
+        .await?;
+        if chosen.is_empty() {
+            return Ok(Vec::new());
+        }
+        deadline.check(Stage::Commit)?;
+        // From the first tombstone on nothing is cut off, and what is
+        // reported is what was deleted: a failure after some versions
+        // went stops there and reports those.
+        let store = self.bucket.store();
+        let mut removed = Vec::new();
+        for (v, data, marker) in chosen {
+            let tomb = Manifest::Deleted {
+                format: MANIFEST_FORMAT,
+                version: v,
+            };
+            let written = store
+                .put_opts(
+                    &self.layout.manifest(scope, name, v),
+                    tomb.encode()?.into(),
+                    PutMode::Overwrite.into(),
+                )
+                .await;
+            match written {
+                Ok(_) => removed.push(v),
+                Err(e) if removed.is_empty() => return Err(store_err(e)),
+                Err(_) => break,
+            }
+            self.remove_quietly(&[&Path::from(marker), &Path::from(data)])
+                .await;
+        }
+        // The latest may have gone: the hint says what is latest now
+        // (best effort, within what is left of the deadline).
+        let _ = tokio::time::timeout_at(deadline.instant().into(), async {
+            if let Ok((found, max)) = self.latest(scope, name).await {
+                let hint = Hint {
+                    allocated: max,
+                    latest: Some(found.map_or(0, |f| f.0.version)),
+                };
+                self.write_hint(scope, name, hint).await;
+            }
+        })
+        .await;
+        drop(turn);
+        Ok(removed)
     }
 
     async fn list_names(
@@ -916,7 +1040,90 @@ impl ArtifactStore for ObjectArtifacts {
     }
 }
 
+/// Why a put published nothing, or may have.
+enum Unpublished {
+    /// Certainly nothing: the content can go.
+    Nothing(Error),
+    /// The publishing write's outcome is unknown.
+    Unknown(Error),
+}
+
 impl ObjectArtifacts {
+    /// Allocates the next version with a create-only manifest write. The
+    /// waits (the name's turn, the listings) are bounded by the deadline,
+    /// which is checked last immediately before each publishing write;
+    /// that write is never cut off.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        opts: &PutOptions,
+        integrity: &hippocamp_artifacts::Integrity,
+        data_key: &Path,
+        marker_key: &Path,
+        deadline: Deadline,
+    ) -> std::result::Result<ArtifactMeta, Unpublished> {
+        let nothing = Unpublished::Nothing;
+        let _turn = Self::timed_at(deadline, Stage::Queueing, async {
+            Ok(self.stripe(scope, name).lock().await)
+        })
+        .await
+        .map_err(nothing)?;
+        let mut version = Self::timed(deadline, self.max_version(scope, name))
+            .await
+            .map_err(nothing)?
+            + 1;
+        for _ in 0..ALLOCATION_ATTEMPTS {
+            let meta = ArtifactMeta {
+                scope: scope.clone(),
+                name: name.clone(),
+                version,
+                mime_type: opts.mime_type.clone(),
+                size: integrity.size,
+                sha256: integrity.sha256,
+                chunk_size: integrity.chunk_size,
+                created_at_ms: now_ms(),
+                metadata: opts.metadata.clone(),
+            };
+            let manifest = Manifest::Live {
+                format: MANIFEST_FORMAT,
+                meta: Box::new(meta.clone()),
+                chunks: integrity.chunks.clone(),
+                data: data_key.as_ref().to_owned(),
+                marker: marker_key.as_ref().to_owned(),
+            };
+            deadline.check(Stage::Commit).map_err(nothing)?;
+            let key = self.layout.manifest(scope, name, version);
+            match self.create_manifest(&key, &manifest, data_key).await {
+                Ok(Created::Ours) => {
+                    let hint = Hint {
+                        allocated: version,
+                        latest: Some(version),
+                    };
+                    // Published: the hint is best effort, and waits for
+                    // nothing once the deadline has gone.
+                    let _ = tokio::time::timeout_at(
+                        deadline.instant().into(),
+                        self.write_hint(scope, name, hint),
+                    )
+                    .await;
+                    return Ok(meta);
+                }
+                Ok(Created::Taken) => {
+                    let max = Self::timed(deadline, self.max_version(scope, name))
+                        .await
+                        .map_err(nothing)?;
+                    version = max.max(version) + 1;
+                }
+                Err(e) => return Err(Unpublished::Unknown(e)),
+            }
+        }
+        Err(nothing(Error::Unavailable(format!(
+            "no version could be allocated in {ALLOCATION_ATTEMPTS} attempts; other writers keep winning"
+        ))))
+    }
+
     /// Up to `limit + 1` live versions after `cursor`, ascending, with
     /// their content and marker keys.
     async fn live_versions(
