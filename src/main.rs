@@ -223,6 +223,20 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Many distinct scopes, each served once (a write, then a search),
+    /// through the exact-scope router (default bounds: 1,024 live workers)
+    /// over the durable store.
+    Scopes {
+        /// Distinct scopes.
+        #[arg(long, default_value_t = 100_000)]
+        scopes: u64,
+        /// Concurrent clients (closed loop).
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Open time of a durable store of scopes × entries (built in the
     /// folder on first use and reused after).
     Open {
@@ -382,6 +396,14 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             s3,
             dir,
         } => bench_stream(size, store, s3, dir).await?,
+        Bench::Scopes {
+            scopes,
+            clients,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(hippocamp_bench::scopes(&d, scopes, clients).await?)?
+        }
         Bench::Open {
             scopes,
             per_scope,

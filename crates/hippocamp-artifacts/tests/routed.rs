@@ -35,7 +35,8 @@ async fn routing_is_reported() {
     let inner = Arc::new(InMemoryArtifacts::new(ArtifactLimits::default()).unwrap());
     let routed = RoutedArtifacts::new(inner, RouterConfig::default()).unwrap();
     let routing = routed.capabilities().routing.unwrap();
-    assert_eq!(routing.strategy, Strategy::ExactScope);
+    // A volatile store runs with the shared strategy, whatever is asked.
+    assert_eq!(routing.strategy, Strategy::Shared);
     assert_eq!(routing.max_active_scopes, 1_024);
     let status = routed.status().await.unwrap();
     assert_eq!(status.backend, "memory");

@@ -704,3 +704,105 @@ pub async fn open(dir: &Path, scopes: usize, per_scope: usize) -> Result<OpenBen
         first_search_ms,
     })
 }
+
+/// `scopes` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScopesBench {
+    /// Distinct scopes served, each once (a write, then a search).
+    pub scopes: u64,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seconds for all of them.
+    pub seconds: f64,
+    /// Scopes served per second.
+    pub scopes_per_s: f64,
+    /// Operations refused or failed (any kind).
+    pub errors: u64,
+    /// The first error, if any.
+    pub first_error: Option<String>,
+    /// Wall time per cold scope (seconds / scopes), microseconds.
+    pub wall_us_per_scope: f64,
+    /// Latency of each scope's first operation (activation + durable
+    /// write), microseconds.
+    pub cold_write: Latency,
+    /// Latency of the search that follows on the now warm scope.
+    pub warm_search: Latency,
+    /// Workers the router reclaimed.
+    pub evictions: u64,
+    /// The router's bound on live workers.
+    pub max_active_scopes: u64,
+}
+
+/// Serves `scopes` distinct scopes, each once (an `add_entry` on the cold
+/// scope, then a search), from `clients` concurrent clients, through the
+/// exact-scope router with its default bounds (1,024 live workers) over the
+/// durable store in `dir`.
+pub async fn scopes(dir: &Path, scopes: u64, clients: usize) -> Result<ScopesBench> {
+    let inner = Arc::new(RedbMemoryStore::open(
+        dir.join("store"),
+        MemoryConfig::default(),
+    )?);
+    let config = RouterConfig::default();
+    let max_active_scopes = config.max_active_scopes;
+    let store = Arc::new(RoutedMemory::new(inner, config)?);
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bar = indicatif::ProgressBar::new(scopes);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients.max(1) {
+        let (store, next, bar) = (Arc::clone(&store), Arc::clone(&next), bar.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut cold, mut warm, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= scopes {
+                    break;
+                }
+                let Ok(scope) = MemoryScope::parse("bench", &format!("user-{i}")) else {
+                    continue;
+                };
+                let t = Instant::now();
+                let entry = NewEntry::new(format!("user {i} prefers window seats"));
+                match store
+                    .add_entry(&scope, entry, &WriteOptions::default())
+                    .await
+                {
+                    Ok(_) => cold.push(t.elapsed().as_secs_f64() * 1e6),
+                    Err(e) => errors.push(e.to_string()),
+                }
+                let t = Instant::now();
+                let q = SearchRequest::new("seat preference");
+                match store.search(&scope, &q, &CallOptions::default()).await {
+                    Ok(r) if r.hits.len() == 1 => warm.push(t.elapsed().as_secs_f64() * 1e6),
+                    Ok(r) => errors.push(format!("{} hits, 1 expected", r.hits.len())),
+                    Err(e) => errors.push(e.to_string()),
+                }
+                bar.inc(1);
+            }
+            (cold, warm, errors)
+        }));
+    }
+    let (mut cold, mut warm, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for t in tasks {
+        let (c, w, e) = t.await.map_err(|e| BenchError::Redb(e.to_string()))?;
+        cold.extend(c);
+        warm.extend(w);
+        errors.extend(e);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let stats = store.router_stats();
+    Ok(ScopesBench {
+        scopes,
+        clients,
+        seconds,
+        scopes_per_s: scopes as f64 / seconds,
+        errors: errors.len() as u64,
+        first_error: errors.into_iter().next(),
+        wall_us_per_scope: seconds * 1e6 / scopes.max(1) as f64,
+        cold_write: latency(cold),
+        warm_search: latency(warm),
+        evictions: stats.idle_evictions,
+        max_active_scopes,
+    })
+}

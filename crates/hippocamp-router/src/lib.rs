@@ -11,11 +11,17 @@
 //! `MaxActiveScopesReached`) and the activations in progress
 //! (`max_cold_activations`, then `Overloaded`).
 //!
-//! For a durable store, a worker idle for `idle_scope_timeout` is reclaimed:
-//! the least recently used one when a new scope needs room, and any idle
-//! one in a periodic sweep; reclaiming releases the scope's in-memory state
-//! (its data stays stored). A volatile store's workers are never reclaimed,
-//! since releasing its state would lose data.
+//! For a durable store, a worker is reclaimed when nothing holds it: at
+//! capacity, the least recently used worker with no operation in flight
+//! makes room for a new scope at once (a durable scope reopens cheaply, so
+//! the number of distinct scopes served over time has no ceiling), and a
+//! periodic sweep reclaims workers idle for `idle_scope_timeout`;
+//! reclaiming releases the scope's in-memory state (its data stays
+//! stored). Only when every worker has an operation in flight is a new
+//! scope refused (`MaxActiveScopesReached`). A volatile store cannot be
+//! released without losing data, so it always runs with the `shared`
+//! strategy, whatever the configuration says (reported as the strategy in
+//! force).
 //!
 //! Everything a caller holds is a [`Lease`]; dropping it (including by
 //! dropping the caller's future mid-flight) returns the capacity, and a
@@ -172,6 +178,8 @@ struct Worker {
 struct Use {
     leases: usize,
     last_used: Instant,
+    /// Its place in the map's idle order while it has no lease.
+    idle_tick: Option<u64>,
 }
 
 impl Worker {
@@ -182,6 +190,7 @@ impl Worker {
             use_: Mutex::new(Use {
                 leases: 0,
                 last_used: Instant::now(),
+                idle_tick: None,
             }),
         })
     }
@@ -189,8 +198,80 @@ impl Worker {
 
 type WorkerRef = Arc<Worker>;
 
+/// The live workers, and those with no lease in the order they became
+/// free (least recently used first), so reclaiming one is O(log n).
+struct Workers<K> {
+    by_key: HashMap<K, WorkerRef>,
+    idle: std::collections::BTreeMap<u64, K>,
+    tick: u64,
+}
+
+impl<K> Workers<K> {
+    fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+impl<K: Eq + Hash + Clone> Workers<K> {
+    fn new() -> Self {
+        Self {
+            by_key: HashMap::new(),
+            idle: std::collections::BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    /// Takes a lease on `w` (it leaves the idle order).
+    fn lease(&mut self, w: &Worker) {
+        let mut u = w.use_.lock();
+        u.leases += 1;
+        u.last_used = Instant::now();
+        if let Some(t) = u.idle_tick.take() {
+            self.idle.remove(&t);
+        }
+    }
+
+    /// Returns a lease on `w` of `key`; with none left it joins the idle
+    /// order (or, never activated, leaves the map: it holds no state).
+    fn release(&mut self, key: &K, w: &WorkerRef) {
+        let mut u = w.use_.lock();
+        u.leases -= 1;
+        u.last_used = Instant::now();
+        if u.leases > 0 {
+            return;
+        }
+        let current = self.by_key.get(key).is_some_and(|cur| Arc::ptr_eq(cur, w));
+        if !current {
+            return;
+        }
+        if w.activated.initialized() {
+            self.tick += 1;
+            self.idle.insert(self.tick, key.clone());
+            u.idle_tick = Some(self.tick);
+        } else {
+            drop(u);
+            self.by_key.remove(key);
+        }
+    }
+
+    /// Removes the least recently used worker with no lease, if it has
+    /// been idle since `idle_before` (any, when `None`).
+    fn pop_idle(&mut self, idle_before: Option<Instant>) -> Option<K> {
+        let (&t, key) = self.idle.iter().next()?;
+        if let Some(before) = idle_before {
+            let w = self.by_key.get(key)?;
+            if w.use_.lock().last_used > before {
+                return None;
+            }
+        }
+        let key = self.idle.remove(&t)?;
+        self.by_key.remove(&key);
+        Some(key)
+    }
+}
+
 struct Shared<K> {
-    workers: Mutex<HashMap<K, WorkerRef>>,
+    workers: Mutex<Workers<K>>,
     evictions: AtomicU64,
     state: Arc<dyn ScopeState<K>>,
     idle: Duration,
@@ -244,33 +325,26 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> Drop for Lease<K> {
         let (Some(shared), Some(key)) = (&self.shared, &self.key) else {
             return;
         };
-        let mut map = shared.workers.lock();
-        let mut u = self.worker.use_.lock();
-        u.leases -= 1;
-        u.last_used = Instant::now();
-        let abandoned = u.leases == 0 && !self.worker.activated.initialized();
-        drop(u);
-        // A worker whose activation failed or was abandoned holds no state:
-        // it must not keep a slot.
-        if abandoned
-            && map
-                .get(key)
-                .is_some_and(|cur| Arc::ptr_eq(cur, &self.worker))
-        {
-            map.remove(key);
-        }
+        // The write turn goes first: the worker is free once both are.
+        self.turn = Turn::None;
+        shared.workers.lock().release(key, &self.worker);
     }
 }
 
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
     /// A router over `state` with `config`. With a Tokio runtime present,
     /// durable scopes are also swept for idleness in the background.
-    pub fn new(config: RouterConfig, state: Arc<dyn ScopeState<K>>) -> Result<Self> {
+    pub fn new(mut config: RouterConfig, state: Arc<dyn ScopeState<K>>) -> Result<Self> {
         config.validate()?;
-        let reclaim = config.strategy == Strategy::ExactScope && !state.volatile();
+        // Workers of a volatile store could never be released: per-scope
+        // workers would be a lifetime ceiling on distinct scopes.
+        if state.volatile() {
+            config.strategy = Strategy::Shared;
+        }
+        let reclaim = config.strategy == Strategy::ExactScope;
         let idle = Duration::from_millis(config.idle_scope_timeout_ms);
         let shared = Arc::new(Shared {
-            workers: Mutex::new(HashMap::new()),
+            workers: Mutex::new(Workers::new()),
             evictions: AtomicU64::new(0),
             state,
             idle,
@@ -364,11 +438,8 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
         Ok(lease)
     }
 
-    fn lease(&self, key: &K, worker: &WorkerRef) -> Lease<K> {
-        let mut u = worker.use_.lock();
-        u.leases += 1;
-        u.last_used = Instant::now();
-        drop(u);
+    fn lease(&self, workers: &mut Workers<K>, key: &K, worker: &WorkerRef) -> Lease<K> {
+        workers.lease(worker);
         Lease {
             shared: Some(Arc::clone(&self.shared)),
             key: Some(key.clone()),
@@ -378,45 +449,36 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
     }
 
     fn warm(&self, key: &K) -> Option<Lease<K>> {
-        let map = self.shared.workers.lock();
-        map.get(key).map(|w| self.lease(key, w))
+        let mut map = self.shared.workers.lock();
+        let w = map.by_key.get(key).cloned()?;
+        Some(self.lease(&mut map, key, &w))
     }
 
     fn cold_lease(&self, key: &K) -> Result<Lease<K>> {
         let mut map = self.shared.workers.lock();
-        if let Some(w) = map.get(key) {
-            return Ok(self.lease(key, w));
+        if let Some(w) = map.by_key.get(key).cloned() {
+            return Ok(self.lease(&mut map, key, &w));
         }
         let max = usize::try_from(self.config.max_active_scopes).unwrap_or(usize::MAX);
         if map.len() >= max && !self.shared.evict_lru(&mut map) {
             return Err(Error::MaxActiveScopesReached { max });
         }
         let worker = Worker::new(false);
-        map.insert(key.clone(), Arc::clone(&worker));
-        Ok(self.lease(key, &worker))
+        map.by_key.insert(key.clone(), Arc::clone(&worker));
+        Ok(self.lease(&mut map, key, &worker))
     }
 }
 
 impl<K: Eq + Hash + Clone + Send + Sync + 'static> Shared<K> {
-    fn idle_since(&self, w: &Worker, now: Instant) -> Option<Instant> {
-        let u = w.use_.lock();
-        (u.leases == 0 && now.duration_since(u.last_used) >= self.idle).then_some(u.last_used)
-    }
-
-    /// Reclaims the least recently used idle worker; false if none is.
-    fn evict_lru(&self, map: &mut HashMap<K, WorkerRef>) -> bool {
+    /// At capacity: reclaims the least recently used worker that has no
+    /// operation in flight, however briefly it has been idle; false if
+    /// every worker is busy.
+    fn evict_lru(&self, map: &mut Workers<K>) -> bool {
         if !self.reclaim {
             return false;
         }
-        let now = Instant::now();
-        let victim = map
-            .iter()
-            .filter_map(|(k, w)| self.idle_since(w, now).map(|t| (t, k.clone())))
-            .min_by_key(|(t, _)| *t)
-            .map(|(_, k)| k);
-        match victim {
+        match map.pop_idle(None) {
             Some(k) => {
-                map.remove(&k);
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 self.state.release(&k);
                 true
@@ -425,17 +487,13 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> Shared<K> {
         }
     }
 
-    /// Reclaims every idle worker.
+    /// Reclaims every worker idle for the idle timeout.
     fn sweep(&self) {
-        let now = Instant::now();
+        let Some(before) = Instant::now().checked_sub(self.idle) else {
+            return;
+        };
         let mut map = self.workers.lock();
-        let idle: Vec<K> = map
-            .iter()
-            .filter(|(_, w)| self.idle_since(w, now).is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in idle {
-            map.remove(&k);
+        while let Some(k) = map.pop_idle(Some(before)) {
             self.evictions.fetch_add(1, Ordering::Relaxed);
             self.state.release(&k);
         }
