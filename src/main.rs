@@ -81,6 +81,10 @@ enum Eval {
         /// Skip the per-conversation isolation comparison.
         #[arg(long)]
         no_isolation: bool,
+        /// Search with paragraph-length queries: each question preceded
+        /// by the turn before its first evidence turn.
+        #[arg(long)]
+        long_queries: bool,
     },
     /// Cranfield: graded nDCG@10, MAP@100 and MRR.
     Cranfield {
@@ -426,6 +430,10 @@ struct Common {
     /// BM25 b (0..=1).
     #[arg(long, default_value_t = Bm25Params::default().b)]
     bm25_b: f32,
+    /// BM25 k3, query term-frequency saturation (0..=1000; 0 weighs every
+    /// query term once).
+    #[arg(long, default_value_t = Bm25Params::default().k3)]
+    bm25_k3: f32,
     /// The store to evaluate.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
     store: StoreKind,
@@ -606,6 +614,7 @@ impl Common {
         Bm25Params {
             k1: self.bm25_k1,
             b: self.bm25_b,
+            k3: self.bm25_k3,
         }
     }
 }
@@ -625,6 +634,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             path,
             common,
             no_isolation,
+            long_queries,
         } => {
             let samples = hippocamp_datasets::locomo::load(&path)?;
             let opts = locomo::LocomoOptions {
@@ -634,6 +644,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                 },
                 isolation_check: !no_isolation,
                 mode: common.mode.map(Into::into),
+                long_queries,
                 ..locomo::LocomoOptions::default()
             };
             let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;

@@ -6,7 +6,7 @@
 //!    metadata `dia_id`, `session`, `session_date_time`, `speaker`, ingested
 //!    session by session in order.
 //! 2. Every question with usable evidence searches its scope verbatim, top
-//!    50. R@k is the share of its evidence turns in the top k; MRR uses the
+//!    50 (with `long_queries`, as a paragraph: see [`query_text`]). R@k is the share of its evidence turns in the top k; MRR uses the
 //!    first evidence turn; nDCG@10 has binary gains. The headline averages
 //!    categories 1-4; category 5 (adversarial) is reported on its own.
 //! 3. Isolation: every hit must belong to the searched scope, and each
@@ -41,6 +41,8 @@ pub struct LocomoOptions {
     pub progress: bool,
     /// The search mode (default: the store's).
     pub mode: Option<hippocamp_memory::SearchMode>,
+    /// Search with paragraph-length queries ([`query_text`]).
+    pub long_queries: bool,
 }
 
 impl Default for LocomoOptions {
@@ -51,6 +53,7 @@ impl Default for LocomoOptions {
             isolation_check: true,
             progress: true,
             mode: None,
+            long_queries: false,
         }
     }
 }
@@ -158,6 +161,26 @@ pub fn session_events(session: &Session) -> Vec<Event> {
         .collect()
 }
 
+/// The query a question searches with: the question verbatim, or with
+/// `long`, a paragraph as an agent's runner would pass (a whole user
+/// message): the text of the turn that precedes the question's first
+/// evidence turn in its session, then the question. The context is the
+/// conversation's own (so it shares words with the evidence as a real
+/// message would); a question whose evidence opens a session keeps its
+/// text alone.
+pub fn query_text(sample: &Sample, q: &hippocamp_datasets::locomo::Question, long: bool) -> String {
+    let before = q.evidence.first().and_then(|first| {
+        sample.sessions.iter().find_map(|s| {
+            let pos = s.turns.iter().position(|t| &t.dia_id == first)?;
+            pos.checked_sub(1).map(|p| s.turns[p].text.as_str())
+        })
+    });
+    match before {
+        Some(b) if long => format!("{b} {}", q.text),
+        _ => q.text.clone(),
+    }
+}
+
 fn scope_of(sample: &Sample) -> Result<MemoryScope, EvalError> {
     Ok(MemoryScope::parse("locomo", &sample.sample_id)?)
 }
@@ -253,7 +276,8 @@ pub async fn run(
         .progress
         .then(|| progress(2 * all.len() as u64, "search"));
     for (s, q) in &all {
-        search(&*store, &scope_of(s)?, &q.text, opts.top_k, mode).await?;
+        let text = query_text(s, q, opts.long_queries);
+        search(&*store, &scope_of(s)?, &text, opts.top_k, mode).await?;
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -263,7 +287,8 @@ pub async fn run(
     for (s, q) in &all {
         let scope = scope_of(s)?;
         let t = Instant::now();
-        let r = search(&*store, &scope, &q.text, opts.top_k, mode).await?;
+        let text = query_text(s, q, opts.long_queries);
+        let r = search(&*store, &scope, &text, opts.top_k, mode).await?;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
         rankings.push(r);
         if let Some(b) = &bar {
@@ -393,7 +418,8 @@ async fn isolation(
             if s.sample_id != sample.sample_id {
                 continue;
             }
-            let solo = search(&*alone, &scope, &q.text, opts.top_k, mode).await?;
+            let text = query_text(s, q, opts.long_queries);
+            let solo = search(&*alone, &scope, &text, opts.top_k, mode).await?;
             let key = |r: &Ranking| -> Vec<(EntryId, u64)> {
                 r.iter().map(|h| (h.0, h.1.to_bits())).collect()
             };
@@ -465,5 +491,48 @@ impl std::fmt::Display for LocomoReport {
             "ingest {:.0} events/s; search p50 {:.0} us, p95 {:.0} us, p99 {:.0} us",
             self.ingest_events_per_s, self.search_p50_us, self.search_p95_us, self.search_p99_us
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hippocamp_datasets::locomo::{Question, Turn};
+
+    use super::*;
+
+    #[test]
+    fn long_queries_put_the_turn_before_the_evidence_first() {
+        let turn = |id: &str, text: &str| Turn {
+            speaker: "A".into(),
+            dia_id: id.into(),
+            text: text.into(),
+            blip_caption: None,
+        };
+        let sample = Sample {
+            sample_id: "c".into(),
+            sessions: vec![Session {
+                number: 1,
+                date_time: String::new(),
+                start_ms: None,
+                turns: vec![
+                    turn("D1:1", "How was the weekend?"),
+                    turn("D1:2", "I hiked"),
+                ],
+            }],
+            questions: Vec::new(),
+            dropped_questions: 0,
+        };
+        let q = |ev: &str| Question {
+            text: "What did A do?".into(),
+            category: 4,
+            evidence: vec![ev.into()],
+        };
+        assert_eq!(
+            query_text(&sample, &q("D1:2"), true),
+            "How was the weekend? What did A do?"
+        );
+        assert_eq!(query_text(&sample, &q("D1:2"), false), "What did A do?");
+        // Evidence that opens its session: the question alone.
+        assert_eq!(query_text(&sample, &q("D1:1"), true), "What did A do?");
     }
 }

@@ -27,6 +27,7 @@ impl MemoryConfig {
                 format!("bm25.{name}"),
                 Problem::Malformed(match name {
                     "k1" => "k1 must be within 0..=10".into(),
+                    "k3" => "k3 must be within 0..=1000".into(),
                     _ => "b must be within 0..=1".into(),
                 }),
             )
@@ -84,7 +85,10 @@ mod tests {
     #[test]
     fn bad_bm25_is_a_config_error() {
         let c = MemoryConfig {
-            bm25: Bm25Params { k1: 20.0, b: 0.5 },
+            bm25: Bm25Params {
+                k1: 20.0,
+                ..Bm25Params::default()
+            },
             ..MemoryConfig::default()
         };
         assert!(

@@ -10,9 +10,9 @@ use crate::store::{SearchMode, SearchRequest};
 /// A validated search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedSearch {
-    /// Distinct analysed query terms (may be empty: a query of stopwords
-    /// matches nothing).
-    pub terms: Vec<String>,
+    /// Distinct analysed query terms with their query frequencies (may be
+    /// empty: a query of stopwords matches nothing).
+    pub terms: Vec<hippocamp_search::QueryTerm>,
     /// The metadata filter.
     pub filter: Filter,
     /// Most hits.

@@ -118,14 +118,26 @@ impl Analyzer {
         TermFreqs { terms, len }
     }
 
-    /// The distinct terms of a query, sorted, so the same words in any order
-    /// and with any repetition score identically.
-    pub fn query_terms(&self, query: &str) -> Vec<String> {
-        let mut terms = self.terms(query);
-        terms.sort_unstable();
-        terms.dedup();
-        terms
+    /// The distinct terms of a query, sorted, each with how often the
+    /// query says it: the same words in any order score identically, and a
+    /// long query that keeps returning to a word weighs it more (bounded:
+    /// see [`Bm25Params::k3`](crate::Bm25Params::k3)).
+    pub fn query_terms(&self, query: &str) -> Vec<QueryTerm> {
+        self.analyze(query)
+            .terms
+            .into_iter()
+            .map(|(term, count)| QueryTerm { term, count })
+            .collect()
     }
+}
+
+/// One distinct term of a query and how many times the query has it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QueryTerm {
+    /// The analysed term.
+    pub term: String,
+    /// Its frequency in the query (at least 1).
+    pub count: u32,
 }
 
 /// English stopwords: function words that carry no topic.
@@ -340,9 +352,16 @@ mod tests {
     }
 
     #[test]
-    fn query_terms_are_a_sorted_set() {
+    fn query_terms_are_sorted_and_counted() {
         let a = Analyzer::english();
-        assert_eq!(a.query_terms("dogs and cats and dogs"), vec!["cat", "dog"]);
+        let t = |term: &str, count| QueryTerm {
+            term: term.into(),
+            count,
+        };
+        assert_eq!(
+            a.query_terms("dogs and cats and dogs"),
+            vec![t("cat", 1), t("dog", 2)]
+        );
         assert_eq!(a.query_terms("cats dogs"), a.query_terms("dogs cats"));
     }
 }

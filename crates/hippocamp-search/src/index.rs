@@ -12,7 +12,7 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analyzer::TermFreqs;
+use crate::analyzer::{QueryTerm, TermFreqs};
 use crate::rank::{Candidate, Ranked};
 
 /// BM25 parameters.
@@ -23,11 +23,19 @@ pub struct Bm25Params {
     pub k1: f32,
     /// Length normalisation, 0 ..= 1 (default 0.75).
     pub b: f32,
+    /// Query term-frequency saturation, 0 ..= 1,000 (default 8, the value
+    /// of Okapi's TREC runs): a term said `n` times in the query weighs
+    /// `(k3 + 1) n / (k3 + n)`, at most `k3 + 1`; 0 weighs every term once.
+    pub k3: f32,
 }
 
 impl Default for Bm25Params {
     fn default() -> Self {
-        Self { k1: 1.2, b: 0.75 }
+        Self {
+            k1: 1.2,
+            b: 0.75,
+            k3: 8.0,
+        }
     }
 }
 
@@ -39,6 +47,9 @@ impl Bm25Params {
         }
         if !(0.0..=1.0).contains(&self.b) {
             return Err("b");
+        }
+        if !(0.0..=1_000.0).contains(&self.k3) {
+            return Err("k3");
         }
         Ok(())
     }
@@ -195,11 +206,12 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
     }
 
     /// BM25 scores of every document matching at least one of `terms`
-    /// (distinct analysed query terms), unordered.
+    /// (the distinct analysed query terms with their query frequencies),
+    /// unordered.
     ///
     /// IDF is `ln(1 + (N - df + 0.5) / (df + 0.5))`, which stays positive
     /// for terms in most documents, so every match scores above zero.
-    pub fn bm25(&self, terms: &[String], params: Bm25Params) -> Vec<Candidate<K>> {
+    pub fn bm25(&self, terms: &[QueryTerm], params: Bm25Params) -> Vec<Candidate<K>> {
         let n = self.slots.len() as f32;
         if n == 0.0 {
             return Vec::new();
@@ -209,16 +221,18 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
         let b = params.b;
         let mut acc = vec![0f32; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for term in terms {
+        for QueryTerm { term, count } in terms {
             let Some(&id) = self.terms.get(term.as_str()) else {
                 continue;
             };
+            let qtf = *count as f32;
+            let weight = (params.k3 + 1.0) * qtf / (params.k3 + qtf);
             let list = &self.postings[id as usize];
             if list.is_empty() {
                 continue;
             }
             let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for p in list {
                 let len = self.lens[p.slot as usize] as f32;
                 let norm = if avg_len > 0.0 {
@@ -249,7 +263,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
     }
 
     /// Documents matching `terms`, best first.
-    pub fn search(&self, terms: &[String], params: Bm25Params) -> Ranked<K> {
+    pub fn search(&self, terms: &[QueryTerm], params: Bm25Params) -> Ranked<K> {
         Ranked::new(self.bm25(terms, params))
     }
 }
@@ -337,15 +351,40 @@ mod tests {
     #[test]
     fn params_are_checked() {
         assert!(Bm25Params::default().validate().is_ok());
-        assert_eq!(Bm25Params { k1: -1.0, b: 0.5 }.validate(), Err("k1"));
-        assert_eq!(Bm25Params { k1: 1.0, b: 1.5 }.validate(), Err("b"));
+        let p = |k1, b, k3| Bm25Params { k1, b, k3 };
+        assert_eq!(p(-1.0, 0.5, 8.0).validate(), Err("k1"));
+        assert_eq!(p(1.0, 1.5, 8.0).validate(), Err("b"));
+        assert_eq!(p(1.0, 0.5, 1_001.0).validate(), Err("k3"));
         assert_eq!(
             Bm25Params {
                 k1: f32::NAN,
-                b: 0.5
+                ..Bm25Params::default()
             }
             .validate(),
             Err("k1")
         );
+    }
+
+    #[test]
+    fn repeated_query_terms_weigh_more_within_a_bound() {
+        let (a, idx) = index(&["cat", "dog"]);
+        let score = |q: &str, k3: f32| {
+            let p = Bm25Params {
+                k3,
+                ..Bm25Params::default()
+            };
+            let mut c = idx.bm25(&a.query_terms(q), p);
+            c.sort_by_key(|c| c.key);
+            c.iter().map(|c| c.score).collect::<Vec<_>>()
+        };
+        // Once each: equal weights, whatever k3.
+        assert_eq!(score("cat dog", 8.0), score("cat dog", 0.0));
+        // "cat" three times: (8 + 1) * 3 / (8 + 3) times its weight.
+        let s = score("cat cat cat dog", 8.0);
+        assert!((s[0] / s[1] - 27.0 / 11.0).abs() < 1e-5, "{s:?}");
+        // k3 = 0 ignores repetition; the weight never exceeds k3 + 1.
+        assert_eq!(score("cat cat cat dog", 0.0), score("cat dog", 0.0));
+        let many = score(&"cat ".repeat(10_000), 8.0);
+        assert!(many[0] <= 9.0 * std::f32::consts::LN_2 + 1e-4);
     }
 }

@@ -19,7 +19,7 @@ pub mod index;
 pub mod rank;
 pub mod vector;
 
-pub use analyzer::{Analyzer, TermFreqs};
+pub use analyzer::{Analyzer, QueryTerm, TermFreqs};
 pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
 pub use index::{Bm25Params, IndexStats, InvertedIndex};
 pub use rank::{Candidate, Ranked};
