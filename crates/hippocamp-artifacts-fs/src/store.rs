@@ -51,12 +51,11 @@ use hippocamp_artifacts::{
     PutOptions, Selector,
 };
 use hippocamp_core::{
-    CallOptions, Deadline, Error, LimitInfo, Problem, QuotaLimit, Result, Sha256Digest, Stage,
+    CallOptions, Deadline, Error, Problem, QuotaLimit, Result, Sha256Digest, Stage,
 };
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
-use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use crate::catalog::{
@@ -86,80 +85,26 @@ fn joined(e: tokio::task::JoinError) -> Error {
     Error::Unavailable(format!("a storage task failed: {e}"))
 }
 
-/// Tuning of the filesystem store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FsOptions {
-    /// Log records between checkpoints (durable catalog commits).
-    pub checkpoint_records: u64,
-    /// Log bytes between checkpoints.
-    pub checkpoint_bytes: u64,
-    /// Age below which `repair` leaves an unreferenced content file alone,
-    /// milliseconds.
-    pub recovery_grace_ms: u64,
-}
-
-impl Default for FsOptions {
-    fn default() -> Self {
-        Self {
-            checkpoint_records: 4_096,
-            checkpoint_bytes: 64 << 20,
-            recovery_grace_ms: 300_000,
-        }
+hippocamp_core::limit_table! {
+    /// Tuning of the filesystem store.
+    pub struct FsOptions, prefix "" {
+        /// Catalog log records between checkpoints.
+        checkpoint_records: default 4_096, min 1, max 1 << 20,
+            "catalog log records between durable checkpoints";
+        /// Log bytes between checkpoints.
+        checkpoint_bytes: default 64 << 20, min 1 << 10, max 1 << 30,
+            "catalog log bytes between durable checkpoints";
+        /// Age below which `repair` leaves an unreferenced content file alone,
+        /// milliseconds.
+        recovery_grace_ms: default 300_000, min 0, max 7 * 86_400_000,
+            "age in milliseconds below which repair keeps an unreferenced content file";
     }
 }
 
 impl FsOptions {
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
-        let range = hippocamp_core::error::check_range;
-        range("checkpoint_records", self.checkpoint_records, 1, 1 << 20)?;
-        range("checkpoint_bytes", self.checkpoint_bytes, 1 << 10, 1 << 30)?;
-        range(
-            "recovery_grace_ms",
-            self.recovery_grace_ms,
-            0,
-            7 * 86_400_000,
-        )
-    }
-
-    fn describe(&self) -> Vec<LimitInfo> {
-        let d = Self::default();
-        let info = |name: &str, value, default, min, max, description: &str| LimitInfo {
-            name: name.to_owned(),
-            value,
-            default,
-            min,
-            max,
-            description: description.to_owned(),
-            configurable: true,
-        };
-        vec![
-            info(
-                "checkpoint_records",
-                self.checkpoint_records,
-                d.checkpoint_records,
-                1,
-                1 << 20,
-                "catalog log records between durable checkpoints",
-            ),
-            info(
-                "checkpoint_bytes",
-                self.checkpoint_bytes,
-                d.checkpoint_bytes,
-                1 << 10,
-                1 << 30,
-                "catalog log bytes between durable checkpoints",
-            ),
-            info(
-                "recovery_grace_ms",
-                self.recovery_grace_ms,
-                d.recovery_grace_ms,
-                0,
-                7 * 86_400_000,
-                "age in milliseconds below which repair keeps an unreferenced content file",
-            ),
-        ]
+        self.check_ranges()
     }
 }
 

@@ -210,70 +210,14 @@ impl ObjectOptions {
                 configurable: true,
             })
             .collect();
-        let fixed = |name: &str, value: u64, min: u64, description: &str| LimitInfo {
-            name: name.to_owned(),
-            value,
-            default: value,
-            min,
-            max: value,
-            description: description.to_owned(),
-            configurable: false,
-        };
-        out.extend([
-            fixed(
-                "max_scope_part_bytes",
-                256,
-                1,
-                "bytes of an app name, user id or session id",
-            ),
-            fixed(
-                "max_name_bytes",
-                MAX_OBJECT_NAME_BYTES as u64,
-                1,
-                "bytes of an artifact name (hex-encoded in 1,024-byte object keys)",
-            ),
-            fixed("max_mime_type_bytes", 255, 3, "bytes of a MIME type"),
-            fixed(
-                "max_metadata_bytes",
-                hippocamp_artifacts::model::MAX_METADATA_BYTES as u64,
-                0,
-                "bytes of custom metadata as compact JSON",
-            ),
-            fixed(
-                "max_metadata_entries",
-                hippocamp_artifacts::model::MAX_METADATA_ENTRIES as u64,
-                0,
-                "map pairs and list elements of custom metadata",
-            ),
-            fixed(
-                "max_metadata_depth",
-                hippocamp_artifacts::model::MAX_METADATA_DEPTH as u64,
-                1,
-                "nesting of custom metadata (the top object is 1)",
-            ),
-            fixed(
-                "max_timeout_ms",
-                300_000,
-                1,
-                "longest timeout a call may give",
-            ),
-        ]);
+        out.extend(hippocamp_artifacts::store::fixed_limits(
+            MAX_OBJECT_NAME_BYTES as u64,
+        ));
         out
     }
 
     fn page_limit(&self, limit: Option<u64>) -> Result<usize> {
-        let l = limit.unwrap_or(self.default_page_limit);
-        if l == 0 || l > self.max_page_limit {
-            return Err(Error::invalid(
-                Field::Limit,
-                Problem::OutOfRange {
-                    value: i128::from(l),
-                    min: 1,
-                    max: i128::from(self.max_page_limit),
-                },
-            ));
-        }
-        Ok(usize::try_from(l).unwrap_or(usize::MAX))
+        hippocamp_core::limits::page_limit(limit, self.default_page_limit, self.max_page_limit)
     }
 }
 

@@ -329,8 +329,8 @@ pub async fn capabilities_report_contract_and_limits(f: &dyn ArtifactFactory) {
         ("max_page_limit", 1_000),
         ("chunk_size", 1 << 20),
         ("max_metadata_bytes", 16_384),
-        ("max_metadata_entries", 128),
-        ("max_metadata_depth", 8),
+        ("max_metadata_nodes", 129),
+        ("max_metadata_depth", 7),
         ("max_timeout_ms", 300_000),
     ] {
         let l = caps

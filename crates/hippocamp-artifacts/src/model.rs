@@ -7,7 +7,6 @@ use hippocamp_core::{
     AppName, Error, Field, Metadata, Problem, Result, SessionId, Sha256Digest, UserId,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// Who owns an artifact. The same name in two scopes is two independent
@@ -269,59 +268,20 @@ impl fmt::Debug for MimeType {
     }
 }
 
-/// Bounds on custom metadata.
-pub const MAX_METADATA_BYTES: usize = 16_384;
-/// Aggregate map pairs and list elements.
-pub const MAX_METADATA_ENTRIES: usize = 128;
-/// Nesting depth; the top-level object is depth 1.
-pub const MAX_METADATA_DEPTH: usize = 8;
+/// Bounds on custom metadata, checked by the same validator as memory
+/// metadata (`hippocamp_core::json::check_object`): at most 16,384 bytes as
+/// compact JSON, values nested at most 7 below the top object (8 container
+/// levels counting the top one, as ADK's artifact metadata allows), and 129
+/// JSON nodes (the top object and 128 pairs or elements below it).
+pub const METADATA_LIMITS: hippocamp_core::JsonLimits = hippocamp_core::JsonLimits {
+    max_bytes: 16_384,
+    max_depth: 7,
+    max_nodes: 129,
+};
 
-/// Checks custom metadata: at most 16,384 bytes as compact JSON, 128
-/// entries (every map pair and list element, summed over the tree), and 8
-/// levels of nesting (the top object is level 1).
+/// Checks custom metadata against [`METADATA_LIMITS`].
 pub fn check_metadata(m: &Metadata) -> Result<()> {
-    fn walk(v: &Value, depth: usize, entries: &mut usize) -> Result<()> {
-        let (children, n): (Box<dyn Iterator<Item = &Value>>, usize) = match v {
-            Value::Object(o) => (Box::new(o.values()), o.len()),
-            Value::Array(a) => (Box::new(a.iter()), a.len()),
-            _ => return Ok(()),
-        };
-        if depth > MAX_METADATA_DEPTH {
-            return Err(Error::invalid(
-                Field::Metadata,
-                Problem::TooDeep {
-                    max: MAX_METADATA_DEPTH,
-                },
-            ));
-        }
-        *entries += n;
-        if *entries > MAX_METADATA_ENTRIES {
-            return Err(Error::invalid(
-                Field::Metadata,
-                Problem::TooMany {
-                    count: *entries,
-                    max: MAX_METADATA_ENTRIES,
-                },
-            ));
-        }
-        children
-            .into_iter()
-            .try_for_each(|c| walk(c, depth + 1, entries))
-    }
-    let mut entries = 0;
-    let top = Value::Object(m.clone());
-    walk(&top, 1, &mut entries)?;
-    let len = hippocamp_core::json::encoded_len(m);
-    if len > MAX_METADATA_BYTES {
-        return Err(Error::invalid(
-            Field::Metadata,
-            Problem::TooLong {
-                len,
-                max: MAX_METADATA_BYTES,
-            },
-        ));
-    }
-    Ok(())
+    hippocamp_core::json::check_object(Field::Metadata, m, METADATA_LIMITS).map(drop)
 }
 
 /// The record of one version: what `put` returns and listings carry.
@@ -464,7 +424,7 @@ pub struct PutOptions {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 

@@ -117,61 +117,10 @@ impl ArtifactRead {
     }
 }
 
-macro_rules! artifact_limits {
-    ($( $(#[$doc:meta])* $field:ident: default $default:expr, min $min:expr, max $max:expr, $desc:literal; )*) => {
-        /// Limits and quotas of an artifact store. Every value is within
-        /// its range and reported by `capabilities()`.
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-        #[serde(deny_unknown_fields, default)]
-        pub struct ArtifactLimits {
-            $( $(#[$doc])* pub $field: u64, )*
-        }
-
-        impl Default for ArtifactLimits {
-            fn default() -> Self {
-                Self { $( $field: $default, )* }
-            }
-        }
-
-        impl ArtifactLimits {
-            /// The configuration keys.
-            pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
-
-            fn check_ranges(&self) -> Result<()> {
-                $(
-                    if self.$field < $min || self.$field > $max {
-                        return Err(Error::config(
-                            stringify!($field),
-                            Problem::OutOfRange {
-                                value: i128::from(self.$field),
-                                min: i128::from($min as u64),
-                                max: i128::from($max as u64),
-                            },
-                        ));
-                    }
-                )*
-                Ok(())
-            }
-
-            /// Every limit with its value, default and range.
-            pub fn describe(&self) -> Vec<LimitInfo> {
-                vec![$(
-                    LimitInfo {
-                        name: stringify!($field).to_owned(),
-                        value: self.$field,
-                        default: $default,
-                        min: $min,
-                        max: $max,
-                        description: $desc.to_owned(),
-                        configurable: true,
-                    },
-                )*]
-            }
-        }
-    };
-}
-
-artifact_limits! {
+hippocamp_core::limit_table! {
+    /// Limits and quotas of an artifact store. Every value is within its
+    /// range and reported by `capabilities()`.
+    pub struct ArtifactLimits, prefix "" {
     /// Bytes of one artifact.
     max_artifact_bytes: default 64 << 20, min 1, max 1_u64 << 40,
         "bytes of one artifact";
@@ -199,6 +148,7 @@ artifact_limits! {
     /// Bytes per integrity chunk.
     chunk_size: default 1 << 20, min 4_096, max 64 << 20,
         "bytes per integrity chunk (each has its own SHA-256)";
+    }
 }
 
 impl ArtifactLimits {
@@ -240,73 +190,62 @@ impl ArtifactLimits {
 
     /// Configurable limits followed by the fixed validation limits.
     pub fn describe_all(&self) -> Vec<LimitInfo> {
-        let fixed = |name: &str, value: u64, min: u64, description: &str| LimitInfo {
-            name: name.to_owned(),
-            value,
-            default: value,
-            min,
-            max: value,
-            description: description.to_owned(),
-            configurable: false,
-        };
         let mut all = self.describe();
-        all.extend([
-            fixed(
-                "max_scope_part_bytes",
-                256,
-                1,
-                "bytes of an app name, user id or session id",
-            ),
-            fixed(
-                "max_name_bytes",
-                crate::model::MAX_NAME_BYTES as u64,
-                1,
-                "bytes of an artifact name",
-            ),
-            fixed("max_mime_type_bytes", 255, 3, "bytes of a MIME type"),
-            fixed(
-                "max_metadata_bytes",
-                crate::model::MAX_METADATA_BYTES as u64,
-                0,
-                "bytes of custom metadata as compact JSON",
-            ),
-            fixed(
-                "max_metadata_entries",
-                crate::model::MAX_METADATA_ENTRIES as u64,
-                0,
-                "map pairs and list elements of custom metadata",
-            ),
-            fixed(
-                "max_metadata_depth",
-                crate::model::MAX_METADATA_DEPTH as u64,
-                1,
-                "nesting of custom metadata (the top object is 1)",
-            ),
-            fixed(
-                "max_timeout_ms",
-                300_000,
-                1,
-                "longest timeout a call may give",
-            ),
-        ]);
+        all.extend(fixed_limits(crate::model::MAX_NAME_BYTES as u64));
         all
     }
 
     /// Checks a page limit, giving the default when absent.
     pub fn page_limit(&self, limit: Option<u64>) -> Result<usize> {
-        let l = limit.unwrap_or(self.default_page_limit);
-        if l == 0 || l > self.max_page_limit {
-            return Err(Error::invalid(
-                hippocamp_core::Field::Limit,
-                Problem::OutOfRange {
-                    value: i128::from(l),
-                    min: 1,
-                    max: i128::from(self.max_page_limit),
-                },
-            ));
-        }
-        Ok(usize::try_from(l).unwrap_or(usize::MAX))
+        hippocamp_core::limits::page_limit(limit, self.default_page_limit, self.max_page_limit)
     }
+}
+
+/// The limits of the artifact contract that no configuration changes,
+/// with the longest name a store keeps (`max_name_bytes`: object stores
+/// keep shorter ones than the contract allows).
+pub fn fixed_limits(max_name_bytes: u64) -> Vec<LimitInfo> {
+    let fixed = LimitInfo::fixed;
+    let m = crate::model::METADATA_LIMITS;
+    vec![
+        fixed(
+            "max_scope_part_bytes",
+            256,
+            1,
+            "bytes of an app name, user id or session id",
+        ),
+        fixed(
+            "max_name_bytes",
+            max_name_bytes,
+            1,
+            "bytes of an artifact name",
+        ),
+        fixed("max_mime_type_bytes", 255, 3, "bytes of a MIME type"),
+        fixed(
+            "max_metadata_bytes",
+            m.max_bytes as u64,
+            0,
+            "bytes of custom metadata as compact JSON",
+        ),
+        fixed(
+            "max_metadata_depth",
+            m.max_depth as u64,
+            0,
+            "nesting depth of custom metadata (the top object is depth 0, its values depth 1)",
+        ),
+        fixed(
+            "max_metadata_nodes",
+            m.max_nodes as u64,
+            1,
+            "JSON nodes of custom metadata (the top object and every value under it)",
+        ),
+        fixed(
+            "max_timeout_ms",
+            300_000,
+            1,
+            "longest timeout a call may give",
+        ),
+    ]
 }
 
 /// What a store offers.

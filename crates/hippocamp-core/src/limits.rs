@@ -1,10 +1,11 @@
 //! Configurable memory limits with their defaults and ceilings.
 //!
 //! Every limit is explicit: it has a documented default, an allowed range
-//! (1 ..= ceiling), and is reported by `capabilities()` through
-//! [`MemoryLimits::describe`]. The table is written once, in the macro call
-//! below, and the struct, its defaults, validation and description are all
-//! generated from it so they cannot drift apart.
+//! (min ..= ceiling), and is reported by `capabilities()` through
+//! `describe`. Every table of limits (memory, artifacts, the stores'
+//! options, HTTP, embedding) is written once with [`limit_table!`], which
+//! generates the struct, its defaults, the range check and the description
+//! from it, so they cannot drift apart.
 
 use std::time::Duration;
 
@@ -33,14 +34,36 @@ pub struct LimitInfo {
     pub configurable: bool,
 }
 
-macro_rules! limits {
-    ($(#[$doc:meta])* $name:ident {
-        $( $(#[$fdoc:meta])* $field:ident: default $default:expr, max $max:expr, $desc:literal; )*
+impl LimitInfo {
+    /// A limit fixed by the contract (not configurable): its value is its
+    /// default and its ceiling.
+    pub fn fixed(name: &str, value: u64, min: u64, description: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            value,
+            default: value,
+            min,
+            max: value,
+            description: description.to_owned(),
+            configurable: false,
+        }
+    }
+}
+
+/// Declares a table of `u64` limits once; the struct, its defaults, the
+/// range check and the `capabilities()` description are generated from
+/// it, so they cannot drift apart. Rows: `field: default D, min A, max B,
+/// "description";`. `prefix` is put before a key in errors (`"http."`).
+/// The struct refuses unknown keys and fills missing ones with defaults.
+#[macro_export]
+macro_rules! limit_table {
+    ($(#[$doc:meta])* $vis:vis struct $name:ident, prefix $prefix:literal {
+        $( $(#[$fdoc:meta])* $field:ident: default $default:expr, min $min:expr, max $max:expr, $desc:literal; )*
     }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(deny_unknown_fields, default)]
-        pub struct $name {
+        $vis struct $name {
             $( $(#[$fdoc])* pub $field: u64, )*
         }
 
@@ -54,30 +77,28 @@ macro_rules! limits {
             /// The configuration keys, in table order.
             pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
 
-            fn check_ranges(&self) -> Result<()> {
+            /// Checks every value against its range (relations between
+            /// values are the type's own `validate`).
+            pub fn check_ranges(&self) -> $crate::Result<()> {
                 $(
-                    if self.$field < 1 || self.$field > $max {
-                        return Err(Error::config(
-                            stringify!($field),
-                            Problem::OutOfRange {
-                                value: i128::from(self.$field),
-                                min: 1,
-                                max: i128::from($max as u64),
-                            },
-                        ));
-                    }
+                    $crate::error::check_range(
+                        concat!($prefix, stringify!($field)),
+                        self.$field,
+                        $min,
+                        $max,
+                    )?;
                 )*
                 Ok(())
             }
 
-            /// Every configurable limit with its value, default and range.
-            pub fn describe(&self) -> Vec<LimitInfo> {
+            /// Every limit with its value, default and range.
+            pub fn describe(&self) -> Vec<$crate::LimitInfo> {
                 vec![$(
-                    LimitInfo {
-                        name: stringify!($field).to_owned(),
+                    $crate::LimitInfo {
+                        name: concat!($prefix, stringify!($field)).to_owned(),
                         value: self.$field,
                         default: $default,
-                        min: 1,
+                        min: $min,
                         max: $max,
                         description: $desc.to_owned(),
                         configurable: true,
@@ -88,48 +109,65 @@ macro_rules! limits {
     };
 }
 
-limits! {
+/// The page size a listing gets: `requested`, or `default` when absent;
+/// 1 ..= `max`.
+pub fn page_limit(requested: Option<u64>, default: u64, max: u64) -> Result<usize> {
+    let l = requested.unwrap_or(default);
+    if l == 0 || l > max {
+        return Err(Error::invalid(
+            crate::Field::Limit,
+            Problem::OutOfRange {
+                value: i128::from(l),
+                min: 1,
+                max: i128::from(max),
+            },
+        ));
+    }
+    Ok(usize::try_from(l).unwrap_or(usize::MAX))
+}
+
+limit_table! {
     /// Limits of a memory store. Defaults follow the reference service; the
     /// quota tiers (`*_per_scope`, `*_total`) are both always enforced.
-    MemoryLimits {
+    pub struct MemoryLimits, prefix "" {
         /// Bytes of one entry's content.
-        max_content_bytes: default 65_536, max 1_048_576,
+        max_content_bytes: default 65_536, min 1, max 1_048_576,
             "bytes of one entry's content";
         /// Bytes of one entry's metadata encoded as JSON.
-        max_metadata_bytes: default 16_384, max 262_144,
+        max_metadata_bytes: default 16_384, min 1, max 262_144,
             "bytes of one entry's metadata (or a filter) encoded as JSON";
         /// Nesting depth of metadata (the top object is depth 0).
-        max_metadata_depth: default 8, max 32,
+        max_metadata_depth: default 8, min 1, max 32,
             "nesting depth of metadata and filters (the top object is depth 0)";
         /// JSON nodes of metadata (each scalar 1, each container 1 + children).
-        max_metadata_nodes: default 512, max 100_000,
+        max_metadata_nodes: default 512, min 1, max 100_000,
             "JSON nodes of metadata and filters (scalar 1, container 1 + children)";
         /// Bytes of a search query.
-        max_query_bytes: default 4_096, max 65_536,
+        max_query_bytes: default 4_096, min 1, max 65_536,
             "bytes of a search query";
         /// Hits one search may return.
-        max_results: default 50, max 1_000,
+        max_results: default 50, min 1, max 1_000,
             "hits one search may return (the default limit)";
         /// Bytes of hits one search may return.
-        max_result_bytes: default 262_144, max 1_048_576,
+        max_result_bytes: default 262_144, min 1, max 1_048_576,
             "bytes of hits one search may return (each hit counts content + JSON metadata + JSON provenance + 256)";
         /// Events in one `add_events` call.
-        max_events_per_request: default 1_000, max 10_000,
+        max_events_per_request: default 1_000, min 1, max 10_000,
             "events in one add_events call";
         /// Entries in one exact scope.
-        max_entries_per_scope: default 100_000, max 10_000_000,
+        max_entries_per_scope: default 100_000, min 1, max 10_000_000,
             "entries in one (app, user) scope";
         /// Stored bytes in one exact scope.
-        max_bytes_per_scope: default 268_435_456, max 10_737_418_240,
+        max_bytes_per_scope: default 268_435_456, min 1, max 10_737_418_240,
             "stored bytes in one (app, user) scope";
         /// Entries in the whole store.
-        max_entries_total: default 10_000_000, max 1_000_000_000,
+        max_entries_total: default 10_000_000, min 1, max 1_000_000_000,
             "entries across every scope of the store";
         /// Stored bytes in the whole store.
-        max_bytes_total: default 17_179_869_184, max 1_099_511_627_776,
+        max_bytes_total: default 17_179_869_184, min 1, max 1_099_511_627_776,
             "stored bytes across every scope of the store";
         /// Timeout of a call that gives none, in milliseconds.
-        call_timeout_ms: default 5_000, max 60_000,
+        call_timeout_ms: default 5_000, min 1, max 60_000,
             "timeout in milliseconds of a call that gives none";
     }
 }
@@ -186,15 +224,7 @@ pub const MAX_PROVENANCE_EVENT_IDS: usize = 1_000;
 
 /// Limits that are part of the contract rather than configuration.
 pub fn fixed_limits() -> Vec<LimitInfo> {
-    let fixed = |name: &str, value: u64, min: u64, description: &str| LimitInfo {
-        name: name.to_owned(),
-        value,
-        default: value,
-        min,
-        max: value,
-        description: description.to_owned(),
-        configurable: false,
-    };
+    let fixed = LimitInfo::fixed;
     vec![
         fixed(
             "max_id_bytes",

@@ -28,51 +28,38 @@ pub mod local;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hippocamp_core::error::check_range;
 use hippocamp_core::{Deadline, Error, Field, Problem, Result};
 use serde::{Deserialize, Serialize};
 
-/// Bounds of every embedding call (the seed's figures are the defaults and
-/// the ceilings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EmbedLimits {
-    /// Deadline of a call without one, milliseconds (1 ..= 60,000; 5,000).
-    pub timeout_ms: u64,
-    /// Texts in one call (1 ..= 128).
-    pub max_inputs: u64,
-    /// Bytes of one text (1 ..= 65,536).
-    pub max_input_bytes: u64,
-    /// Bytes of all texts of one call (1 ..= 1 MiB).
-    pub max_total_bytes: u64,
-    /// Width of a vector (1 ..= 8,192).
-    pub max_dimension: u64,
-    /// Bytes of the vectors of one reply, as f32 (1 ..= 16 MiB).
-    pub max_vector_bytes: u64,
-}
-
-impl Default for EmbedLimits {
-    fn default() -> Self {
-        Self {
-            timeout_ms: 5_000,
-            max_inputs: 128,
-            max_input_bytes: 64 << 10,
-            max_total_bytes: 1 << 20,
-            max_dimension: 8_192,
-            max_vector_bytes: 16 << 20,
-        }
+hippocamp_core::limit_table! {
+    /// Bounds of every embedding call (the seed's figures are the defaults
+    /// and the ceilings).
+    pub struct EmbedLimits, prefix "embed." {
+        /// Deadline of a call without one, milliseconds.
+        timeout_ms: default 5_000, min 1, max 60_000,
+            "deadline in milliseconds of an embedding call that gives none";
+        /// Texts in one call.
+        max_inputs: default 128, min 1, max 128,
+            "texts in one embedding call";
+        /// Bytes of one text.
+        max_input_bytes: default 64 << 10, min 1, max 64 << 10,
+            "bytes of one text sent to the embedder (a longer one is embedded from its head)";
+        /// Bytes of all texts of one call.
+        max_total_bytes: default 1 << 20, min 1, max 1 << 20,
+            "bytes of all texts of one embedding call";
+        /// Width of a vector.
+        max_dimension: default 8_192, min 1, max 8_192,
+            "width of a vector";
+        /// Bytes of the vectors of one reply, as f32.
+        max_vector_bytes: default 16 << 20, min 1, max 16 << 20,
+            "bytes of the vectors of one reply, as f32";
     }
 }
 
 impl EmbedLimits {
     /// Checks every range.
     pub fn validate(&self) -> Result<()> {
-        check_range("embed.timeout_ms", self.timeout_ms, 1, 60_000)?;
-        check_range("embed.max_inputs", self.max_inputs, 1, 128)?;
-        check_range("embed.max_input_bytes", self.max_input_bytes, 1, 64 << 10)?;
-        check_range("embed.max_total_bytes", self.max_total_bytes, 1, 1 << 20)?;
-        check_range("embed.max_dimension", self.max_dimension, 1, 8_192)?;
-        check_range("embed.max_vector_bytes", self.max_vector_bytes, 1, 16 << 20)
+        self.check_ranges()
     }
 
     /// The deadline of a call that gives none.

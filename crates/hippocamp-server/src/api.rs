@@ -298,8 +298,19 @@ fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
 
 // ---- memory ----------------------------------------------------------
 
+/// A store's capabilities with the server's own bounds in force (`http`):
+/// every limit a client meets is reported, with the value that applies.
+fn with_http(s: &AppState, caps: impl serde::Serialize) -> ApiResult<Response> {
+    let mut v = serde_json::to_value(caps)
+        .map_err(|e| ApiError::from(Error::Unavailable(format!("cannot encode a reply: {e}"))))?;
+    if let Value::Object(o) = &mut v {
+        o.insert("http".into(), json!(s.config.http.describe()));
+    }
+    json(v)
+}
+
 async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
-    json(s.services.memory.capabilities())
+    with_http(&s, s.services.memory.capabilities())
 }
 
 async fn add_entry(
@@ -460,7 +471,7 @@ struct PageQuery {
 }
 
 async fn artifact_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
-    json(s.services.artifacts.capabilities())
+    with_http(&s, s.services.artifacts.capabilities())
 }
 
 async fn list_names(
@@ -904,7 +915,7 @@ const MEMORY: &[Route] = &[
         method: "get",
         path: "/v1/memory/capabilities",
         id: "memory_capabilities",
-        summary: "Limits and features of the memory service",
+        summary: "Limits and features of the memory service, and the HTTP bounds in force (`http`)",
         permission: None,
         query: &[],
         request: Payload::None,
@@ -1028,7 +1039,7 @@ const MEMORY: &[Route] = &[
         method: "get",
         path: "/v1/artifacts/capabilities",
         id: "artifact_capabilities",
-        summary: "Limits and features of the artifact service",
+        summary: "Limits and features of the artifact service, and the HTTP bounds in force (`http`)",
         permission: None,
         query: &[],
         request: Payload::None,

@@ -588,7 +588,7 @@ async fn errors_have_their_status_and_code() {
     s.stop().await;
 }
 
-use support::requests;
+use support::{requests, snapshot};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_of_another_app_or_user_touch_nothing_on_any_route() {
@@ -620,40 +620,6 @@ async fn tokens_of_another_app_or_user_touch_nothing_on_any_route() {
         .await;
         assert_eq!(st, StatusCode::CREATED);
     }
-    let snapshot = |s: &TestServer| {
-        let memory = s.services.memory.clone();
-        let artifacts = s.services.artifacts.clone();
-        async move {
-            let c = hippocamp_core::CallOptions::default();
-            let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
-            let hits = memory
-                .search(
-                    &scope,
-                    &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
-                    &c,
-                )
-                .await
-                .unwrap()
-                .hits
-                .iter()
-                .map(|h| h.entry.content.clone())
-                .collect::<Vec<_>>();
-            let mut versions = Vec::new();
-            for sc in [
-                hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),
-                hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
-                hippocamp_artifacts::ArtifactScope::session("shop", "alice", "s1").unwrap(),
-            ] {
-                let name = hippocamp_artifacts::ArtifactName::new("doc.txt").unwrap();
-                let page = artifacts
-                    .list_versions(&sc, &name, &hippocamp_artifacts::PageRequest::default(), &c)
-                    .await
-                    .unwrap();
-                versions.push(page.items.iter().map(|m| m.version).collect::<Vec<_>>());
-            }
-            (hits, versions)
-        }
-    };
     let before = snapshot(&s).await;
     assert_eq!(before.0, vec!["alice secret plan".to_owned()]);
     // Every permission, but another app; every permission, but another
@@ -1090,5 +1056,49 @@ async fn downloads_are_attachments_and_rejections_speak_json() {
             String::from_utf8_lossy(&b)
         );
     }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_report_the_values_in_force() {
+    let s = TestServer::start(Profile::Ephemeral, |c| {
+        c.memory.limits.call_timeout_ms = 1_234;
+        c.http.transfer_timeout_ms = 4_321;
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let value = |list: &Value, name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .map(|l| l["value"].clone())
+    };
+    let (_, _, b) = send(&s, Method::GET, "/v1/memory/capabilities", Some(&t), None).await;
+    let caps = j(&b);
+    // The default deadline of a memory call over HTTP is the store's.
+    assert_eq!(
+        value(&caps["limits"], "call_timeout_ms"),
+        Some(json!(1_234))
+    );
+    assert_eq!(
+        value(&caps["http"], "http.transfer_timeout_ms"),
+        Some(json!(4_321))
+    );
+    let (_, _, b) = send(
+        &s,
+        Method::GET,
+        "/v1/artifacts/capabilities",
+        Some(&t),
+        None,
+    )
+    .await;
+    let caps = j(&b);
+    assert_eq!(
+        caps["streaming"],
+        json!(false),
+        "the in-memory store buffers"
+    );
+    assert!(value(&caps["http"], "http.transfer_idle_timeout_ms").is_some());
     s.stop().await;
 }

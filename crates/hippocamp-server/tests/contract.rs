@@ -10,13 +10,13 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use hippocamp_core::{AppName, CallOptions, MemoryScope};
+use hippocamp_core::AppName;
 use hippocamp_server::Profile;
 use hippocamp_server::api::{Route, routes};
 use hippocamp_server::auth::{Grant, Permission};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, body, client, method, path};
+use support::{TestServer, body, client, method, path, snapshot};
 
 fn j(b: &[u8]) -> Value {
     serde_json::from_slice(b).unwrap_or(Value::Null)
@@ -52,43 +52,6 @@ fn token_with(s: &TestServer, app: Option<&str>, perms: BTreeSet<Permission>) ->
         permissions: perms,
     };
     s.services.tokens.create("contract", g).unwrap().0
-}
-
-/// Everything alice holds, as seen through the services.
-async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64) {
-    let c = CallOptions::default();
-    let scope = MemoryScope::parse("shop", "alice").unwrap();
-    let hits = s
-        .services
-        .memory
-        .search(
-            &scope,
-            &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
-            &c,
-        )
-        .await
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.entry.content.clone())
-        .collect();
-    let epoch = s.services.memory.erasure_epoch(&scope, &c).await.unwrap();
-    let mut versions = Vec::new();
-    for sc in [
-        hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),
-        hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
-        hippocamp_artifacts::ArtifactScope::session("shop", "alice", "s1").unwrap(),
-    ] {
-        let name = hippocamp_artifacts::ArtifactName::new("doc.txt").unwrap();
-        let page = s
-            .services
-            .artifacts
-            .list_versions(&sc, &name, &hippocamp_artifacts::PageRequest::default(), &c)
-            .await
-            .unwrap();
-        versions.push(page.items.iter().map(|m| m.version).collect());
-    }
-    (hits, versions, epoch)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

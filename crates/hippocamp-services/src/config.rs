@@ -12,7 +12,6 @@ use std::path::PathBuf;
 
 use hippocamp_artifacts::ArtifactLimits;
 use hippocamp_artifacts_fs::FsOptions;
-use hippocamp_core::error::check_range;
 use hippocamp_core::{Error, Problem};
 use hippocamp_memory::MemoryConfig;
 use hippocamp_router::RouterConfig;
@@ -44,77 +43,40 @@ impl Profile {
     }
 }
 
-/// HTTP bounds. A memory call without `?timeout_ms=` gets the memory
-/// store's `call_timeout_ms`, an artifact call the artifact store's: the
-/// values their capabilities report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpConfig {
-    /// Longest the server waits for a JSON request body, milliseconds
-    /// (1 ..= 300,000).
-    pub body_timeout_ms: u64,
-    /// Deadline of an artifact upload or download without `?timeout_ms=`,
-    /// milliseconds (1 ..= 300,000, the longest a transfer may take).
-    pub transfer_timeout_ms: u64,
-    /// Longest a download may wait for its client to read more, milliseconds
-    /// (1 ..= 300,000); then the connection is closed.
-    pub transfer_idle_timeout_ms: u64,
-    /// Largest JSON request body, bytes (1 KiB ..= 64 MiB).
-    pub max_json_body_bytes: u64,
-    /// Requests served at once, counted until a reply's body is sent; more
-    /// wait in no queue: they get 503 (1 ..= 100,000).
-    pub max_concurrent_requests: u64,
-    /// How long shutdown waits for requests in flight, milliseconds
-    /// (0 ..= 600,000).
-    pub shutdown_grace_ms: u64,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        Self {
-            body_timeout_ms: 30_000,
-            transfer_timeout_ms: 300_000,
-            transfer_idle_timeout_ms: 30_000,
-            max_json_body_bytes: 8 << 20,
-            max_concurrent_requests: 512,
-            shutdown_grace_ms: 30_000,
-        }
+hippocamp_core::limit_table! {
+    /// HTTP bounds. A memory call without `?timeout_ms=` gets the memory
+    /// store's `call_timeout_ms`, an artifact call the artifact store's: the
+    /// values their capabilities report. Every value is range-checked at
+    /// load; none is clamped later.
+    pub struct HttpConfig, prefix "http." {
+        /// Longest the server waits for a JSON request body, milliseconds.
+        body_timeout_ms: default 30_000, min 1, max 300_000,
+            "longest the server waits for a JSON request body, milliseconds";
+        /// Deadline of an artifact upload or download without
+        /// `?timeout_ms=`, milliseconds (the longest a transfer may take).
+        transfer_timeout_ms: default 300_000, min 1, max 300_000,
+            "deadline of an artifact upload or download without ?timeout_ms=, milliseconds";
+        /// Longest a download may wait for its client to read more,
+        /// milliseconds; then the connection is closed.
+        transfer_idle_timeout_ms: default 30_000, min 1, max 300_000,
+            "longest a download waits for its client to read more, milliseconds";
+        /// Largest JSON request body, bytes.
+        max_json_body_bytes: default 8 << 20, min 1 << 10, max 64 << 20,
+            "bytes of a JSON request body";
+        /// Requests served at once, counted until a reply's body is sent;
+        /// more wait in no queue: they get 503.
+        max_concurrent_requests: default 512, min 1, max 100_000,
+            "requests served at once (counted until the reply's body is sent); more get 503";
+        /// How long shutdown waits for requests in flight, milliseconds.
+        shutdown_grace_ms: default 30_000, min 0, max 600_000,
+            "how long shutdown waits for requests in flight, milliseconds";
     }
 }
 
 impl HttpConfig {
-    /// Checks every range (the ceilings are the ones the server applies:
-    /// nothing is clamped later).
+    /// Checks every range.
     pub fn validate(&self) -> Result<(), Error> {
-        let transfer_max =
-            u64::try_from(hippocamp_core::deadline::MAX_TRANSFER_TIMEOUT.as_millis())
-                .unwrap_or(u64::MAX);
-        check_range("http.body_timeout_ms", self.body_timeout_ms, 1, 300_000)?;
-        check_range(
-            "http.transfer_timeout_ms",
-            self.transfer_timeout_ms,
-            1,
-            transfer_max,
-        )?;
-        check_range(
-            "http.transfer_idle_timeout_ms",
-            self.transfer_idle_timeout_ms,
-            1,
-            transfer_max,
-        )?;
-        check_range(
-            "http.max_json_body_bytes",
-            self.max_json_body_bytes,
-            1 << 10,
-            64 << 20,
-        )?;
-        check_range(
-            "http.max_concurrent_requests",
-            self.max_concurrent_requests,
-            1,
-            100_000,
-        )?;
-        check_range("http.shutdown_grace_ms", self.shutdown_grace_ms, 0, 600_000)
+        self.check_ranges()
     }
 }
 
@@ -295,6 +257,12 @@ mod tests {
     fn out_of_range_values_and_missing_profiles_are_refused() {
         let e = Config::from_toml("[http]\nbody_timeout_ms = 0\n").unwrap_err();
         assert!(e.to_string().contains("http.body_timeout_ms"), "{e}");
+        // What loads is what runs: no value is clamped later, so one the
+        // server could not apply is refused here.
+        let e = Config::from_toml("[http]\ntransfer_timeout_ms = 300001\n").unwrap_err();
+        assert!(e.to_string().contains("http.transfer_timeout_ms"), "{e}");
+        let e = Config::from_toml("[memory.limits]\ncall_timeout_ms = 60001\n").unwrap_err();
+        assert!(e.to_string().contains("call_timeout_ms"), "{e}");
         let e = Config::from_toml("profile = \"distributed\"").unwrap_err();
         assert!(e.to_string().contains("not available"), "{e}");
         let e = Config::from_toml(

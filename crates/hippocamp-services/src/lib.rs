@@ -67,19 +67,28 @@ fn unavailable_profile() -> Error {
     Error::Unavailable("the distributed profile is not available in this build".into())
 }
 
+/// Connects `config`'s embedder, then runs `open` with it on a blocking
+/// thread (stores open files and replay logs).
+async fn with_embedder<T: Send + 'static>(
+    config: &Config,
+    open: impl FnOnce(&Config, Option<Arc<dyn hippocamp_embed::Embedder>>) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    config.validate()?;
+    let embedder = match &config.embedder {
+        None => None,
+        Some(e) => Some(connect_embedder(e).await?),
+    };
+    let c = config.clone();
+    tokio::task::spawn_blocking(move || open(&c, embedder))
+        .await
+        .map_err(|e| Error::Unavailable(e.to_string()))?
+}
+
 impl Services {
     /// Connects the configured embedder, then opens every service of
     /// `config.profile` (blocking work runs off the async threads).
     pub async fn open(config: &Config) -> Result<Self> {
-        config.validate()?;
-        let embedder = match &config.embedder {
-            None => None,
-            Some(e) => Some(connect_embedder(e).await?),
-        };
-        let c = config.clone();
-        tokio::task::spawn_blocking(move || Self::build(&c, embedder))
-            .await
-            .map_err(|e| Error::Unavailable(e.to_string()))?
+        with_embedder(config, Self::build).await
     }
 
     /// Opens (or creates) the services of `config.profile`, memory
@@ -109,15 +118,7 @@ impl Services {
     /// The memory store of `config` alone, with the configured embedder
     /// connected (the `memory` commands use it).
     pub async fn memory(config: &Config) -> Result<Arc<dyn MemoryStore>> {
-        config.validate()?;
-        let embedder = match &config.embedder {
-            None => None,
-            Some(e) => Some(connect_embedder(e).await?),
-        };
-        let c = config.clone();
-        tokio::task::spawn_blocking(move || Self::memory_with(&c, embedder))
-            .await
-            .map_err(|e| Error::Unavailable(e.to_string()))?
+        with_embedder(config, Self::memory_with).await
     }
 
     /// The memory store of `config` embedding with `embedder`: in memory

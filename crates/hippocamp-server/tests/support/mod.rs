@@ -124,3 +124,42 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
         _ => None,
     }
 }
+
+/// Everything alice of app `shop` holds, as seen through the services:
+/// the hits of a search for what tests plant, the versions of `doc.txt` in
+/// each of her artifact scopes, and her erasure epoch.
+pub(crate) async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64) {
+    let c = hippocamp_core::CallOptions::default();
+    let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+    let hits = s
+        .services
+        .memory
+        .search(
+            &scope,
+            &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
+            &c,
+        )
+        .await
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.entry.content.clone())
+        .collect();
+    let epoch = s.services.memory.erasure_epoch(&scope, &c).await.unwrap();
+    let mut versions = Vec::new();
+    for sc in [
+        hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),
+        hippocamp_artifacts::ArtifactScope::user("shop", "alice").unwrap(),
+        hippocamp_artifacts::ArtifactScope::session("shop", "alice", "s1").unwrap(),
+    ] {
+        let name = hippocamp_artifacts::ArtifactName::new("doc.txt").unwrap();
+        let page = s
+            .services
+            .artifacts
+            .list_versions(&sc, &name, &hippocamp_artifacts::PageRequest::default(), &c)
+            .await
+            .unwrap();
+        versions.push(page.items.iter().map(|m| m.version).collect());
+    }
+    (hits, versions, epoch)
+}
