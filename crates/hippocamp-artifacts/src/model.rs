@@ -11,7 +11,9 @@ use sha2::{Digest as _, Sha256};
 
 /// Who owns an artifact. The same name in two scopes is two independent
 /// artifacts with separate version counters; there is no inheritance.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ArtifactScope {
     /// Shared by the whole application.
@@ -203,6 +205,40 @@ impl fmt::Debug for ArtifactName {
     }
 }
 
+impl schemars::JsonSchema for ArtifactName {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ArtifactName".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_NAME_BYTES,
+            "description": "1..=1024 bytes of UTF-8: /-separated segments, none empty, `.` or `..`; no NUL",
+        })
+    }
+}
+
+impl schemars::JsonSchema for MimeType {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MimeType".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": MIME_TYPE_BYTES.0,
+            "maxLength": MIME_TYPE_BYTES.1,
+            "description": "a MIME type: contains `/`, no CR, LF or NUL",
+        })
+    }
+}
+
 /// The default MIME type.
 pub const DEFAULT_MIME_TYPE: &str = "application/octet-stream";
 /// Shortest and longest MIME types, in bytes.
@@ -286,7 +322,7 @@ pub fn check_metadata(m: &Metadata) -> Result<()> {
 
 /// The record of one version: what `put` returns and listings carry.
 /// Never carries the bytes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactMeta {
     /// The exact scope.
@@ -310,7 +346,7 @@ pub struct ArtifactMeta {
 }
 
 /// Which version to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Selector {
     /// The highest existing version.
@@ -320,7 +356,7 @@ pub enum Selector {
 }
 
 /// Which versions to delete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeleteSelector {
     /// The highest existing version.
@@ -332,7 +368,7 @@ pub enum DeleteSelector {
 }
 
 /// A byte range of an artifact: `len` bytes from `offset`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ByteRange {
     /// First byte.
     pub offset: u64,
@@ -358,11 +394,11 @@ impl ByteRange {
 }
 
 /// A page request: items strictly after `cursor`, at most `limit` of them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageRequest<C> {
     /// Exclusive cursor: the last item of the previous page.
-    #[serde(default = "none")]
+    #[serde(default = "none::<C>")]
     pub cursor: Option<C>,
     /// Most items (default: the store's default page size).
     #[serde(default)]
@@ -401,7 +437,8 @@ impl<C> PageRequest<C> {
 }
 
 /// A page of items.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "{T}Page")]
 pub struct Page<T, C> {
     /// The scope listed.
     pub scope: ArtifactScope,

@@ -249,7 +249,7 @@ pub fn fixed_limits(max_name_bytes: u64) -> Vec<LimitInfo> {
 }
 
 /// What a store offers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArtifactCapabilities {
     /// Contract version.
     pub api_version: u32,
@@ -274,7 +274,7 @@ pub struct ArtifactCapabilities {
 }
 
 /// Content-free state of a store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArtifactStatus {
     /// The backend.
     pub backend: String,

@@ -61,6 +61,22 @@ impl Serialize for Sha256Digest {
     }
 }
 
+impl schemars::JsonSchema for Sha256Digest {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sha256Digest".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$",
+            "description": "SHA-256, lowercase hex",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Sha256Digest {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;

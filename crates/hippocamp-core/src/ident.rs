@@ -91,6 +91,25 @@ macro_rules! text_id {
                 write!(f, "{}({:?})", stringify!($name), self.0)
             }
         }
+
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                // maxLength counts characters: a bound, the byte limit is
+                // in the description.
+                schemars::json_schema!({
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": $max,
+                    "description": format!("1..={} bytes of UTF-8, no NUL", $max),
+                })
+            }
+        }
     };
 }
 
@@ -135,7 +154,9 @@ text_id!(
 ///
 /// The same user id in two applications is two unrelated principals; nothing
 /// (metadata, filters, ids) can widen a scope.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryScope {
     app: AppName,
@@ -271,6 +292,18 @@ impl fmt::Debug for EntryId {
 impl Serialize for EntryId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl schemars::JsonSchema for EntryId {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EntryId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "pattern": "^mem-[0-9a-f]{32}$" })
     }
 }
 

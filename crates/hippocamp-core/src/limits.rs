@@ -16,7 +16,7 @@ use crate::ident::{MAX_ID_BYTES, MAX_IDEMPOTENCY_KEY_BYTES};
 use crate::json::JsonLimits;
 
 /// One limit as reported by `capabilities()`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LimitInfo {
     /// The configuration key.
     pub name: String,

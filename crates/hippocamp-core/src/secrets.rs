@@ -35,7 +35,7 @@ use serde_json::Value;
 pub const REDACTED: &str = "[REDACTED]";
 
 /// Which rule recognised a secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SecretKind {

@@ -13,7 +13,7 @@ use hippocamp_core::{
 use serde::{Deserialize, Serialize};
 
 /// Where an entry came from.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Provenance {
     /// The session the entry was learnt in.
@@ -31,7 +31,7 @@ pub struct Provenance {
 }
 
 /// An entry to add.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEntry {
     /// The remembered text: 1..=`max_content_bytes` bytes, no NUL, not
@@ -81,7 +81,7 @@ impl NewEntry {
 }
 
 /// A stored entry as every operation returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryEntry {
     /// `mem-` + 32 hex characters.

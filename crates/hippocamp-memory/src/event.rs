@@ -40,7 +40,7 @@ use serde_json::Value;
 use crate::entry::{NewEntry, PreparedEntry, Provenance, prepare_entry};
 
 /// A conversation event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "wire::Event")]
 pub struct Event {
     /// Event id, unique within its scope (1..=256 bytes).
@@ -62,7 +62,7 @@ pub struct Event {
 }
 
 /// An event's message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Content {
     /// `user`, `model`...
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +73,7 @@ pub struct Content {
 }
 
 /// One part of a message; the keys it does not name are ignored.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Part {
     /// Text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,7 +131,7 @@ impl Part {
 }
 
 /// Inline binary data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InlineData {
     /// MIME type.
     #[serde(alias = "mimeType")]
@@ -155,19 +155,28 @@ mod wire {
         Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
     }
 
-    #[derive(Deserialize)]
+    /// A conversation event, as ADK writes it (snake_case or camelCase;
+    /// unknown keys ignored).
+    #[derive(Deserialize, schemars::JsonSchema)]
+    #[schemars(rename = "Event")]
     pub(super) struct Event {
+        /// Event id, unique within its scope (1..=256 bytes).
         id: String,
+        /// Who produced it (`user`, an agent name, `tool`...).
         author: String,
+        /// When, in milliseconds since the Unix epoch (or `timestamp`).
         #[serde(default, alias = "timestampMs")]
         timestamp_ms: Option<i64>,
         /// ADK: seconds since the Unix epoch, as a float.
         #[serde(default)]
         timestamp: Option<f64>,
+        /// A streaming fragment (not remembered).
         #[serde(default, deserialize_with = "null_as_default")]
         partial: bool,
+        /// The message.
         #[serde(default)]
         content: Option<Content>,
+        /// JSON-safe metadata copied to the entry (ADK: `custom_metadata`).
         #[serde(default, alias = "custom_metadata", alias = "customMetadata")]
         metadata: Option<Metadata>,
     }
@@ -251,7 +260,7 @@ impl Event {
 pub const CONTROL_AUTHORS: &[&str] = &["runner", "tool", "system"];
 
 /// Why an event did not become an entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
 #[non_exhaustive]
 pub enum SkipReason {
@@ -270,7 +279,7 @@ pub enum SkipReason {
 }
 
 /// An event that became (or already was) an entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IngestedEvent {
     /// Position in the request.
     pub index: usize,
@@ -281,7 +290,7 @@ pub struct IngestedEvent {
 }
 
 /// An event that was skipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SkippedEvent {
     /// Position in the request.
     pub index: usize,
@@ -294,7 +303,7 @@ pub struct SkippedEvent {
 }
 
 /// What `add_events` did with each event, in request order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IngestReport {
     /// Events stored as new entries.
     pub added: Vec<IngestedEvent>,

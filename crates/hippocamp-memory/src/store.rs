@@ -48,7 +48,7 @@ impl WriteOptions {
 }
 
 /// The result of `add_entry`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AddOutcome {
     /// The stored entry (for a duplicate, the one stored first).
     pub entry: MemoryEntry,
@@ -57,7 +57,7 @@ pub struct AddOutcome {
 }
 
 /// The result of `delete_user`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Erasure {
     /// Entries removed (0 when the scope held none).
     pub deleted: u64,
@@ -67,7 +67,7 @@ pub struct Erasure {
 }
 
 /// A search.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// Free text, 1..=`max_query_bytes` bytes.
@@ -89,7 +89,7 @@ pub struct SearchRequest {
 }
 
 /// How a search scores entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchMode {
     /// BM25 only.
@@ -150,7 +150,7 @@ impl SearchRequest {
 }
 
 /// How a hit was scored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ScoreType {
@@ -163,7 +163,7 @@ pub enum ScoreType {
 }
 
 /// The scores a fused hit came from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScoreDetails {
     /// Its BM25 score, if the lexical list held it.
     pub bm25: Option<f64>,
@@ -174,7 +174,7 @@ pub struct ScoreDetails {
 }
 
 /// One search hit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchHit {
     /// The entry, shared with the store's copy (hits are read-only, and
     /// sharing keeps a search from copying every hit's content and
@@ -191,7 +191,7 @@ pub struct SearchHit {
 }
 
 /// Hits, best first: higher score, then newer, then smaller id.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchResults {
     /// The hits.
     pub hits: Vec<SearchHit>,
@@ -211,7 +211,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Search features of a store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchCapabilities {
     /// Scoring modes offered.
     pub modes: Vec<String>,
@@ -229,7 +229,7 @@ pub struct SearchCapabilities {
 }
 
 /// The embedder a store uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EmbedderInfo {
     /// Its model.
     pub model: String,
@@ -240,7 +240,7 @@ pub struct EmbedderInfo {
 }
 
 /// Router details, present when a store is behind a scope router.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoutingInfo {
     /// `exact_scope` or `shared`.
     pub strategy: String,
@@ -255,7 +255,7 @@ pub struct RoutingInfo {
 }
 
 /// What a store offers and the limits it enforces.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Capabilities {
     /// Contract version.
     pub contract_version: u32,
@@ -287,7 +287,7 @@ pub struct Capabilities {
 }
 
 /// Content-free state of a store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoreStatus {
     /// The backend.
     pub backend: String,
@@ -305,7 +305,7 @@ pub struct StoreStatus {
 }
 
 /// Router state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RouterStatus {
     /// `exact_scope` or `shared`.
     pub strategy: String,

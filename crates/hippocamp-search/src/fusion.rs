@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::rank::{Candidate, Ranked};
 
 /// How lists are fused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FusionMethod {
     /// `(1 - w) * bm25_norm + w * dense_norm`, each min-max-normalised.
@@ -24,7 +24,7 @@ pub enum FusionMethod {
 }
 
 /// Fusion parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FusionParams {
     /// The method.

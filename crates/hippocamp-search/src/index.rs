@@ -16,7 +16,7 @@ use crate::analyzer::{QueryTerm, TermFreqs};
 use crate::rank::{Candidate, Ranked};
 
 /// BM25 parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Bm25Params {
     /// Term-frequency saturation, 0 ..= 10 (default 1.2).
@@ -69,7 +69,7 @@ struct Doc<K> {
 }
 
 /// Statistics of an index.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexStats {
     /// Documents.
     pub docs: usize,

@@ -37,7 +37,7 @@ use hippocamp_services::{Config, Services};
 use http_body_util::BodyExt as _;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::ApiError;
 
@@ -300,13 +300,11 @@ fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
 
 /// A store's capabilities with the server's own bounds in force (`http`):
 /// every limit a client meets is reported, with the value that applies.
-fn with_http(s: &AppState, caps: impl serde::Serialize) -> ApiResult<Response> {
-    let mut v = serde_json::to_value(caps)
-        .map_err(|e| ApiError::from(Error::Unavailable(format!("cannot encode a reply: {e}"))))?;
-    if let Value::Object(o) = &mut v {
-        o.insert("http".into(), json!(s.config.http.describe()));
-    }
-    json(v)
+fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> {
+    json(WithHttp {
+        store,
+        http: s.config.http.describe(),
+    })
 }
 
 async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
@@ -340,9 +338,12 @@ async fn add_entry(
 
 /// `POST …/events`: each event is parsed on its own, so one malformed
 /// event is reported among the skips and never fails the batch.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EventsBody {
+#[schemars(rename = "Events")]
+pub struct EventsBody {
+    /// ADK events (what each may hold: `Event`).
+    #[schemars(with = "Vec<hippocamp_memory::Event>")]
     events: Vec<Value>,
 }
 
@@ -414,7 +415,7 @@ async fn delete_entry(
         s.services.memory.delete_entry(&m.scope, &id, &call),
     )
     .await?;
-    json(json!({ "deleted": n }))
+    json(Deleted { deleted: n })
 }
 
 async fn delete_session(
@@ -429,7 +430,7 @@ async fn delete_session(
         s.services.memory.delete_session(&m.scope, &session, &call),
     )
     .await?;
-    json(json!({ "deleted": n }))
+    json(Deleted { deleted: n })
 }
 
 async fn delete_user(
@@ -458,7 +459,7 @@ async fn erasure_epoch(
         s.services.memory.erasure_epoch(&m.scope, &call),
     )
     .await?;
-    json(json!({ "epoch": epoch }))
+    json(Epoch { epoch })
 }
 
 // ---- artifacts -------------------------------------------------------
@@ -824,20 +825,67 @@ async fn delete_artifact(
         s.services.artifacts.delete(&a.scope, &name, sel, &call),
     )
     .await?;
-    json(json!({ "removed": removed }))
+    json(Removed { removed })
 }
 
 // ---- the route table -------------------------------------------------
 
+/// A JSON Schema of a request or response type, from the type itself.
+pub type SchemaOf = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+fn schema<T: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    g.subschema_for::<T>()
+}
+
 /// What a route's body is, for the OpenAPI document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Payload {
     /// None.
     None,
-    /// A JSON document of the named schema.
-    Json(&'static str),
+    /// A JSON document: a name for people and tests, and the schema of
+    /// the type the handler reads or writes.
+    Json(&'static str, SchemaOf),
     /// Raw artifact bytes.
     Bytes,
+}
+
+impl Payload {
+    /// Whether it is raw bytes.
+    pub fn is_bytes(self) -> bool {
+        matches!(self, Payload::Bytes)
+    }
+}
+
+/// `{"deleted": n}`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct Deleted {
+    /// Entries removed.
+    pub deleted: u64,
+}
+
+/// `{"epoch": n}`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct Epoch {
+    /// The scope's erasure epoch (0 until its first erasure).
+    pub epoch: u64,
+}
+
+/// `{"removed": [versions]}`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct Removed {
+    /// The versions removed, ascending.
+    pub removed: Vec<u64>,
+}
+
+/// A store's capabilities and the server's own bounds in force.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "{T}WithHttp")]
+pub struct WithHttp<T> {
+    /// The store's capabilities.
+    #[serde(flatten)]
+    pub store: T,
+    /// The HTTP bounds in force (`http.*`).
+    pub http: Vec<hippocamp_core::LimitInfo>,
 }
 
 /// One route of API v1.
@@ -899,13 +947,13 @@ const READ_ONE: &[&str] = &["invalid_argument", "forbidden", "not_found"];
 macro_rules! artifact_routes {
     ($($prefix:literal, $suffix:literal;)*) => {
         &[$(
-            Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage")), errors: SCOPED, handler: || get(list_names) },
-            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta")), errors: &["invalid_argument", "forbidden", "quota_exceeded"], handler: || axum::routing::put(put_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage", schema::<hippocamp_artifacts::Page<ArtifactName, ArtifactName>>)), errors: SCOPED, handler: || get(list_names) },
+            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: &["invalid_argument", "forbidden", "quota_exceeded"], handler: || axum::routing::put(put_artifact) },
             Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206); served as an attachment, never rendered", permission: Some(Permission::ArtifactsRead), query: &[VERSION, TRANSFER], request: Payload::None, success: (200, Payload::Bytes), errors: &["invalid_argument", "forbidden", "not_found", "range_not_satisfiable"], handler: || get(get_artifact) },
             Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), errors: READ_ONE, handler: || axum::routing::head(head_artifact) },
-            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed")), errors: SCOPED, handler: || delete(delete_artifact) },
-            Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage")), errors: SCOPED, handler: || get(list_versions) },
-            Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta")), errors: READ_ONE, handler: || get(artifact_meta) },
+            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed", schema::<Removed>)), errors: SCOPED, handler: || delete(delete_artifact) },
+            Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage", schema::<hippocamp_artifacts::Page<hippocamp_artifacts::ArtifactMeta, u64>>)), errors: SCOPED, handler: || get(list_versions) },
+            Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: READ_ONE, handler: || get(artifact_meta) },
         )*]
     };
 }
@@ -919,7 +967,13 @@ const MEMORY: &[Route] = &[
         permission: None,
         query: &[],
         request: Payload::None,
-        success: (200, Payload::Json("Capabilities")),
+        success: (
+            200,
+            Payload::Json(
+                "Capabilities",
+                schema::<WithHttp<hippocamp_memory::Capabilities>>,
+            ),
+        ),
         errors: &[],
         handler: || get(memory_capabilities),
     },
@@ -930,8 +984,11 @@ const MEMORY: &[Route] = &[
         summary: "Add one entry (idempotent under its idempotency_key); 201, or 200 for a duplicate",
         permission: Some(Permission::MemoryWrite),
         query: &[TIMEOUT, EPOCH],
-        request: Payload::Json("NewEntry"),
-        success: (201, Payload::Json("AddOutcome")),
+        request: Payload::Json("NewEntry", schema::<NewEntry>),
+        success: (
+            201,
+            Payload::Json("AddOutcome", schema::<hippocamp_memory::AddOutcome>),
+        ),
         errors: &[
             "invalid_argument",
             "forbidden",
@@ -951,8 +1008,11 @@ const MEMORY: &[Route] = &[
         summary: "Ingest conversation events of a session (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, large batches need a larger timeout_ms",
         permission: Some(Permission::MemoryWrite),
         query: &[TIMEOUT, EPOCH],
-        request: Payload::Json("Events"),
-        success: (200, Payload::Json("IngestReport")),
+        request: Payload::Json("Events", schema::<EventsBody>),
+        success: (
+            200,
+            Payload::Json("IngestReport", schema::<hippocamp_memory::IngestReport>),
+        ),
         errors: &[
             "invalid_argument",
             "forbidden",
@@ -970,8 +1030,11 @@ const MEMORY: &[Route] = &[
         summary: "Search the scope's entries (BM25, vector or hybrid)",
         permission: Some(Permission::MemoryRead),
         query: &[TIMEOUT],
-        request: Payload::Json("SearchRequest"),
-        success: (200, Payload::Json("SearchResults")),
+        request: Payload::Json("SearchRequest", schema::<SearchRequest>),
+        success: (
+            200,
+            Payload::Json("SearchResults", schema::<hippocamp_memory::SearchResults>),
+        ),
         errors: &["invalid_argument", "forbidden", "payload_too_large"],
         handler: || post(search),
     },
@@ -983,7 +1046,10 @@ const MEMORY: &[Route] = &[
         permission: Some(Permission::MemoryRead),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("MemoryEntry")),
+        success: (
+            200,
+            Payload::Json("MemoryEntry", schema::<hippocamp_memory::MemoryEntry>),
+        ),
         errors: READ_ONE,
         handler: || get(get_entry),
     },
@@ -995,7 +1061,7 @@ const MEMORY: &[Route] = &[
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("Deleted")),
+        success: (200, Payload::Json("Deleted", schema::<Deleted>)),
         errors: SCOPED,
         handler: || delete(delete_entry),
     },
@@ -1007,7 +1073,7 @@ const MEMORY: &[Route] = &[
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("Deleted")),
+        success: (200, Payload::Json("Deleted", schema::<Deleted>)),
         errors: SCOPED,
         handler: || delete(delete_session),
     },
@@ -1019,7 +1085,10 @@ const MEMORY: &[Route] = &[
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("Erasure")),
+        success: (
+            200,
+            Payload::Json("Erasure", schema::<hippocamp_memory::Erasure>),
+        ),
         errors: SCOPED,
         handler: || delete(delete_user),
     },
@@ -1031,7 +1100,7 @@ const MEMORY: &[Route] = &[
         permission: Some(Permission::MemoryRead),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (200, Payload::Json("Epoch")),
+        success: (200, Payload::Json("Epoch", schema::<Epoch>)),
         errors: SCOPED,
         handler: || get(erasure_epoch),
     },
@@ -1043,7 +1112,13 @@ const MEMORY: &[Route] = &[
         permission: None,
         query: &[],
         request: Payload::None,
-        success: (200, Payload::Json("ArtifactCapabilities")),
+        success: (
+            200,
+            Payload::Json(
+                "ArtifactCapabilities",
+                schema::<WithHttp<hippocamp_artifacts::ArtifactCapabilities>>,
+            ),
+        ),
         errors: &[],
         handler: || get(artifact_capabilities),
     },

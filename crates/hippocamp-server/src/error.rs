@@ -141,7 +141,7 @@ pub fn lookup(code: &str) -> Option<&'static Code> {
 }
 
 /// The body of every error response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// The error kind, snake_case (one of [`CODES`]).
     pub code: &'static str,

@@ -786,7 +786,7 @@ fn the_committed_openapi_document_is_current() {
     );
     let doc: Value = serde_json::from_str(&committed).unwrap();
     assert_eq!(
-        doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+        doc["components"]["schemas"]["ErrorBody"]["properties"]["code"]["enum"]
             .as_array()
             .unwrap()
             .len(),
@@ -1100,5 +1100,163 @@ async fn capabilities_report_the_values_in_force() {
         "the in-memory store buffers"
     );
     assert!(value(&caps["http"], "http.transfer_idle_timeout_ms").is_some());
+    s.stop().await;
+}
+
+/// The OpenAPI document's schemas are derived from the types; this checks
+/// the claim the other way: real replies of every JSON route validate
+/// against the schema the document gives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_match_the_documented_schemas() {
+    let doc = hippocamp_server::openapi::document();
+    let validator = |route: &str, status: u16| {
+        let op = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|p| p.as_object().unwrap().values())
+            .find(|op| op["operationId"] == route)
+            .unwrap_or_else(|| panic!("no route {route}"));
+        let schema =
+            op["responses"][status.to_string()]["content"]["application/json"]["schema"].clone();
+        let root = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "components": doc["components"],
+            "allOf": [schema],
+        });
+        jsonschema::validator_for(&root).unwrap()
+    };
+    // The schemas have teeth: a reply of the wrong shape fails them.
+    let wrong = json!({"entry": {"id": "mem-zz", "content": 5}, "duplicate": "no"});
+    assert!(validator("add_entry", 201).iter_errors(&wrong).count() >= 3);
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let t = Some(t.as_str());
+    let check = |route: &str, status: u16, body: &[u8]| {
+        let v = j(body);
+        let errors: Vec<String> = validator(route, status)
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{route} {status}: {errors:?}\n{v}");
+    };
+    let add = json!({"content": "Alice keeps bees", "metadata": {"topic": "hobby"},
+                     "idempotency_key": "bees", "provenance": {"author": "alice"}});
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        t,
+        Some(add.to_string().into_bytes()),
+    )
+    .await;
+    check("add_entry", st.as_u16(), &b);
+    let id = j(&b)["entry"]["id"].as_str().unwrap().to_owned();
+    let events = json!({"events": [
+        {"id": "e1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I keep bees and two cats"}]}},
+        {"id": "e2", "author": "tool", "timestamp_ms": 2, "content": {"parts": [{"text": "tool output"}]}},
+        {"id": "e3", "author": 7}
+    ]});
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/events"),
+        t,
+        Some(events.to_string().into_bytes()),
+    )
+    .await;
+    check("add_events", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        t,
+        Some(br#"{"query":"bees"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(j(&b)["hits"].as_array().unwrap().len(), 2);
+    check("search", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    check("get_entry", st.as_u16(), &b);
+    let (st, _, b) = send(&s, Method::GET, &format!("{ALICE}/memory/epoch"), t, None).await;
+    check("erasure_epoch", st.as_u16(), &b);
+    let (st, _, b) = send(&s, Method::GET, "/v1/memory/capabilities", t, None).await;
+    check("memory_capabilities", st.as_u16(), &b);
+    let (st, _, b) = send(&s, Method::GET, "/v1/artifacts/capabilities", t, None).await;
+    check("artifact_capabilities", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/notes/a.txt"),
+        t,
+        Some(b"hello".to_vec()),
+    )
+    .await;
+    check("put_artifact_user", st.as_u16(), &b);
+    let (st, _, b) = send(&s, Method::GET, &format!("{ALICE}/artifacts"), t, None).await;
+    check("list_names_user", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifact-versions/notes/a.txt"),
+        t,
+        None,
+    )
+    .await;
+    check("list_versions_user", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifact-meta/notes/a.txt"),
+        t,
+        None,
+    )
+    .await;
+    check("artifact_meta_user", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts/notes/a.txt?all=true"),
+        t,
+        None,
+    )
+    .await;
+    check("delete_artifact_user", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    check("delete_entry", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/sessions/s1"),
+        t,
+        None,
+    )
+    .await;
+    check("delete_session", st.as_u16(), &b);
+    let (st, _, b) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    check("delete_user", st.as_u16(), &b);
+    let (st, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}"),
+        t,
+        None,
+    )
+    .await;
+    check("get_entry", st.as_u16(), &b);
     s.stop().await;
 }

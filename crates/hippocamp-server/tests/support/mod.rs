@@ -115,11 +115,11 @@ pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name
 pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
     use hippocamp_server::api::Payload;
     match r.request {
-        Payload::Json("NewEntry") => Some(br#"{"content":"planted"}"#.to_vec()),
-        Payload::Json("Events") => Some(
+        Payload::Json("NewEntry", _) => Some(br#"{"content":"planted"}"#.to_vec()),
+        Payload::Json("Events", _) => Some(
             br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
         ),
-        Payload::Json("SearchRequest") => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Json("SearchRequest", _) => Some(br#"{"query":"secret"}"#.to_vec()),
         Payload::Bytes => Some(b"planted".to_vec()),
         _ => None,
     }
