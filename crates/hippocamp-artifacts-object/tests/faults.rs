@@ -455,3 +455,54 @@ async fn latest_costs_a_few_reads_however_many_versions_were_deleted_by_two_writ
         Err(Error::NotFound(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_marker_and_hint_writes_fail_as_their_roles_say() {
+    let bucket = fresh();
+    let store = store_on(Arc::clone(&bucket)).await;
+    // The live marker comes before the content: its failure fails the put,
+    // and nothing is published.
+    bucket.set(vec![Rule {
+        create: false,
+        key: "/l/",
+        fault: Fault::Refused,
+    }]);
+    assert!(
+        store
+            .put(&scope(), &name(), Body::from("x"), &PutOptions::default())
+            .await
+            .is_err()
+    );
+    bucket.set(Vec::new());
+    assert!(matches!(
+        read(&store, Selector::Latest).await,
+        Err(Error::NotFound(_))
+    ));
+    // The hint is best effort: a put whose hint write fails is still
+    // published, and Latest still finds it (the hint is only a start).
+    store
+        .put(&scope(), &name(), Body::from("one"), &PutOptions::default())
+        .await
+        .unwrap();
+    bucket.set(vec![Rule {
+        create: false,
+        key: "/h/",
+        fault: Fault::Refused,
+    }]);
+    let m = store
+        .put(&scope(), &name(), Body::from("two"), &PutOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(m.version, 2);
+    assert_eq!(&read(&store, Selector::Latest).await.unwrap()[..], b"two");
+    store
+        .delete(
+            &scope(),
+            &name(),
+            DeleteSelector::Version(2),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(&read(&store, Selector::Latest).await.unwrap()[..], b"one");
+}

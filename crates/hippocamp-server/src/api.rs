@@ -1005,7 +1005,7 @@ const MEMORY: &[Route] = &[
         method: "post",
         path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}/events",
         id: "add_events",
-        summary: "Ingest conversation events of a session (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, large batches need a larger timeout_ms",
+        summary: "Ingest conversation events of a session (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, events are embedded inside the call's deadline: a large batch needs a larger timeout_ms (up to 60000) until asynchronous ingestion (the outbox) arrives",
         permission: Some(Permission::MemoryWrite),
         query: &[TIMEOUT, EPOCH],
         request: Payload::Json("Events", schema::<EventsBody>),

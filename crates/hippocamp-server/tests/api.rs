@@ -1260,3 +1260,37 @@ async fn replies_match_the_documented_schemas() {
     check("get_entry", st.as_u16(), &b);
     s.stop().await;
 }
+
+/// The inspection page is one static file served to anyone who reaches
+/// the server: the same bytes with or without a token, holding no data
+/// (what it shows comes from API v1 with a token typed into it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspection_page_is_static_and_holds_no_data() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (st, _, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        Some(&t),
+        Some(br#"{"content":"alice's private fact"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, h, anonymous) = send(&s, Method::GET, "/ui", None, None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    let (_, _, admin) = send(&s, Method::GET, "/ui", Some(&s.admin), None).await;
+    assert_eq!(anonymous, admin);
+    let page = String::from_utf8(anonymous).unwrap();
+    assert!(!page.contains("private fact") && !page.contains("alice"));
+    // What the page calls needs a token.
+    let (st, _, _) = send(&s, Method::GET, "/ui/whoami", None, None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
