@@ -39,9 +39,13 @@ enum Command {
     Serve(server_cli::Serve),
     /// Manage the bearer tokens of a data directory.
     Token {
-        /// The data directory.
-        #[arg(long, default_value = "./hippocamp-data", global = true)]
-        data_dir: PathBuf,
+        /// The configuration file whose data directory holds the tokens.
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
+        /// The data directory (overrides the file's `data_dir`; default
+        /// ./hippocamp-data).
+        #[arg(long, global = true)]
+        data_dir: Option<PathBuf>,
         #[command(subcommand)]
         cmd: server_cli::TokenCmd,
     },
@@ -690,9 +694,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => server_cli::serve(args).await,
-            Command::Token { data_dir, cmd } => emit(&serde_json::to_string_pretty(
-                &server_cli::token(&data_dir, cmd)?,
-            )?),
+            Command::Token {
+                config,
+                data_dir,
+                cmd,
+            } => {
+                let config = local_config(config.as_deref(), data_dir.as_deref())?;
+                emit(&serde_json::to_string_pretty(&server_cli::token(
+                    &config, cmd,
+                )?)?)
+            }
             Command::Config(cmd) => emit(&serde_json::to_string_pretty(&server_cli::config(cmd)?)?),
             Command::Eval(cmd) => eval(cmd).await,
             Command::Bench(cmd) => {

@@ -316,15 +316,16 @@ async fn run_remote(
 /// sends.
 const READ: usize = 1_000;
 
-/// Whether a failed batch ran out of time (it is then sent again,
-/// smaller: nothing of it was written).
-fn timed_out(e: &anyhow::Error) -> bool {
+/// Whether a failed batch did not fit: it ran out of time, or its body
+/// was larger than the server takes (it is then sent again, smaller:
+/// nothing of it was written).
+fn too_much(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<hippocamp_core::Error>(),
         Some(hippocamp_core::Error::Timeout(_))
     ) || e
         .downcast_ref::<crate::remote::ServerError>()
-        .is_some_and(|s| s.code == "timeout")
+        .is_some_and(|s| s.code == "timeout" || s.code == "payload_too_large")
 }
 
 /// Streams a JSON-lines file into `send` (a store, or a server) in the
@@ -357,7 +358,7 @@ where
         let (events, positions, parse_skipped) = parse_events(batch);
         let events = &events;
         let send = &send;
-        let replies = paced(events.len(), pacer, timed_out, |range, call| {
+        let replies = paced(events.len(), pacer, too_much, |range, call| {
             send(events[range].to_vec(), call)
         })
         .await?;

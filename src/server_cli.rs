@@ -89,8 +89,9 @@ pub(crate) fn config(cmd: ConfigCmd) -> anyhow::Result<Value> {
     }
 }
 
-pub(crate) fn token(data_dir: &Path, cmd: TokenCmd) -> anyhow::Result<Value> {
-    let store = TokenStore::open(data_dir)?;
+pub(crate) fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Value> {
+    let dir = hippocamp_services::layout::data_dir(&config.data_dir)?;
+    let store = TokenStore::open(&dir)?;
     Ok(match cmd {
         TokenCmd::Create {
             app,
@@ -150,7 +151,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         say!("admin token (shown once, stored hashed): {t}\ninspection page: http://{addr}/ui");
     } else {
         say!(
-            "inspection page: http://{addr}/ui (an admin token: `hippocamp token create --permissions admin`)"
+            "inspection page: http://{addr}/ui (an admin token: `hippocamp token create --all-apps --permissions admin`)"
         );
     }
     bound

@@ -443,7 +443,10 @@ impl ObjectArtifacts {
     }
 
     /// The hint and the highest allocated version (0 if none): from the
-    /// hint on, the manifest keys are listed.
+    /// hint on, the manifest keys are listed. A hint above every manifest
+    /// (one a writer cannot have left: manifests are written before their
+    /// hint) is dropped and the keys are listed from the start, so a stale
+    /// or damaged hint can never make a version number be reused.
     async fn allocation(
         &self,
         scope: &ArtifactScope,
@@ -451,6 +454,21 @@ impl ObjectArtifacts {
     ) -> Result<(Option<Hint>, u64)> {
         let hint = self.hint(scope, name).await?;
         let from = hint.map_or(0, |h| h.allocated);
+        let max = self.max_listed(scope, name, from).await?;
+        if max >= from {
+            return Ok((hint, max));
+        }
+        Ok((None, self.max_listed(scope, name, 0).await?))
+    }
+
+    /// The highest version among the manifest keys from version `from`
+    /// on (0 if none).
+    async fn max_listed(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        from: u64,
+    ) -> Result<u64> {
         let prefix = self.layout.manifests(scope, name);
         let mut max = 0;
         let mut offset = (from > 1).then(|| {
@@ -468,11 +486,10 @@ impl ObjectArtifacts {
                 max = max.max(v);
             }
             if keys.len() < 1_000 {
-                break;
+                return Ok(max);
             }
             offset = keys.last().cloned();
         }
-        Ok((hint, max))
     }
 
     /// The highest allocated version (0 if none).

@@ -5,9 +5,10 @@
 //! for), a read must cover the range asked for, pages must be of the
 //! requested scope and strictly after their cursor, and a delete may only
 //! report versions its selector could remove. One wrong record refuses the
-//! whole reply as `InvalidReply` (HTTP 502); nothing of it is passed on,
-//! so a refused mutation reports no effect. The services put every
-//! artifact store they hand out behind it.
+//! whole reply as `InvalidReply` (HTTP 502); nothing of it is passed on.
+//! For a put or a delete the backend may still have applied it, so its
+//! outcome is unknown (a listing shows what exists). The services put
+//! every artifact store they hand out behind it.
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Error, Result};

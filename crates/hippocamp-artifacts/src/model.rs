@@ -496,13 +496,18 @@ mod tests {
     #[test]
     fn metadata_bounds() {
         let m = |v: Value| v.as_object().unwrap().clone();
-        // Depth 8 is allowed, 9 is not (the top object is depth 1).
-        let mut v = json!({});
-        for _ in 0..7 {
-            v = json!({ "k": v });
-        }
-        assert!(check_metadata(&m(v.clone())).is_ok());
-        assert!(check_metadata(&m(json!({ "k": v }))).is_err());
+        // The reference's rule: counting the top object as level 1, every
+        // value sits at level 8 or above, so 8 container levels are
+        // allowed and a container at level 8 must be empty.
+        let nest = |levels: usize, inner: Value| (1..levels).fold(inner, |v, _| json!({ "k": v }));
+        assert!(check_metadata(&m(nest(8, json!({})))).is_ok());
+        assert!(check_metadata(&m(nest(8, json!({"k": 1})))).is_err());
+        assert!(check_metadata(&m(nest(8, json!([1])))).is_err());
+        assert!(check_metadata(&m(nest(9, json!({})))).is_err());
+        // A scalar at level 8 (inside the level-7 container) is fine.
+        assert!(check_metadata(&m(nest(7, json!({"k": "deepest"})))).is_ok());
+        assert!(check_metadata(&m(nest(7, json!({"k": []})))).is_ok());
+        assert!(check_metadata(&m(nest(7, json!({"k": [true]})))).is_err());
         let keys = |n: usize| (0..n).map(|i| (format!("k{i}"), json!(i))).collect();
         assert!(check_metadata(&keys(128)).is_ok());
         assert!(check_metadata(&keys(129)).is_err());

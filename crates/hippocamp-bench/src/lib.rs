@@ -802,7 +802,7 @@ pub async fn scopes(dir: &Path, scopes: u64, clients: usize) -> Result<ScopesBen
         wall_us_per_scope: seconds * 1e6 / scopes.max(1) as f64,
         cold_write: latency(cold),
         warm_search: latency(warm),
-        evictions: stats.idle_evictions,
+        evictions: stats.reclaimed_workers,
         max_active_scopes,
     })
 }

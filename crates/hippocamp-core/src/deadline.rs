@@ -6,9 +6,10 @@
 //! request through queues and routers, and a store checks it immediately
 //! before a write commits. An expired request returns [`Error::Timeout`]
 //! naming the stage that ran out of time, and never becomes a visible
-//! write. The commit point is the last check: a write already being made
-//! durable (the durable store's log write) completes and is reported as
-//! done, so its reply may follow the deadline by that write's duration.
+//! write. The commit point is the last check: a write that passed it
+//! completes and is reported as done, so its reply may follow the deadline
+//! by the time left to commit it (in the durable store: the rest of its
+//! group, the group's log write and the commit).
 
 use std::time::{Duration, Instant};
 

@@ -95,6 +95,18 @@ async fn read_bounded(mut r: reqwest::Response, max: u64) -> Result<Vec<u8>> {
     Ok(body)
 }
 
+/// The first `max` bytes of a reply body (the rest is never read).
+async fn read_head(mut r: reqwest::Response, max: usize) -> Vec<u8> {
+    let mut head = Vec::new();
+    while head.len() < max {
+        match r.chunk().await {
+            Ok(Some(chunk)) => head.extend_from_slice(&chunk[..chunk.len().min(max - head.len())]),
+            _ => break,
+        }
+    }
+    head
+}
+
 /// The vectors of a reply in input order: every index from 0 to n - 1
 /// exactly once, and the model named.
 fn ordered(reply: Reply, inputs: usize) -> Result<(String, Vec<Vec<f64>>)> {
@@ -202,12 +214,13 @@ impl OpenAiEmbedder {
                 )));
             }
             if !status.is_success() {
-                let body = r.text().await.unwrap_or_default();
+                let head = read_head(r, 4 << 10).await;
+                let text = String::from_utf8_lossy(&head);
                 return Err(Error::InvalidReply {
                     service: SERVICE,
                     detail: format!(
                         "HTTP {status}: {}",
-                        body.chars().take(200).collect::<String>()
+                        text.chars().take(200).collect::<String>()
                     ),
                 });
             }

@@ -43,9 +43,9 @@ pub const WAL_FILE: &str = "memory.wal";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurableOptions {
     /// Checkpoint (durable database commit, empty log) after this many
-    /// logged write groups (default 1,024).
+    /// logged write groups (default 16,384).
     pub checkpoint_groups: usize,
-    /// ...or once the log holds this many bytes (default 32 MiB).
+    /// ...or once the log holds this many bytes (default 64 MiB).
     pub checkpoint_bytes: u64,
 }
 

@@ -65,7 +65,7 @@ async fn durable_routing_reclaims_and_reports() {
         "the idle scope's state was not released"
     );
     let status = routed.status().await.unwrap();
-    assert!(status.router.unwrap().idle_evictions >= 1);
+    assert!(status.router.unwrap().reclaimed_workers >= 1);
     let hits = routed
         .search(&s, &SearchRequest::new("reclaims"), &CallOptions::default())
         .await

@@ -7,9 +7,11 @@
 //! the requested scope, and a count must be possible (one entry removes at
 //! most one). One wrong record refuses the whole reply as
 //! [`Error::InvalidReply`] (HTTP 502: the backend misbehaved); nothing of
-//! it is filtered out, relabelled or passed on, so a refused mutation
-//! reports no effect. Every store the services hand out (server, CLI,
-//! runner, MCP) is behind it.
+//! it is filtered out, relabelled or passed on. For a mutation the
+//! backend may still have applied it, so its outcome is unknown: retried
+//! with the same idempotency key it is done at most once. Every store
+//! `hippocamp-services` hands out (to the server, the CLI and the
+//! evaluation harness) is behind it.
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, EntryId, Error, IdempotencyKey, MemoryScope, Result, SessionId};

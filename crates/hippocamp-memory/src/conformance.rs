@@ -1840,7 +1840,16 @@ pub async fn search_modes_match_capabilities(f: &dyn StoreFactory) {
         .add_entry(&s, NewEntry::new("modes of search"), &w())
         .await
         .unwrap();
-    let modes = store.capabilities().search.modes;
+    let caps = store.capabilities();
+    let modes = caps.search.modes;
+    // A store that embeds reports the embedder's bounds with its own.
+    let embeds = caps.search.embedder.is_some();
+    assert_eq!(
+        caps.limits.iter().any(|l| l.name == "embed.max_inputs"),
+        embeds,
+        "{:?}",
+        caps.limits
+    );
     for mode in [
         crate::SearchMode::Lexical,
         crate::SearchMode::Vector,

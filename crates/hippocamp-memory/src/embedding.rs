@@ -125,6 +125,9 @@ pub fn describe(c: &mut Capabilities, embedder: Option<&dyn Embedder>) {
             dimension: e.dimension(),
             ingestion: "synchronous".into(),
         });
+        // The embedder's own bounds (`embed.*`) apply to every write and
+        // vector query, so they are limits of this store too.
+        c.limits.extend(e.limits().describe());
     }
 }
 
@@ -201,9 +204,9 @@ impl Pacer {
         self.batch = fits.clamp(1, self.max).min(self.batch.saturating_mul(4));
     }
 
-    /// A batch timed out: shrinks the next one. False when it was a
-    /// single event already (the deadline cannot be met).
-    pub fn timed_out(&mut self) -> bool {
+    /// A batch did not fit (its deadline, or a body bound): shrinks the
+    /// next one. False when it was a single event already.
+    pub fn shrink(&mut self) -> bool {
         if self.batch == 1 {
             return false;
         }
@@ -213,14 +216,15 @@ impl Pacer {
 }
 
 /// Sends `len` items in the batches `pacer` sizes (`send` gets each
-/// batch's positions), each with the pacer's deadline; a batch that timed
-/// out (`is_timeout`) is sent again, smaller (nothing of it became
-/// visible; ingestion is idempotent anyway). Returns each batch's reply
-/// with the position of its first item.
+/// batch's positions), each with the pacer's deadline; a batch that did
+/// not fit (`too_much`: it timed out, or its body was too large) is sent
+/// again, smaller (nothing of it became visible; ingestion is idempotent
+/// anyway). Returns each batch's reply with the position of its first
+/// item.
 pub async fn paced<R, E, F, Fut>(
     len: usize,
     pacer: &mut Pacer,
-    is_timeout: impl Fn(&E) -> bool,
+    too_much: impl Fn(&E) -> bool,
     mut send: F,
 ) -> std::result::Result<Vec<(usize, R)>, E>
 where
@@ -238,7 +242,7 @@ where
                 out.push((at, r));
                 at += n;
             }
-            Err(e) if is_timeout(&e) && pacer.timed_out() => {}
+            Err(e) if too_much(&e) && pacer.shrink() => {}
             Err(e) => return Err(e),
         }
     }
@@ -339,10 +343,10 @@ mod tests {
         assert_eq!(p.batch(), 64);
         p.done(64, Duration::from_secs(8));
         assert_eq!(p.batch(), 160);
-        assert!(p.timed_out());
+        assert!(p.shrink());
         assert_eq!(p.batch(), 40);
         let mut one = Pacer::new(1, true);
-        assert!(!one.timed_out());
+        assert!(!one.shrink());
         let plain = Pacer::new(1_000, false);
         assert_eq!(plain.batch(), 1_000);
         assert_eq!(plain.call(), CallOptions::default());

@@ -202,7 +202,7 @@ impl MemoryStore for RoutedMemory {
             strategy: s.strategy.as_str().to_owned(),
             active_scopes: s.active_scopes,
             cold_activations_in_flight: s.cold_activations_in_flight,
-            idle_evictions: s.idle_evictions,
+            reclaimed_workers: s.reclaimed_workers,
             idle_scope_timeout_ms: s.idle_scope_timeout_ms,
         });
         Ok(status)

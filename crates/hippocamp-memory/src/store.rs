@@ -313,8 +313,9 @@ pub struct RouterStatus {
     pub active_scopes: u64,
     /// Cold activations in flight.
     pub cold_activations_in_flight: u64,
-    /// Workers reclaimed after idling.
-    pub idle_evictions: u64,
+    /// Workers reclaimed so far, by the idle sweep or to make room for
+    /// a new scope at capacity.
+    pub reclaimed_workers: u64,
     /// The idle timeout.
     pub idle_scope_timeout_ms: u64,
 }

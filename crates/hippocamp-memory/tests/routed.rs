@@ -75,6 +75,6 @@ async fn routing_is_reported() {
     let report = status.router.unwrap();
     assert_eq!(report.active_scopes, 1);
     assert_eq!(report.strategy, "shared");
-    assert_eq!(report.idle_evictions, 0);
+    assert_eq!(report.reclaimed_workers, 0);
     assert_eq!(report.idle_scope_timeout_ms, 60_000);
 }

@@ -156,8 +156,9 @@ pub struct RouterStats {
     pub active_scopes: u64,
     /// Activations in progress.
     pub cold_activations_in_flight: u64,
-    /// Workers reclaimed after idling.
-    pub idle_evictions: u64,
+    /// Workers reclaimed so far, by the idle sweep or to make room for
+    /// a new scope at capacity.
+    pub reclaimed_workers: u64,
     /// Most live workers.
     pub max_active_scopes: u64,
     /// Most activations in progress.
@@ -382,7 +383,7 @@ impl<K: Eq + Hash + Clone + Send + Sync + 'static> ScopeRouter<K> {
             strategy: self.config.strategy,
             active_scopes: active,
             cold_activations_in_flight: self.config.max_cold_activations.saturating_sub(free),
-            idle_evictions: self.shared.evictions.load(Ordering::Relaxed),
+            reclaimed_workers: self.shared.evictions.load(Ordering::Relaxed),
             max_active_scopes: self.config.max_active_scopes,
             max_cold_activations: self.config.max_cold_activations,
             idle_scope_timeout_ms: self.config.idle_scope_timeout_ms,

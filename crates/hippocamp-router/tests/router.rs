@@ -109,7 +109,7 @@ async fn a_volatile_store_runs_shared_so_distinct_scopes_have_no_ceiling() {
     }
     let s = r.stats();
     assert_eq!(s.strategy, Strategy::Shared, "the strategy in force");
-    assert_eq!((s.active_scopes, s.idle_evictions), (1, 0));
+    assert_eq!((s.active_scopes, s.reclaimed_workers), (1, 0));
     assert!(!s.idle_reclamation);
     assert!(state.released.lock().is_empty(), "nothing was released");
 }
@@ -141,7 +141,7 @@ async fn at_capacity_the_least_recently_used_free_worker_makes_room_at_once() {
     drop(r.enter(&5, soon(1_000), Access::Write).await.unwrap());
     assert_eq!(*state.released.lock(), vec![1, 2, 3]);
     drop(busy4);
-    assert_eq!(r.stats().idle_evictions, 3);
+    assert_eq!(r.stats().reclaimed_workers, 3);
     // 10,000 distinct scopes through two slots, none refused.
     for key in 100..10_100 {
         drop(r.enter(&key, soon(1_000), Access::Write).await.unwrap());
@@ -185,7 +185,7 @@ async fn idle_durable_workers_are_swept_least_recently_used_first() {
                 .unwrap(),
         );
     }
-    assert_eq!(r1.stats().idle_evictions, 5);
+    assert_eq!(r1.stats().reclaimed_workers, 5);
     assert_eq!(state.activations.load(Ordering::SeqCst) - before, 6);
 }
 
@@ -267,12 +267,12 @@ async fn a_reclaimed_worker_is_never_revived() {
     drop(r.enter(&1, soon(1_000), Access::Write).await.unwrap());
     // The background sweep reclaims it.
     for _ in 0..100 {
-        if r.stats().idle_evictions > 0 {
+        if r.stats().reclaimed_workers > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(r.stats().idle_evictions, 1);
+    assert_eq!(r.stats().reclaimed_workers, 1);
     assert_eq!(r.stats().active_scopes, 0);
     // The next caller gets a fresh worker, activated again.
     drop(r.enter(&1, soon(1_000), Access::Write).await.unwrap());

@@ -1136,7 +1136,7 @@ pub fn routes() -> Vec<&'static Route> {
 }
 
 /// 405 with our JSON body.
-async fn method_not_allowed() -> ApiError {
+pub async fn method_not_allowed() -> ApiError {
     ApiError::new("method_not_allowed", "this path does not take this method")
 }
 

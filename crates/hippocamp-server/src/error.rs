@@ -98,7 +98,7 @@ pub const CODES: &[Code] = &[
     code(
         "invalid_reply",
         502,
-        "a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used",
+        "a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key)",
     ),
     code(
         "overloaded",
@@ -128,6 +128,7 @@ pub const CODES: &[Code] = &[
 pub const ANY_ROUTE: &[&str] = &[
     "unauthorized",
     "overloaded",
+    "max_active_scopes_reached",
     "unavailable",
     "timeout",
     "invalid_reply",

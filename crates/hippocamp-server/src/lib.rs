@@ -92,8 +92,8 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
         if let Some(r) = st.router {
             metrics::gauge!("hippocamp_router_active_scopes", "service" => "memory")
                 .set(r.active_scopes as f64);
-            metrics::gauge!("hippocamp_router_idle_evictions", "service" => "memory")
-                .set(r.idle_evictions as f64);
+            metrics::gauge!("hippocamp_router_reclaimed_workers", "service" => "memory")
+                .set(r.reclaimed_workers as f64);
         }
     }
     if let Ok(st) = s.services.artifacts.status().await
@@ -101,8 +101,8 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
     {
         metrics::gauge!("hippocamp_router_active_scopes", "service" => "artifacts")
             .set(r.active_scopes as f64);
-        metrics::gauge!("hippocamp_router_idle_evictions", "service" => "artifacts")
-            .set(r.idle_evictions as f64);
+        metrics::gauge!("hippocamp_router_reclaimed_workers", "service" => "artifacts")
+            .set(r.reclaimed_workers as f64);
     }
     match prometheus() {
         Some(h) => (
@@ -153,6 +153,8 @@ pub fn app(state: AppState) -> axum::Router {
         .route("/ui", get(ui::page))
         .route("/ui/whoami", get(ui::whoami))
         .fallback(not_found)
+        // Non-API routes (probes, page) answer a wrong method in JSON too.
+        .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn(track))
         .layer(trace)
         // Outermost, so every request counts, and one semaphore (in the

@@ -1040,6 +1040,13 @@ async fn downloads_are_attachments_and_rejections_speak_json() {
             "method_not_allowed",
         ),
         (
+            Method::POST,
+            "/healthz".to_owned(),
+            405,
+            "method_not_allowed",
+        ),
+        (Method::DELETE, "/ui".to_owned(), 405, "method_not_allowed"),
+        (
             Method::GET,
             "/v1/apps/%FF%FE/users/alice/memory/epoch".to_owned(),
             400,

@@ -326,3 +326,47 @@ async fn every_route_answers_overloaded_when_the_server_is_full() {
     assert_eq!(held.await.unwrap(), StatusCode::CREATED);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_scope_is_refused_while_every_worker_is_busy() {
+    let s = TestServer::start(Profile::Durable, |c| {
+        c.artifacts_router.max_active_scopes = 1;
+    })
+    .await;
+    let shop = s.all_permissions("shop", None);
+    let mall = s.all_permissions("mall", None);
+    // An upload that has not finished holds the only worker.
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let upload = client()
+        .put(s.url("/v1/apps/shop/artifacts/slow"))
+        .bearer_auth(&shop)
+        .body(reqwest::Body::wrap_stream(rx));
+    let held = tokio::spawn(async move { upload.send().await.unwrap().status() });
+    futures::SinkExt::send(&mut tx, Ok(b"part".to_vec()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = client()
+        .put(s.url("/v1/apps/mall/artifacts/other"))
+        .bearer_auth(&mall)
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"));
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "max_active_scopes_reached", "{b}");
+    drop(tx);
+    assert_eq!(held.await.unwrap(), StatusCode::CREATED);
+    // Once the worker is free, the other scope is served.
+    let r = client()
+        .put(s.url("/v1/apps/mall/artifacts/other"))
+        .bearer_auth(&mall)
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    s.stop().await;
+}

@@ -211,8 +211,11 @@ pub struct TokenStore {
 type Stamp = (SystemTime, u64, u64);
 
 fn stamp(path: &Path) -> Option<Stamp> {
+    stamp_of(&std::fs::metadata(path).ok()?)
+}
+
+fn stamp_of(m: &std::fs::Metadata) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt as _;
-    let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.ino(), m.len()))
 }
 
@@ -368,7 +371,8 @@ impl TokenStore {
         let dir = path
             .parent()
             .ok_or_else(|| Error::Unavailable("the token file has no directory".into()))?;
-        std::fs::create_dir_all(dir).map_err(|e| io("cannot create the data directory", &e))?;
+        hippocamp_durable::fs::private_dir(dir)
+            .map_err(|e| io("cannot use the data directory", &e))?;
         // Two `hippocamp token` commands must not interleave their edits.
         let _lock = loop {
             match hippocamp_durable::DirLock::acquire(dir, "tokens.lock") {
@@ -389,7 +393,9 @@ impl TokenStore {
         })
         .map_err(|e| Error::Unavailable(format!("cannot encode tokens: {e}")))?;
         let tmp = path.with_extension("json.tmp");
-        {
+        // The stamp of the file written (a rename keeps it), not of
+        // whatever is at the path after the rename.
+        let written = {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
@@ -400,22 +406,31 @@ impl TokenStore {
             f.write_all(&body)
                 .and_then(|()| f.sync_all())
                 .map_err(|e| io("cannot write the token file", &e))?;
-        }
+            f.metadata().ok().as_ref().and_then(stamp_of)
+        };
         std::fs::rename(&tmp, path).map_err(|e| io("cannot replace the token file", &e))?;
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| io("cannot sync the data directory", &e))?;
-        *self.loaded.write() = Loaded::new(tokens, stamp(path));
+        *self.loaded.write() = Loaded::new(tokens, written);
         Ok(())
     }
 }
 
+/// The tokens of the file at `path` and the stamp of the very file read
+/// (taken from the open handle, so a replacement made while reading is
+/// seen as a change by the next look, never mistaken for what was read).
 fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<Stamp>)> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    use std::io::Read as _;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
         Err(e) => return Err(io("cannot read the token file", &e)),
     };
+    let read_stamp = f.metadata().ok().as_ref().and_then(stamp_of);
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)
+        .map_err(|e| io("cannot read the token file", &e))?;
     let file: TokenFile = serde_json::from_slice(&bytes).map_err(|e| {
         Error::Corrupt(format!(
             "the token file {} is unreadable: {e}",
@@ -428,7 +443,7 @@ fn read_file(path: &Path) -> Result<(Vec<TokenRecord>, Option<Stamp>)> {
             file.format
         )));
     }
-    Ok((file.tokens, stamp(path)))
+    Ok((file.tokens, read_stamp))
 }
 
 /// Parses `memory:read,artifacts:read` into a set.

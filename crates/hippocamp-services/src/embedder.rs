@@ -41,6 +41,18 @@ impl EmbedderConfig {
     pub fn validate(&self) -> Result<()> {
         self.limits.validate()?;
         let bad = |m: &str| Error::config("embedder", Problem::Malformed(m.into()));
+        if let Some(d) = self.dimension
+            && (d == 0 || d as u64 > self.limits.max_dimension)
+        {
+            return Err(Error::config(
+                "embedder.dimension",
+                Problem::OutOfRange {
+                    value: d as i128,
+                    min: 1,
+                    max: i128::from(self.limits.max_dimension),
+                },
+            ));
+        }
         match (&self.base_url, &self.model, &self.model_dir) {
             (Some(_), Some(_), None) | (None, None, Some(_)) => Ok(()),
             (Some(_), None, None) => Err(bad("base_url needs model")),
@@ -87,4 +99,30 @@ fn local_embedder(_dir: &std::path::Path, _e: &EmbedderConfig) -> Result<Arc<dyn
         "embedder.model_dir",
         Problem::Malformed("local models need a build with `--features local-embed`".into()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(dimension: Option<usize>) -> EmbedderConfig {
+        EmbedderConfig {
+            base_url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            model_dir: None,
+            dimension,
+            api_key_env: None,
+            limits: hippocamp_embed::EmbedLimits::default(),
+        }
+    }
+
+    #[test]
+    fn a_dimension_outside_the_limit_is_refused() {
+        assert!(endpoint(None).validate().is_ok());
+        assert!(endpoint(Some(384)).validate().is_ok());
+        for d in [0, 8_193] {
+            let e = endpoint(Some(d)).validate().unwrap_err();
+            assert_eq!(e.code(), "invalid_config", "{d}: {e}");
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //! services: the memory store, the artifact store and the tokens of a
 //! profile, each behind its router and its reply-verifying wrapper.
 //!
-//! The server, the command line, the evaluation harness and the agent
-//! layer all open their stores here, so a data directory is always opened
+//! The server, the command line and the evaluation harness all open
+//! their stores here, so a data directory is always opened
 //! with the limits its configuration file states, and no caller can get a
 //! store that skips a wrapper.
 //!
