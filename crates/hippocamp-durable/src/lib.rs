@@ -6,6 +6,8 @@
 //!   and replay what their last checkpoint did not cover.
 //! - [`db`]: the store's redb file: atomic owner-only creation, one open
 //!   per process, the on-disk format stamp.
+//! - [`group`]: group commit, concurrent writes sharing one transaction
+//!   and one log sync, led by the callers themselves.
 //! - [`lock`]: exclusive ownership of a data directory by one process.
 //! - [`fs`]: owner-only files and directories; data directories are never
 //!   followed through symbolic links.
@@ -19,6 +21,7 @@
 pub mod crash;
 pub mod db;
 pub mod fs;
+pub mod group;
 pub mod lock;
 #[cfg(feature = "sim")]
 pub mod sim;

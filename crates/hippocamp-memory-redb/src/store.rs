@@ -184,7 +184,11 @@ impl RedbMemoryStore {
             analyzer: Analyzer::english(),
             db,
             cache,
-            committer: Arc::new(Committer::new(writer)),
+            committer: Arc::new(Committer::new(
+                writer,
+                crate::writer::MAX_GROUP,
+                "the memory writer",
+            )),
             totals: published,
             _lock: lock,
         })

@@ -1,11 +1,9 @@
-//! The committer: every mutation goes through it, and concurrent mutations
-//! share one transaction and one fsync (group commit).
+//! The writer: every mutation goes through it, and concurrent mutations
+//! share one transaction and one fsync (group commit, driven by
+//! `hippocamp_durable::group`).
 //!
-//! Callers lead commits themselves, for a bounded time each (see
-//! [`Committer::submit`]): a group is everything queued (up to
-//! [`MAX_GROUP`]) applied to one write transaction and committed once.
-//! Commits thus run on the callers' threads; a separate writer thread
-//! would, on a busy machine, wait for the scheduler after every fsync. Each operation is checked (epoch fence, duplicates,
+//! A group is everything queued (up to [`MAX_GROUP`]) applied to one write
+//! transaction and committed once. Each operation is checked (epoch fence, duplicates,
 //! quotas, then its deadline, immediately before it writes) against the
 //! transaction as the earlier operations of the group left it, and either
 //! writes or fails on its own without touching the others. A storage
@@ -14,9 +12,8 @@
 //! were handed to the scope cache, so an acknowledged write is durable and
 //! visible to the caller's next read.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use hippocamp_core::{
     Deadline, EntryId, Error, MemoryLimits, MemoryScope, QuotaLimit, SessionId, Stage,
@@ -28,7 +25,7 @@ use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry};
 use hippocamp_search::TermFreqs;
 use redb::{Database, Durability, ReadableTable, Table};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
@@ -40,10 +37,6 @@ use hippocamp_durable::{WalStorage, encode_record};
 
 /// Committed changes, by scope key, for the cache.
 type Changes = Vec<([u8; 16], CacheOp)>;
-
-/// How long a caller may go on committing other callers' writes after its
-/// own before handing leadership over.
-const LEAD_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Most operations committed together.
 pub(crate) const MAX_GROUP: usize = 256;
@@ -509,169 +502,8 @@ impl Tx<'_> {
     }
 }
 
-/// Queued operations and the single writer state.
-pub(crate) struct Committer {
-    /// Operations waiting to be committed, each with the signal that makes
-    /// its caller the next leader.
-    queue: parking_lot::Mutex<VecDeque<(Op, Arc<Notify>)>>,
-    writer: parking_lot::Mutex<Writer>,
-    /// Whether a background drain is scheduled or running.
-    draining: AtomicBool,
-}
-
-impl std::fmt::Debug for Committer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Committer")
-            .field("queued", &self.queue.lock().len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Hands leadership on if a caller goes away while its operation may
-/// still need someone to commit it.
-struct Waiting<'a> {
-    committer: &'a Arc<Committer>,
-    done: bool,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if !self.done && !self.committer.queue.lock().is_empty() {
-            // A cancelled caller may have been chosen to lead: make sure
-            // the queue is still served.
-            self.committer.schedule_drain();
-        }
-    }
-}
-
-impl Committer {
-    pub(crate) fn new(writer: Writer) -> Self {
-        Self {
-            queue: parking_lot::Mutex::new(VecDeque::new()),
-            writer: parking_lot::Mutex::new(writer),
-            draining: AtomicBool::new(false),
-        }
-    }
-
-    /// Queues `op` and waits for its reply on `rx`, committing on this
-    /// thread whenever it is this caller's turn to lead.
-    ///
-    /// When no commit is running, the caller commits itself (on its own
-    /// thread, through Tokio's `block_in_place`): an uncontended write wakes
-    /// no other thread. It goes on committing what keeps arriving for up to
-    /// [`LEAD_FOR`], then hands leadership to the caller at the head of the
-    /// queue, so under load commits keep running on the runtime's threads
-    /// and no caller leads for long.
-    pub(crate) async fn submit<T>(
-        self: &Arc<Self>,
-        op: Op,
-        mut rx: oneshot::Receiver<hippocamp_core::Result<T>>,
-    ) -> hippocamp_core::Result<T> {
-        let lead = Arc::new(Notify::new());
-        self.queue.lock().push_back((op, Arc::clone(&lead)));
-        let mut waiting = Waiting {
-            committer: self,
-            done: false,
-        };
-        loop {
-            if let Some(mut writer) = self.writer.try_lock() {
-                blocking(|| {
-                    // Keep committing while work keeps arriving, up to a
-                    // bound: handing over costs the next leader a trip
-                    // through the runtime's queue, but this caller's own
-                    // reply must not wait long for other callers' writes.
-                    let until = std::time::Instant::now() + LEAD_FOR;
-                    while self.commit_next(&mut writer) && std::time::Instant::now() < until {}
-                });
-                drop(writer);
-                self.hand_over();
-            }
-            tokio::select! {
-                biased;
-                reply = &mut rx => {
-                    waiting.done = true;
-                    return reply.map_err(|_| {
-                        Error::Unavailable("the memory writer has stopped".into())
-                    })?;
-                }
-                () = lead.notified() => {}
-            }
-        }
-    }
-
-    /// After a commit: wakes the caller at the head of the queue to lead
-    /// the next group. Every holder of the writer lock does this after
-    /// releasing it, so a queued operation always has someone to commit
-    /// it.
-    fn hand_over(&self) {
-        if let Some((_, lead)) = self.queue.lock().front() {
-            lead.notify_one();
-        }
-    }
-
-    fn schedule_drain(self: &Arc<Self>) {
-        if self.draining.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let me = Arc::clone(self);
-        let drain = move || me.drain();
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => drop(h.spawn_blocking(drain)),
-            Err(_) => drop(std::thread::spawn(drain)),
-        }
-    }
-
-    /// Commits groups until the queue is empty (the safety net for a
-    /// chosen leader that went away).
-    fn drain(&self) {
-        loop {
-            if let Some(mut writer) = self.writer.try_lock() {
-                while self.commit_next(&mut writer) {}
-            }
-            self.draining.store(false, Ordering::Release);
-            self.hand_over();
-            if self.queue.lock().is_empty() || self.draining.swap(true, Ordering::AcqRel) {
-                return;
-            }
-        }
-    }
-
-    /// Commits the next group; false if nothing was queued.
-    fn commit_next(&self, writer: &mut Writer) -> bool {
-        let group: Vec<Op> = {
-            let mut q = self.queue.lock();
-            let n = q.len().min(MAX_GROUP);
-            q.drain(..n).map(|(op, _)| op).collect()
-        };
-        if group.is_empty() {
-            return false;
-        }
-        writer.commit_group(group);
-        writer.maybe_checkpoint();
-        true
-    }
-
-    /// Waits for any running commit, commits what is queued, then
-    /// checkpoints: the database is left durable and the log empty.
-    pub(crate) fn close(&self) {
-        let mut writer = self.writer.lock();
-        while self.commit_next(&mut writer) {}
-        if writer.poisoned.is_none() && writer.since_checkpoint > 0 {
-            let _ = writer.checkpoint();
-        }
-    }
-}
-
-/// Runs blocking work on this thread, telling a multi-threaded Tokio
-/// runtime to move its other tasks elsewhere meanwhile.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
+/// Queues the memory store's mutations and commits them in groups.
+pub(crate) type Committer = hippocamp_durable::group::Committer<Writer>;
 
 pub(crate) struct Writer {
     pub(crate) db: Arc<Database>,
@@ -692,6 +524,24 @@ pub(crate) struct Writer {
     pub(crate) totals: Totals,
     /// The counters as of the last commit, for `status`.
     pub(crate) published: Arc<parking_lot::Mutex<Totals>>,
+}
+
+impl hippocamp_durable::group::GroupWriter for Writer {
+    type Op = Op;
+
+    fn commit_group(&mut self, ops: Vec<Op>) {
+        Writer::commit_group(self, ops);
+    }
+
+    fn after_group(&mut self) {
+        self.maybe_checkpoint();
+    }
+
+    fn close(&mut self) {
+        if self.poisoned.is_none() && self.since_checkpoint > 0 {
+            let _ = self.checkpoint();
+        }
+    }
 }
 
 impl Writer {
