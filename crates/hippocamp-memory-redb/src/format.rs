@@ -7,6 +7,7 @@
 //! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
 //! | `vectors` | scope hash ‖ entry id (32 bytes) | the entry's unit vector, f32 LE; written and deleted in the entry's transactions |
+//! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event that would make it again is skipped (erasure is sticky); never removed |
 //!
 //! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
 //! has embedded: its vectors are only comparable with that model's, so
@@ -36,6 +37,7 @@ pub(crate) const SCOPES: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::ne
 pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("entries");
 pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
 pub(crate) const VECTORS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("vectors");
+pub(crate) const ERASED: TableDefinition<&[u8; 48], ()> = TableDefinition::new("erased");
 
 /// The `meta` key of the embedder the vectors were made with.
 pub(crate) const EMBEDDER_KEY: &str = "embedder";
@@ -181,6 +183,7 @@ pub(crate) enum Mutation {
     PutVector(Vec<u8>, Vec<u8>),
     DelVector(Vec<u8>),
     DelVectors(Vec<u8>, Vec<u8>),
+    PutErased(Vec<u8>),
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {

@@ -1,7 +1,7 @@
 //! [`RedbMemoryStore`]: opening, the directory lock, and the
 //! `MemoryStore` operations.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -25,9 +25,9 @@ use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    EMBEDDER_KEY, ENTRIES, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES,
+    EMBEDDER_KEY, ENTRIES, ERASED, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES,
     SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode, decode_vector, entry_key,
-    entry_range, scope_hash,
+    entry_range, scope_hash, session_hash, session_key,
 };
 use crate::writer::{Admission, Committer, Embedded, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
@@ -244,7 +244,35 @@ impl RedbMemoryStore {
     }
 }
 
+/// What a store holds for a plan's entries, as of one read snapshot.
+struct Stored {
+    entries: HashMap<EntryId, MemoryEntry>,
+    /// The planned entries that were erased (and stay so).
+    erased: HashSet<EntryId>,
+}
+
 impl RedbMemoryStore {
+    /// What the store holds for `plan` (a read snapshot).
+    fn planned(&self, scope: &MemoryScope, plan: &EventPlan) -> Result<Stored> {
+        let entries = self.stored(scope, plan.entries.iter().map(|p| p.prepared.entry.id))?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(ERASED).map_err(storage)?;
+        let h = scope_hash(scope);
+        let mut erased = HashSet::new();
+        for p in &plan.entries {
+            let e = &p.prepared.entry;
+            if let Some(s) = &e.provenance.session_id
+                && table
+                    .get(&session_key(&h, &session_hash(s), &e.id))
+                    .map_err(storage)?
+                    .is_some()
+            {
+                erased.insert(e.id);
+            }
+        }
+        Ok(Stored { entries, erased })
+    }
+
     /// The stored entries among `ids` (a read snapshot).
     fn stored(
         &self,
@@ -294,6 +322,7 @@ fn init_format(db: &Database) -> Result<()> {
             txn.open_table(ENTRIES).map_err(storage)?;
             txn.open_table(SESSIONS).map_err(storage)?;
             txn.open_table(VECTORS).map_err(storage)?;
+            txn.open_table(ERASED).map_err(storage)?;
             Ok(())
         },
     )
@@ -319,6 +348,7 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
         let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
         let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
         let mut vectors = txn.open_table(VECTORS).map_err(storage)?;
+        let mut erased = txn.open_table(ERASED).map_err(storage)?;
         let mut last = applied;
         let key = |k: &[u8]| Error::Corrupt(format!("a log record has a key of {} bytes", k.len()));
         for (seq, mutations) in records {
@@ -375,6 +405,10 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
                         vectors
                             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)
                             .map_err(storage)?;
+                    }
+                    Mutation::PutErased(k) => {
+                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
+                        erased.insert(&k, ()).map_err(storage)?;
                     }
                 }
             }
@@ -509,17 +543,20 @@ impl MemoryStore for RedbMemoryStore {
             .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
             .collect();
         let embedder = self.embedder.as_deref();
-        let decide = |stored: &HashMap<EntryId, MemoryEntry>, p: &PreparedEntry| match stored
-            .get(&p.entry.id)
-        {
-            None => Decision::New,
-            Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
-            Some(_) => Decision::Conflict,
+        let decide = |stored: &Stored, p: &PreparedEntry| {
+            if stored.erased.contains(&p.entry.id) {
+                return Decision::Erased;
+            }
+            match stored.entries.get(&p.entry.id) {
+                None => Decision::New,
+                Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
+                Some(_) => Decision::Conflict,
+            }
         };
         // Only what would be new is embedded (not what the scope holds).
         let mut vectors = HashMap::new();
         if embedder.is_some() {
-            let stored = self.stored(scope, plan.entries.iter().map(|p| p.prepared.entry.id))?;
+            let stored = self.planned(scope, &plan)?;
             let need = plan.new_indices(|p| decide(&stored, p));
             vectors = embed_plan(embedder, &plan, &need, deadline).await?;
         }
@@ -550,8 +587,7 @@ impl MemoryStore for RedbMemoryStore {
                 Embedded::Done(report) => return Ok(report),
                 // Stored when looked at, gone when committed: embed those.
                 Embedded::NeedVectors => {
-                    let stored =
-                        self.stored(scope, plan.entries.iter().map(|p| p.prepared.entry.id))?;
+                    let stored = self.planned(scope, &plan)?;
                     let missing: Vec<usize> = plan
                         .new_indices(|p| decide(&stored, p))
                         .into_iter()

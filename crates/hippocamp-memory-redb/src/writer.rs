@@ -29,9 +29,9 @@ use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY,
-    decode, encode, encode_vector, entry_key, entry_range, scope_hash, session_hash, session_key,
-    session_range,
+    ENTRIES, ERASED, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS,
+    WAL_SEQ_KEY, decode, encode, encode_vector, entry_key, entry_range, scope_hash, session_hash,
+    session_key, session_range,
 };
 use hippocamp_durable::{WalStorage, encode_record};
 
@@ -173,6 +173,7 @@ struct Tx<'t> {
     entries: Table<'t, &'static [u8; 32], &'static [u8]>,
     sessions: Table<'t, &'static [u8; 48], ()>,
     vectors: Table<'t, &'static [u8; 32], &'static [u8]>,
+    erased: Table<'t, &'static [u8; 48], ()>,
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
@@ -295,6 +296,7 @@ impl Tx<'_> {
             let key = session_key(h, &session_hash(&s), id);
             self.sessions.remove(&key)?;
             self.log.push(Mutation::DelSession(key.to_vec()));
+            self.remember_erased(&key)?;
         }
         row.entries = row.entries.saturating_sub(1);
         row.bytes = row.bytes.saturating_sub(rec.storage_bytes);
@@ -305,6 +307,35 @@ impl Tx<'_> {
         self.totals.bytes = self.totals.bytes.saturating_sub(rec.storage_bytes);
         self.changes.push((*h, CacheOp::Remove(*id)));
         Ok(true)
+    }
+
+    /// Remembers an erased entry of a session (its session-index key).
+    fn remember_erased(&mut self, key: &[u8; 48]) -> Result<(), Fail> {
+        self.erased.insert(key, ())?;
+        self.log.push(Mutation::PutErased(key.to_vec()));
+        Ok(())
+    }
+
+    /// What ingesting `p` would do against the transaction's state.
+    fn decide(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        p: &PreparedEntry,
+    ) -> Result<Decision, Fail> {
+        if let Some(s) = &p.entry.provenance.session_id
+            && self
+                .erased
+                .get(&session_key(h, &session_hash(s), &p.entry.id))?
+                .is_some()
+        {
+            return Ok(Decision::Erased);
+        }
+        Ok(match self.existing(h, scope, &p.entry.id)? {
+            None => Decision::New,
+            Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
+            Some(_) => Decision::Conflict,
+        })
     }
 
     fn add_entry(
@@ -380,10 +411,8 @@ impl Tx<'_> {
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
         let mut failure = None;
-        let (new, report) = plan.resolve(|p| match self.existing(&h, scope, &p.entry.id) {
-            Ok(None) => Decision::New,
-            Ok(Some(e)) if e.same_data(&p.entry) => Decision::Duplicate,
-            Ok(Some(_)) => Decision::Conflict,
+        let (new, report) = plan.resolve(|p| match self.decide(&h, scope, p) {
+            Ok(d) => d,
             Err(f) => {
                 failure.get_or_insert(f);
                 Decision::Conflict
@@ -474,6 +503,13 @@ impl Tx<'_> {
         self.log
             .push(Mutation::DelEntries(lo.to_vec(), hi.to_vec()));
         let (slo, shi) = session_range(&h);
+        let mut keys = Vec::new();
+        for item in self.sessions.range::<&[u8; 48]>(&slo..=&shi)? {
+            keys.push(*item?.0.value());
+        }
+        for key in &keys {
+            self.remember_erased(key)?;
+        }
         self.sessions
             .retain_in::<&[u8; 48], _>(&slo..=&shi, |_, ()| false)?;
         self.log
@@ -615,6 +651,7 @@ impl Writer {
                 entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
                 sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
                 vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
+                erased: txn.open_table(ERASED).map_err(Error::storage)?,
                 totals,
                 limits: &self.limits,
                 changes: Vec::new(),

@@ -462,3 +462,41 @@ async fn a_write_whose_log_write_began_commits_and_says_so() {
         "logged before the deadline"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erased_events_stay_erased_after_a_reopen_and_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scope("sticky");
+    let session = SessionId::new("s1").unwrap();
+    let events: Vec<Event> = (0..3)
+        .map(|i| Event::text(format!("e{i}"), "user", i, format!("remembered fact {i}")))
+        .collect();
+    {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        let w = WriteOptions::default();
+        store.add_events(&s, &session, &events, &w).await.unwrap();
+        assert_eq!(store.delete_session(&s, &session, &c()).await.unwrap(), 3);
+        // Dropped without a checkpoint of the tombstones' log record
+        // being needed: the log alone must bring them back.
+        std::mem::forget(store);
+    }
+    // The forgotten store still holds the directory lock in this process;
+    // the lock is a file lock of the process, so take a copy of the files.
+    let copy = tempfile::tempdir().unwrap();
+    for name in ["memory.redb", "memory.wal"] {
+        std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
+    }
+    let store = RedbMemoryStore::open(copy.path(), MemoryConfig::default()).unwrap();
+    let again = store
+        .add_events(&s, &session, &events, &WriteOptions::default())
+        .await
+        .unwrap();
+    assert!(again.added.is_empty(), "{again:?}");
+    assert_eq!(again.skipped.len(), 3);
+    assert!(
+        again
+            .skipped
+            .iter()
+            .all(|k| k.reason == hippocamp_memory::SkipReason::Erased)
+    );
+}

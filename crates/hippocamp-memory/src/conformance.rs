@@ -161,6 +161,7 @@ macro_rules! memory_conformance_tests {
             secret_events_are_not_searchable,
             delete_session_is_idempotent,
             delete_entry_and_user_are_idempotent,
+            erasure_is_sticky,
             content_limits_are_enforced,
             secret_content_is_rejected,
             scope_entry_quota,
@@ -593,6 +594,92 @@ pub async fn secret_events_are_not_searchable(f: &dyn StoreFactory) {
         .hits;
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].entry.content, "I use github every day");
+}
+
+/// Erased entries stay erased: the same events again, straight or after a
+/// delete of the entry, the session or the user, are skipped as `erased`;
+/// under a new session id they are remembered again.
+pub async fn erasure_is_sticky(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "sticky");
+    let events = |n: i64| -> Vec<Event> {
+        (0..n)
+            .map(|i| Event::text(format!("e{i}"), "user", 1 + i, format!("fact number {i}")))
+            .collect()
+    };
+    let reasons = |r: &crate::event::IngestReport| -> Vec<(usize, SkipReason)> {
+        r.skipped
+            .iter()
+            .map(|s| (s.index, s.reason.clone()))
+            .collect()
+    };
+    let first = store
+        .add_events(&s, &sid("s1"), &events(3), &w())
+        .await
+        .unwrap();
+    assert_eq!(first.added.len(), 3);
+    // One entry erased: only its event is refused.
+    let gone = first.added[0].entry_id;
+    assert_eq!(store.delete_entry(&s, &gone, &c()).await.unwrap(), 1);
+    let again = store
+        .add_events(&s, &sid("s1"), &events(3), &w())
+        .await
+        .unwrap();
+    assert_eq!(reasons(&again), vec![(0, SkipReason::Erased)]);
+    assert_eq!(again.duplicates.len(), 2);
+    assert!(matches!(
+        store.get_entry(&s, &gone, &c()).await,
+        Err(Error::NotFound(_))
+    ));
+    // The session erased: every event of it, and a new one is still fine.
+    assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 2);
+    let again = store
+        .add_events(&s, &sid("s1"), &events(4), &w())
+        .await
+        .unwrap();
+    assert_eq!(
+        reasons(&again),
+        vec![
+            (0, SkipReason::Erased),
+            (1, SkipReason::Erased),
+            (2, SkipReason::Erased)
+        ]
+    );
+    assert_eq!(again.added.len(), 1);
+    // A new session id starts over on purpose.
+    let other = store
+        .add_events(&s, &sid("s2"), &events(2), &w())
+        .await
+        .unwrap();
+    assert_eq!(other.added.len(), 2);
+    // The user erased: nothing of either session comes back, even at the
+    // new epoch.
+    let erasure = store.delete_user(&s, &c()).await.unwrap();
+    assert_eq!(erasure.deleted, 3);
+    for session in ["s1", "s2"] {
+        let again = store
+            .add_events(
+                &s,
+                &sid(session),
+                &events(2),
+                &WriteOptions::default().epoch(erasure.epoch),
+            )
+            .await
+            .unwrap();
+        assert!(again.added.is_empty(), "{session}: {again:?}");
+        assert_eq!(
+            reasons(&again),
+            vec![(0, SkipReason::Erased), (1, SkipReason::Erased)]
+        );
+    }
+    assert!(ids(&*store, &s, lexical("fact")).await.is_empty());
+    // Another scope with the same event ids is not affected.
+    let o = scope("app", "sticky-other");
+    let r = store
+        .add_events(&o, &sid("s1"), &events(2), &w())
+        .await
+        .unwrap();
+    assert_eq!(r.added.len(), 2);
 }
 
 pub async fn delete_session_is_idempotent(f: &dyn StoreFactory) {
@@ -1726,9 +1813,16 @@ pub async fn only_what_would_be_new_is_embedded(f: &dyn StoreFactory) {
     store.add_entry(&s, keyed(), &w()).await.unwrap();
     assert!(store.add_entry(&s, keyed(), &w()).await.unwrap().duplicate);
     assert_eq!(f.embedded_texts(), Some(start + 7));
-    // Deleted, then sent again: embedded again, and found by vector.
+    // Deleted, then sent again: erased events cost nothing; under a new
+    // session id they are embedded again, and found by vector.
     assert_eq!(store.delete_session(&s, &sid("s"), &c()).await.unwrap(), 6);
     let r = store.add_events(&s, &sid("s"), &grown, &w()).await.unwrap();
+    assert_eq!((r.added.len(), r.skipped.len()), (0, 7));
+    assert_eq!(f.embedded_texts(), Some(start + 7));
+    let r = store
+        .add_events(&s, &sid("s2"), &grown, &w())
+        .await
+        .unwrap();
     assert_eq!(r.added.len(), 6);
     assert_eq!(f.embedded_texts(), Some(start + 13));
     let hits = store
@@ -1774,8 +1868,8 @@ pub async fn large_batches_are_embedded_within_the_provider_bounds(f: &dyn Store
 
 /// For a store whose embedder takes about 400 ms a call: an entry known
 /// when the store looked (so not embedded) but erased before the commit
-/// is embedded then, so every committed entry has its vector; a deadline
-/// that runs out while the provider works writes nothing and says where.
+/// stays erased, and every committed entry has its vector; a deadline that
+/// runs out while the provider works writes nothing and says where.
 pub async fn slow_embedder_races(store: Arc<dyn MemoryStore>) {
     let s = MemoryScope::parse("app", "race").unwrap();
     let sid = SessionId::new("s").unwrap();
@@ -1800,11 +1894,12 @@ pub async fn slow_embedder_races(store: Arc<dyn MemoryStore>) {
         1
     );
     let report = writer.await.unwrap().unwrap();
-    assert_eq!(report.added.len(), 2, "{report:?}");
+    assert_eq!(report.added.len(), 1, "{report:?}");
+    assert_eq!(report.skipped[0].reason, crate::event::SkipReason::Erased);
     let hits = store
         .search(
             &s,
-            &SearchRequest::new("apples").mode(crate::SearchMode::Vector),
+            &SearchRequest::new("bananas").mode(crate::SearchMode::Vector),
             &CallOptions::default(),
         )
         .await

@@ -27,6 +27,12 @@
 //! authored by `runner`, `tool` or `system`, events without text, and
 //! secret-looking text. A malformed event is skipped and reported on its
 //! own; it never fails the batch.
+//!
+//! Erasure is sticky: a store remembers the (session, entry id) of every
+//! entry it erased (ids only, no content), and an event that would make
+//! one of them again is skipped as [`SkipReason::Erased`], whether it comes
+//! straight to `add_events` or through a queue. A new session id starts
+//! over on purpose.
 
 use std::collections::HashMap;
 
@@ -276,6 +282,10 @@ pub enum SkipReason {
     Malformed(String),
     /// Its id was already used in this scope for different data.
     IdempotencyConflict,
+    /// The entry it makes was erased (the entry, its session or its user
+    /// was deleted): a resubmission never brings it back. To remember it
+    /// again on purpose, submit it under a new session id.
+    Erased,
 }
 
 /// An event that became (or already was) an entry.
@@ -342,6 +352,8 @@ pub enum Decision {
     Duplicate,
     /// Different data: an idempotency conflict.
     Conflict,
+    /// It was stored and erased: it stays erased.
+    Erased,
 }
 
 impl EventPlan {
@@ -401,6 +413,11 @@ impl EventPlan {
                     p.index,
                     Some(p.event_id.as_str()),
                     SkipReason::IdempotencyConflict,
+                )),
+                Decision::Erased => report.skipped.push(skip(
+                    p.index,
+                    Some(p.event_id.as_str()),
+                    SkipReason::Erased,
                 )),
             }
         }

@@ -3,10 +3,11 @@
 //! Each scope has its own lock, so operations on different scopes run in
 //! parallel and operations on one scope are ordered; the scope map itself is
 //! locked only to find or create a scope. The global quota is a shared
-//! atomic budget. Data lives as long as the store; erasure epochs too
-//! (a scope's epoch survives `delete_user`, which is what fences it).
+//! atomic budget. Data lives as long as the store; erasure epochs and the
+//! ids of erased entries too (a scope's epoch survives `delete_user`,
+//! which is what fences it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,7 +21,7 @@ use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::MemoryConfig;
 use crate::embedding::{embed_passages, embed_plan};
-use crate::entry::{MemoryEntry, NewEntry, prepare_entry};
+use crate::entry::{MemoryEntry, NewEntry, PreparedEntry, prepare_entry};
 use crate::event::{Decision, Event, IngestReport, plan_events};
 use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
@@ -34,6 +35,29 @@ use crate::store::{
 struct Shell {
     epoch: u64,
     data: ScopeData,
+    /// The (session, entry id) of every erased entry of a session: an event
+    /// that would make one again is skipped (erasure is sticky).
+    erased: HashSet<(SessionId, EntryId)>,
+}
+
+impl Shell {
+    /// What ingesting `p` would do here.
+    fn decide(&self, p: &PreparedEntry) -> Decision {
+        match &p.entry.provenance.session_id {
+            Some(s) if self.erased.contains(&(s.clone(), p.entry.id)) => Decision::Erased,
+            _ => self.data.decide(p),
+        }
+    }
+
+    /// Removes one entry, remembering it as erased; its bytes if it was
+    /// there.
+    fn erase(&mut self, id: &EntryId) -> Option<u64> {
+        let (entry, bytes) = self.data.remove(id)?;
+        if let Some(s) = &entry.provenance.session_id {
+            self.erased.insert((s.clone(), entry.id));
+        }
+        Some(bytes)
+    }
 }
 
 type ShellRef = Arc<AsyncRwLock<Shell>>;
@@ -250,7 +274,7 @@ impl MemoryStore for InMemoryStore {
             (Some(_), None) => plan.new_indices(|_| Decision::New),
             (Some(_), Some(shell)) => {
                 let s = Self::read(&shell, deadline).await?;
-                plan.new_indices(|p| s.data.decide(p))
+                plan.new_indices(|p| s.decide(p))
             }
         };
         let mut vectors = embed_plan(embedder, &plan, &need, deadline).await?;
@@ -260,13 +284,13 @@ impl MemoryStore for InMemoryStore {
         if embedder.is_some() {
             // What vanished since the look is embedded now (the scope waits).
             let missing: Vec<usize> = plan
-                .new_indices(|p| s.data.decide(p))
+                .new_indices(|p| s.decide(p))
                 .into_iter()
                 .filter(|i| !vectors.contains_key(i))
                 .collect();
             vectors.extend(embed_plan(embedder, &plan, &missing, deadline).await?);
         }
-        let (new, report) = plan.resolve(|p| s.data.decide(p));
+        let (new, report) = plan.resolve(|p| s.decide(p));
         let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
         let add_entries = new.len() as u64;
         check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
@@ -335,8 +359,8 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         let mut s = Self::write(&shell, deadline).await?;
-        Ok(match s.data.remove(id) {
-            Some((_, bytes)) => {
+        Ok(match s.erase(id) {
+            Some(bytes) => {
                 self.release((1, bytes));
                 1
             }
@@ -357,7 +381,7 @@ impl MemoryStore for InMemoryStore {
         let mut s = Self::write(&shell, deadline).await?;
         let mut removed = (0, 0);
         for id in s.data.session_entries(session) {
-            if let Some((_, bytes)) = s.data.remove(&id) {
+            if let Some(bytes) = s.erase(&id) {
                 removed.0 += 1;
                 removed.1 += bytes;
             }
@@ -372,7 +396,14 @@ impl MemoryStore for InMemoryStore {
         // no entries, so work queued before the erasure stays fenced.
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
-        let released = s.data.clear();
+        let mut released = (0, 0);
+        for id in s.data.ids() {
+            if let Some(bytes) = s.erase(&id) {
+                released.0 += 1;
+                released.1 += bytes;
+            }
+        }
+        s.data.clear();
         s.epoch += 1;
         self.release(released);
         Ok(Erasure {

@@ -5,7 +5,8 @@
 //! `other/alice`), so a leak across either half of a scope shows up. After
 //! each operation every scope is searched for every word of a small
 //! vocabulary and must return exactly the model's entries containing it;
-//! erased entries must be gone from `get_entry` too.
+//! erased entries must be gone from `get_entry` too, and an event that
+//! would make an erased entry of its session again is skipped as erased.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -80,6 +81,20 @@ struct Model {
     scopes: Vec<BTreeMap<EntryId, ModelEntry>>,
     epochs: Vec<u64>,
     erased: Vec<BTreeSet<EntryId>>,
+    /// Erased entries of a session: events that would make them again are
+    /// skipped as erased.
+    sticky: Vec<BTreeSet<(SessionId, EntryId)>>,
+}
+
+impl Model {
+    fn erase(&mut self, scope: usize, id: EntryId) {
+        if let Some(e) = self.scopes[scope].remove(&id) {
+            if let Some(s) = e.session {
+                self.sticky[scope].insert((s, id));
+            }
+            self.erased[scope].insert(id);
+        }
+    }
 }
 
 fn text(words: &[usize]) -> String {
@@ -136,6 +151,7 @@ async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestC
         scopes: vec![BTreeMap::new(); SCOPES.len()],
         epochs: vec![0; SCOPES.len()],
         erased: vec![BTreeSet::new(); SCOPES.len()],
+        sticky: vec![BTreeSet::new(); SCOPES.len()],
     };
     let c = CallOptions::default();
     let w = WriteOptions::default();
@@ -218,7 +234,7 @@ async fn apply(
                 .await
                 .map_err(fail)?;
             // The model's expectation, event by event.
-            let (mut added, mut dups, mut conflicts) = (0, 0, 0);
+            let (mut added, mut dups, mut conflicts, mut erased) = (0, 0, 0, 0);
             for (id, words) in &events {
                 let key =
                     IdempotencyKey::new(format!("event:e{id}")).unwrap_or_else(|_| unreachable!());
@@ -239,6 +255,10 @@ async fn apply(
                     session: Some(session(sess)),
                     provenance,
                 };
+                if model.sticky[scope].contains(&(session(sess), entry_id)) {
+                    erased += 1;
+                    continue;
+                }
                 match model.scopes[scope].get(&entry_id) {
                     None => {
                         added += 1;
@@ -250,7 +270,13 @@ async fn apply(
             }
             prop_assert_eq!(report.added.len(), added);
             prop_assert_eq!(report.duplicates.len(), dups);
-            prop_assert_eq!(report.skipped.len(), conflicts);
+            prop_assert_eq!(report.skipped.len(), conflicts + erased);
+            let reported_erased = report
+                .skipped
+                .iter()
+                .filter(|s| s.reason == crate::event::SkipReason::Erased)
+                .count();
+            prop_assert_eq!(reported_erased, erased);
         }
         Op::DeleteEntry { scope, pick } => {
             let s = &scopes[scope];
@@ -262,8 +288,7 @@ async fn apply(
             let n = store.delete_entry(s, &id, c).await.map_err(fail)?;
             prop_assert_eq!(n, u64::from(present));
             if present {
-                model.scopes[scope].remove(&id);
-                model.erased[scope].insert(id);
+                model.erase(scope, id);
             }
         }
         Op::DeleteSession {
@@ -283,8 +308,7 @@ async fn apply(
                 .map_err(fail)?;
             prop_assert_eq!(n, gone.len() as u64);
             for id in gone {
-                model.scopes[scope].remove(&id);
-                model.erased[scope].insert(id);
+                model.erase(scope, id);
             }
         }
         Op::DeleteUser { scope } => {
@@ -292,8 +316,9 @@ async fn apply(
             let e = store.delete_user(s, c).await.map_err(fail)?;
             prop_assert_eq!(e.deleted, model.scopes[scope].len() as u64);
             let gone: Vec<EntryId> = model.scopes[scope].keys().copied().collect();
-            model.erased[scope].extend(gone);
-            model.scopes[scope].clear();
+            for id in gone {
+                model.erase(scope, id);
+            }
             model.epochs[scope] += 1;
             prop_assert_eq!(e.epoch, model.epochs[scope]);
         }
