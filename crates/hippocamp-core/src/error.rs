@@ -107,6 +107,17 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// Memory is turned off in this deployment (the `disabled` profile).
+    #[error("memory is disabled in this deployment")]
+    MemoryDisabled,
+    /// Asynchronous ingestion is not offered here (a profile without an
+    /// outbox) or its outbox is not healthy; nothing was queued.
+    #[error("the ingestion outbox is unavailable: {0}")]
+    OutboxUnavailable(String),
+    /// The caller no longer owns the job it acts on (its lease expired or
+    /// another owner took it over); nothing was changed.
+    #[error("lease lost: {0}")]
+    LeaseLost(&'static str),
     /// An I/O or storage-engine failure.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
@@ -200,6 +211,9 @@ impl Error {
             Error::Unsupported { .. } => "unsupported",
             Error::Unavailable(_) => "unavailable",
             Error::InvalidReply { .. } => "invalid_reply",
+            Error::MemoryDisabled => "memory_disabled",
+            Error::OutboxUnavailable(_) => "outbox_unavailable",
+            Error::LeaseLost(_) => "lease_lost",
             Error::Storage(_) => "storage",
         }
     }
@@ -257,6 +271,10 @@ pub enum Field {
     Cursor,
     /// A request body.
     Body,
+    /// An outbox job id.
+    JobId,
+    /// An outbox target name.
+    Target,
 }
 
 impl Field {
@@ -287,6 +305,8 @@ impl Field {
             Field::Range => "range",
             Field::Cursor => "cursor",
             Field::Body => "body",
+            Field::JobId => "job_id",
+            Field::Target => "target",
         }
     }
 }
@@ -406,6 +426,16 @@ pub enum QuotaLimit {
     ArtifactsTotal(u64),
     /// `max_total_bytes`: artifact bytes in the store.
     ArtifactBytesTotal(u64),
+    /// `outbox.max_active_jobs`: queued and running jobs in the outbox.
+    OutboxJobs(u64),
+    /// `outbox.max_active_jobs_per_scope`: queued and running jobs of one
+    /// scope.
+    OutboxJobsPerScope(u64),
+    /// `outbox.max_active_bytes`: event bytes queued in the outbox.
+    OutboxBytes(u64),
+    /// `outbox.max_active_bytes_per_scope`: event bytes queued for one
+    /// scope.
+    OutboxBytesPerScope(u64),
 }
 
 impl QuotaLimit {
@@ -421,6 +451,10 @@ impl QuotaLimit {
             QuotaLimit::ArtifactBytesPerScope(_) => "max_scope_bytes",
             QuotaLimit::ArtifactsTotal(_) => "max_total_artifacts",
             QuotaLimit::ArtifactBytesTotal(_) => "max_total_bytes",
+            QuotaLimit::OutboxJobs(_) => "outbox.max_active_jobs",
+            QuotaLimit::OutboxJobsPerScope(_) => "outbox.max_active_jobs_per_scope",
+            QuotaLimit::OutboxBytes(_) => "outbox.max_active_bytes",
+            QuotaLimit::OutboxBytesPerScope(_) => "outbox.max_active_bytes_per_scope",
         }
     }
 
@@ -435,7 +469,11 @@ impl QuotaLimit {
             | QuotaLimit::ArtifactsPerScope(v)
             | QuotaLimit::ArtifactBytesPerScope(v)
             | QuotaLimit::ArtifactsTotal(v)
-            | QuotaLimit::ArtifactBytesTotal(v) => v,
+            | QuotaLimit::ArtifactBytesTotal(v)
+            | QuotaLimit::OutboxJobs(v)
+            | QuotaLimit::OutboxJobsPerScope(v)
+            | QuotaLimit::OutboxBytes(v)
+            | QuotaLimit::OutboxBytesPerScope(v) => v,
         }
     }
 }

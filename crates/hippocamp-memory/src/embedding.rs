@@ -142,6 +142,8 @@ pub struct Pacer {
     batch: usize,
     max: usize,
     embeds: bool,
+    /// The deadline of every call, when the caller fixes it.
+    timeout: Option<Duration>,
 }
 
 /// The part of a paced call's deadline its batch is sized to fill.
@@ -158,7 +160,22 @@ impl Pacer {
             batch: if embeds { FIRST_BATCH.min(max) } else { max },
             max,
             embeds,
+            timeout: None,
         }
+    }
+
+    /// A pacer whose every call has the deadline `timeout` (a queue's
+    /// configured call timeout); with an embedder, batches are sized to
+    /// fill a third of it.
+    pub fn with_timeout(max: u64, embeds: bool, timeout: Duration) -> Self {
+        Self {
+            timeout: Some(timeout),
+            ..Self::new(max, embeds)
+        }
+    }
+
+    fn budget(&self) -> Duration {
+        self.timeout.map_or(PACE_BUDGET, |t| t / 3)
     }
 
     /// A pacer for `capabilities`' store.
@@ -187,6 +204,9 @@ impl Pacer {
     /// The timeout of a batch call in milliseconds, `None` for the store's
     /// default (as a client passes it to a server: `?timeout_ms=`).
     pub fn timeout_ms(&self) -> Option<u64> {
+        if let Some(t) = self.timeout {
+            return Some(u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1));
+        }
         self.embeds.then(|| {
             u64::try_from(hippocamp_core::deadline::MAX_TIMEOUT.as_millis()).unwrap_or(60_000)
         })
@@ -199,7 +219,7 @@ impl Pacer {
         }
         let per_second = events as f64 / took.as_secs_f64().max(1e-3);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let fits = (per_second * PACE_BUDGET.as_secs_f64()) as usize;
+        let fits = (per_second * self.budget().as_secs_f64()) as usize;
         // Grow at most fourfold at a time: one fast batch proves little.
         self.batch = fits.clamp(1, self.max).min(self.batch.saturating_mul(4));
     }

@@ -1,0 +1,864 @@
+//! The conformance suite every [`JobStore`] runs.
+//!
+//! Each scenario is a public async function taking a [`JobStoreFactory`];
+//! `job_store_conformance_tests!(factory)` expands to one test per
+//! scenario plus the proptest model test ([`model::run`]).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines,
+    clippy::missing_panics_doc,
+    clippy::many_single_char_names,
+    missing_docs
+)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hippocamp_core::{Error, MemoryScope, QuotaLimit, SessionId};
+
+use crate::limits::OutboxLimits;
+use crate::model::{
+    CancelReason, Delivered, JobError, JobState, Next, Owner, StoredEvent, Submission, TargetName,
+};
+use crate::store::JobStore;
+
+pub mod model;
+
+/// A store the suite opened, with a probe of how many batches of events
+/// it still holds (finished jobs must hold none).
+pub struct Opened {
+    pub store: Arc<dyn JobStore>,
+    pub held_batches: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens fresh, empty job stores.
+#[async_trait]
+pub trait JobStoreFactory: Send + Sync {
+    async fn open(&self, limits: OutboxLimits) -> Opened;
+}
+
+/// Factory of [`crate::InMemoryJobStore`]s.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct InMemoryJobFactory;
+
+#[async_trait]
+impl JobStoreFactory for InMemoryJobFactory {
+    async fn open(&self, limits: OutboxLimits) -> Opened {
+        let store = Arc::new(crate::InMemoryJobStore::new(limits).unwrap());
+        let probe = Arc::clone(&store);
+        Opened {
+            store,
+            held_batches: Box::new(move || probe.held_batches()),
+        }
+    }
+}
+
+#[macro_export]
+macro_rules! job_store_conformance_tests {
+    ($factory:expr) => {
+        $crate::job_store_conformance_tests!(@cases $factory;
+            admission_is_idempotent_and_watermarked,
+            long_sessions_split_into_jobs_and_batches,
+            limits_refuse_and_store_nothing,
+            claims_are_fenced_by_owner_and_lease,
+            failures_back_off_then_fail_and_release_their_events,
+            finished_jobs_keep_no_events_and_are_pruned,
+            erasure_cancels_queued_jobs_and_fences_admission,
+            claims_need_a_registered_target_and_rotate,
+            jobs_are_scoped,
+            concurrent_claims_take_distinct_jobs,
+            a_released_job_is_cancelled,
+        );
+        #[test]
+        fn model_test() {
+            $crate::conformance::model::run(std::sync::Arc::new($factory), 32);
+        }
+    };
+    (@cases $factory:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::conformance::$name(&factory).await;
+            }
+        )*
+    };
+}
+
+pub(crate) fn target() -> TargetName {
+    TargetName::new("memory").unwrap()
+}
+
+pub(crate) fn targets() -> BTreeSet<TargetName> {
+    [target()].into_iter().collect()
+}
+
+pub(crate) fn scope(user: &str) -> MemoryScope {
+    MemoryScope::parse("app", user).unwrap()
+}
+
+pub(crate) fn event(id: &str) -> StoredEvent {
+    StoredEvent {
+        id: id.to_owned(),
+        author: "user".into(),
+        timestamp_ms: 1,
+        text: format!("the text of event {id}"),
+        metadata: None,
+    }
+}
+
+pub(crate) fn submission(
+    scope: &MemoryScope,
+    session: &str,
+    ids: &[String],
+    epoch: u64,
+) -> Submission {
+    Submission {
+        target: target(),
+        scope: scope.clone(),
+        session: SessionId::new(session).unwrap(),
+        epoch,
+        events: ids.iter().map(|i| event(i)).collect(),
+        max_attempts: None,
+    }
+}
+
+fn ids(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("e{i}")).collect()
+}
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn done() -> Delivered {
+    Delivered {
+        added: 1,
+        ..Delivered::default()
+    }
+}
+
+/// The same submission twice is one job; a grown session queues only
+/// what is new; a session fully covered names its jobs and queues nothing.
+pub async fn admission_is_idempotent_and_watermarked(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("u1");
+    let first = o
+        .store
+        .admit(submission(&s, "s1", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!(first.new_events, 3);
+    assert_eq!(first.jobs.len(), 1);
+    assert_eq!(first.jobs[0].state, JobState::Pending);
+    let again = o
+        .store
+        .admit(submission(&s, "s1", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!(again.new_events, 0);
+    assert_eq!(again.jobs, first.jobs);
+    // The whole session again, grown by two: only those two are new.
+    let grown = o
+        .store
+        .admit(submission(&s, "s1", &ids(0..5), 0))
+        .await
+        .unwrap();
+    assert_eq!(grown.new_events, 2);
+    assert_eq!(grown.jobs.len(), 2);
+    assert_ne!(grown.jobs[0].id, first.jobs[0].id);
+    assert_eq!(grown.jobs[1].id, first.jobs[0].id);
+    // Repeated ids within a submission count once.
+    let mut twice = ids(5..6);
+    twice.push("e5".into());
+    let r = o
+        .store
+        .admit(submission(&s, "s1", &twice, 0))
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 1);
+    // Another session or another scope has its own watermark.
+    let other = o
+        .store
+        .admit(submission(&s, "s2", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!(other.new_events, 3);
+    let other = o
+        .store
+        .admit(submission(&scope("u2"), "s1", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!(other.new_events, 3);
+    let st = o.store.stats().await.unwrap();
+    assert_eq!((st.pending, st.admitted_total), (5, 5));
+    let status = o.store.status(&s, &first.jobs[0].id).await.unwrap();
+    assert_eq!((status.events, status.batches, status.attempts), (3, 1, 0));
+    assert_eq!(status.target, target());
+}
+
+/// A session longer than `max_events_per_job` becomes several jobs, each
+/// delivered in batches of at most 500 events, in order.
+pub async fn long_sessions_split_into_jobs_and_batches(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_events_per_job: 1_200,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("long");
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2_500), 0))
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 2_500);
+    assert_eq!(r.jobs.len(), 3);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let owner = Owner::random();
+        let mut item = o
+            .store
+            .claim(owner, LONG, &targets())
+            .await
+            .unwrap()
+            .unwrap();
+        let status = o.store.status(&s, &item.job).await.unwrap();
+        assert_eq!(status.state, JobState::Running);
+        loop {
+            assert!(item.events.len() <= 500);
+            seen.extend(item.events.iter().map(|e| e.id.clone()));
+            let n = item.events.len() as u64;
+            let next = o
+                .store
+                .complete_batch(
+                    &item.job,
+                    &owner,
+                    item.batch,
+                    Delivered {
+                        added: n,
+                        ..Delivered::default()
+                    },
+                    LONG,
+                )
+                .await
+                .unwrap();
+            match next {
+                Next::Batch(b) => {
+                    assert_eq!(b.batch, item.batch + 1);
+                    item = b;
+                }
+                Next::Done => break,
+            }
+        }
+        let status = o.store.status(&s, &item.job).await.unwrap();
+        assert_eq!(status.state, JobState::Succeeded);
+        assert_eq!(status.delivered_events, status.events);
+        assert_eq!(status.delivered_batches, status.batches);
+    }
+    assert_eq!(seen, ids(0..2_500), "every event once, in session order");
+    assert!(
+        o.store
+            .claim(Owner::random(), LONG, &targets())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!((o.held_batches)(), 0);
+    let st = o.store.stats().await.unwrap();
+    assert_eq!(
+        (st.pending, st.succeeded, st.delivered_events_total),
+        (0, 3, 2_500)
+    );
+}
+
+/// Over a job or byte limit, per scope or in all, an admission stores
+/// nothing and says which limit.
+pub async fn limits_refuse_and_store_nothing(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_active_jobs: 3,
+            max_active_jobs_per_scope: 2,
+            max_events_per_job: 2,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let a = scope("a");
+    // Three jobs for one scope: over its limit of two, all refused.
+    let e = o
+        .store
+        .admit(submission(&a, "s", &ids(0..6), 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                limit: QuotaLimit::OutboxJobsPerScope(2)
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(o.store.stats().await.unwrap().pending, 0);
+    assert_eq!((o.held_batches)(), 0);
+    let r = o
+        .store
+        .admit(submission(&a, "s", &ids(0..4), 0))
+        .await
+        .unwrap();
+    assert_eq!(r.jobs.len(), 2);
+    let b = scope("b");
+    o.store
+        .admit(submission(&b, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    let e = o
+        .store
+        .admit(submission(&scope("c"), "s", &ids(0..2), 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                limit: QuotaLimit::OutboxJobs(3)
+            }
+        ),
+        "{e}"
+    );
+    // A refused admission left no watermark behind: it can come back.
+    let owner = Owner::random();
+    let item = o
+        .store
+        .claim(owner, LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    o.store
+        .complete_batch(&item.job, &owner, 0, done(), LONG)
+        .await
+        .unwrap();
+    let r = o
+        .store
+        .admit(submission(&scope("c"), "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 2);
+    // Bytes: one event's bytes over the scope's budget.
+    let small = f
+        .open(OutboxLimits {
+            max_active_bytes_per_scope: 40,
+            max_active_bytes: 1_000,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let e = small
+        .store
+        .admit(submission(&a, "s", &ids(0..2), 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                limit: QuotaLimit::OutboxBytesPerScope(40)
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// Renewal, completion and failure need the claim's token and an
+/// unexpired lease; an expired claim is taken over, counted as an attempt,
+/// and its old owner can no longer act.
+pub async fn claims_are_fenced_by_owner_and_lease(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("fence");
+    o.store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    let a = Owner::random();
+    let item = o
+        .store
+        .claim(a, Duration::from_millis(150), &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(item.attempt, 1);
+    assert_eq!(item.events.len(), 2);
+    // Nobody else gets it while the lease holds.
+    assert!(
+        o.store
+            .claim(Owner::random(), LONG, &targets())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let stranger = Owner::random();
+    let lost =
+        |r: hippocamp_core::Result<()>| assert!(matches!(r, Err(Error::LeaseLost(_))), "{r:?}");
+    lost(o.store.renew(&item.job, &stranger, LONG).await);
+    lost(
+        o.store
+            .complete_batch(&item.job, &stranger, 0, done(), LONG)
+            .await
+            .map(drop),
+    );
+    lost(
+        o.store
+            .fail(&item.job, &stranger, JobError::of(&Error::Overloaded("x")))
+            .await
+            .map(drop),
+    );
+    lost(
+        o.store
+            .release(&item.job, &stranger, CancelReason::Erased)
+            .await,
+    );
+    o.store
+        .renew(&item.job, &a, Duration::from_millis(150))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Expired: the owner is refused, and the job is claimable again as a
+    // second attempt.
+    lost(o.store.renew(&item.job, &a, LONG).await);
+    let b = Owner::random();
+    let again = o.store.claim(b, LONG, &targets()).await.unwrap().unwrap();
+    assert_eq!(again.job, item.job);
+    assert_eq!(again.attempt, 2);
+    lost(
+        o.store
+            .complete_batch(&item.job, &a, 0, done(), LONG)
+            .await
+            .map(drop),
+    );
+    let status = o.store.status(&s, &item.job).await.unwrap();
+    assert_eq!((status.state, status.attempts), (JobState::Running, 2));
+    assert_eq!(status.last_error.unwrap().code, "lease_expired");
+    assert!(matches!(
+        o.store
+            .complete_batch(&item.job, &b, 0, done(), LONG)
+            .await
+            .unwrap(),
+        Next::Done
+    ));
+    // A batch recorded once cannot be recorded again.
+    lost(
+        o.store
+            .complete_batch(&item.job, &b, 0, done(), LONG)
+            .await
+            .map(drop),
+    );
+}
+
+/// A failed attempt waits for its backoff; out of attempts the job fails,
+/// and its events leave the watermark so submitting them again retries.
+pub async fn failures_back_off_then_fail_and_release_their_events(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_attempts: 2,
+            backoff_base_ms: 300,
+            max_backoff_ms: 300,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("retry");
+    let job = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    let a = Owner::random();
+    o.store.claim(a, LONG, &targets()).await.unwrap().unwrap();
+    let state = o
+        .store
+        .fail(
+            &job,
+            &a,
+            JobError::of(&Error::Unavailable("the store is down".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(state, JobState::Pending);
+    // Not due during its backoff (at least half the base).
+    assert!(
+        o.store
+            .claim(Owner::random(), LONG, &targets())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let b = Owner::random();
+    let item = o.store.claim(b, LONG, &targets()).await.unwrap().unwrap();
+    assert_eq!(item.attempt, 2);
+    let state = o
+        .store
+        .fail(
+            &job,
+            &b,
+            JobError::of(&Error::Unavailable("still down".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(state, JobState::Failed);
+    let status = o.store.status(&s, &job).await.unwrap();
+    assert_eq!(status.state, JobState::Failed);
+    assert_eq!(status.last_error.unwrap().code, "unavailable");
+    assert_eq!((o.held_batches)(), 0);
+    let st = o.store.stats().await.unwrap();
+    assert_eq!((st.failed, st.retried_total, st.failed_total), (1, 1, 1));
+    // Submitted again, the same events are queued again.
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 2);
+    assert_eq!(r.jobs[0].state, JobState::Pending);
+    assert_eq!(o.store.stats().await.unwrap().failed, 0);
+}
+
+/// Finished jobs drop their events at once and are pruned after the
+/// retention, a bounded number per pass.
+pub async fn finished_jobs_keep_no_events_and_are_pruned(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            terminal_retention_ms: 0,
+            max_events_per_job: 1,
+            max_prune_batch: 2,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("prune");
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!((o.held_batches)(), 3);
+    for _ in 0..3 {
+        let owner = Owner::random();
+        let item = o
+            .store
+            .claim(owner, LONG, &targets())
+            .await
+            .unwrap()
+            .unwrap();
+        o.store
+            .complete_batch(&item.job, &owner, 0, done(), LONG)
+            .await
+            .unwrap();
+    }
+    assert_eq!((o.held_batches)(), 0);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(matches!(
+        o.store.prune(Some(3)).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    let p = o.store.prune(None).await.unwrap();
+    assert_eq!((p.pruned, p.more), (2, true));
+    let p = o.store.prune(None).await.unwrap();
+    assert_eq!((p.pruned, p.more), (1, false));
+    for j in &r.jobs {
+        assert!(matches!(
+            o.store.status(&s, &j.id).await,
+            Err(Error::NotFound(_))
+        ));
+    }
+    let st = o.store.stats().await.unwrap();
+    assert_eq!((st.succeeded, st.pruned_total), (0, 3));
+    // A long retention keeps them.
+    let keep = f.open(OutboxLimits::default()).await;
+    keep.store
+        .admit(submission(&s, "s", &ids(0..1), 0))
+        .await
+        .unwrap();
+    let owner = Owner::random();
+    let item = keep
+        .store
+        .claim(owner, LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    keep.store
+        .complete_batch(&item.job, &owner, 0, done(), LONG)
+        .await
+        .unwrap();
+    assert_eq!(keep.store.prune(None).await.unwrap().pruned, 0);
+}
+
+/// Erasing a session cancels its queued jobs (reason erased, events
+/// dropped) and the watermark keeps them from coming back; erasing a user
+/// at a new epoch refuses submissions captured before it.
+pub async fn erasure_cancels_queued_jobs_and_fences_admission(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("erase");
+    let j1 = o
+        .store
+        .admit(submission(&s, "s1", &ids(0..2), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    let j2 = o
+        .store
+        .admit(submission(&s, "s2", &ids(0..2), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    let other = o
+        .store
+        .admit(submission(&scope("keep"), "s1", &ids(0..2), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    let sid = SessionId::new("s1").unwrap();
+    assert_eq!(o.store.erase(&s, Some(&sid), None).await.unwrap(), 1);
+    let st = o.store.status(&s, &j1).await.unwrap();
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Erased))
+    );
+    assert_eq!(
+        o.store.status(&s, &j2).await.unwrap().state,
+        JobState::Pending
+    );
+    assert_eq!((o.held_batches)(), 2);
+    let again = o
+        .store
+        .admit(submission(&s, "s1", &ids(0..2), 0))
+        .await
+        .unwrap();
+    assert_eq!(again.new_events, 0);
+    // The user: every queued job of the scope, and the epoch is fenced.
+    assert_eq!(o.store.erase(&s, None, Some(1)).await.unwrap(), 1);
+    assert_eq!(
+        o.store.status(&s, &j2).await.unwrap().state,
+        JobState::Cancelled
+    );
+    assert_eq!(
+        o.store.status(&scope("keep"), &other).await.unwrap().state,
+        JobState::Pending
+    );
+    assert!(matches!(
+        o.store.admit(submission(&s, "s3", &ids(0..2), 0)).await,
+        Err(Error::StaleEpoch {
+            admitted: 0,
+            current: 1
+        })
+    ));
+    let r = o
+        .store
+        .admit(submission(&s, "s3", &ids(0..2), 1))
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 2);
+    let st = o.store.stats().await.unwrap();
+    assert_eq!((st.cancelled, st.cancelled_erased_total), (2, 2));
+    assert_eq!((o.held_batches)(), 2);
+    // A claimed job whose scope was erased cannot be renewed.
+    let owner = Owner::random();
+    let item = loop {
+        let item = o
+            .store
+            .claim(owner, LONG, &targets())
+            .await
+            .unwrap()
+            .unwrap();
+        if item.scope == s {
+            break item;
+        }
+        o.store
+            .complete_batch(&item.job, &owner, 0, done(), LONG)
+            .await
+            .unwrap();
+    };
+    o.store.erase(&s, None, Some(2)).await.unwrap();
+    assert!(matches!(
+        o.store.renew(&item.job, &owner, LONG).await,
+        Err(Error::LeaseLost(_))
+    ));
+}
+
+/// Only jobs of registered targets are claimed, and a pass examines a
+/// bounded window from where the last one stopped: jobs nobody can claim
+/// at the front never starve the others.
+pub async fn claims_need_a_registered_target_and_rotate(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_claim_scan: 2,
+            max_events_per_job: 1,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let stuck = TargetName::new("elsewhere").unwrap();
+    let mut sub = submission(&scope("x"), "s", &ids(0..5), 0);
+    sub.target = stuck.clone();
+    o.store.admit(sub).await.unwrap();
+    let good = o
+        .store
+        .admit(submission(&scope("y"), "s", &ids(0..1), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    assert!(
+        o.store
+            .claim(Owner::random(), LONG, &BTreeSet::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let mut passes = 0;
+    let found = loop {
+        passes += 1;
+        assert!(passes <= 4, "the claimable job was starved");
+        if let Some(item) = o
+            .store
+            .claim(Owner::random(), LONG, &targets())
+            .await
+            .unwrap()
+        {
+            break item;
+        }
+    };
+    assert_eq!(found.job, good);
+    // Registering the other target unlocks its jobs.
+    let both: BTreeSet<TargetName> = [target(), stuck].into_iter().collect();
+    // (A pass may spend its window on claimed jobs: a few passes.)
+    let mut n = 0;
+    for _ in 0..20 {
+        if o.store
+            .claim(Owner::random(), LONG, &both)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            n += 1;
+        }
+    }
+    assert_eq!(n, 5);
+}
+
+/// Another scope's job is not found, for status and cancel alike.
+pub async fn jobs_are_scoped(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let job = o
+        .store
+        .admit(submission(&scope("alice"), "s", &ids(0..1), 0))
+        .await
+        .unwrap()
+        .jobs[0]
+        .id;
+    let bob = scope("bob");
+    assert!(matches!(
+        o.store.status(&bob, &job).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        o.store.cancel(&bob, &job).await,
+        Err(Error::NotFound(_))
+    ));
+    let other_app = MemoryScope::parse("other", "alice").unwrap();
+    assert!(matches!(
+        o.store.status(&other_app, &job).await,
+        Err(Error::NotFound(_))
+    ));
+    let st = o.store.cancel(&scope("alice"), &job).await.unwrap();
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Requested))
+    );
+    // A finished job is left as it is.
+    let st = o.store.cancel(&scope("alice"), &job).await.unwrap();
+    assert_eq!(st.state, JobState::Cancelled);
+    assert_eq!(o.store.stats().await.unwrap().cancelled_requested_total, 1);
+}
+
+/// Concurrent claims never take the same job twice.
+pub async fn concurrent_claims_take_distinct_jobs(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_events_per_job: 1,
+            ..OutboxLimits::default()
+        })
+        .await;
+    o.store
+        .admit(submission(&scope("c"), "s", &ids(0..8), 0))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..12)
+        .map(|_| {
+            let store = Arc::clone(&o.store);
+            tokio::spawn(async move {
+                store
+                    .claim(Owner::random(), LONG, &targets())
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut jobs = BTreeSet::new();
+    let mut none = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Some(item) => assert!(jobs.insert(item.job), "claimed twice"),
+            None => none += 1,
+        }
+    }
+    assert_eq!((jobs.len(), none), (8, 4));
+    assert_eq!(o.store.stats().await.unwrap().running, 8);
+}
+
+/// The owner of a claim can end it as cancelled (the processor does when
+/// the scope's epoch moved on).
+pub async fn a_released_job_is_cancelled(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("rel");
+    o.store
+        .admit(submission(&s, "s", &ids(0..1), 0))
+        .await
+        .unwrap();
+    let owner = Owner::random();
+    let item = o
+        .store
+        .claim(owner, LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    o.store
+        .release(&item.job, &owner, CancelReason::Erased)
+        .await
+        .unwrap();
+    let st = o.store.status(&s, &item.job).await.unwrap();
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Erased))
+    );
+    assert_eq!((o.held_batches)(), 0);
+    assert!(
+        o.store
+            .claim(Owner::random(), LONG, &targets())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

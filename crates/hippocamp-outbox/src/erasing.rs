@@ -1,0 +1,124 @@
+//! A memory-store wrapper that tells the outbox about erasures.
+//!
+//! [`Erasing`] forwards every call; after `delete_session` and
+//! `delete_user` succeed in the store it cancels the scope's (the
+//! session's) queued jobs, with reason `erased`, and drops their events in
+//! the same call; a user's erasure also records the new epoch, so a
+//! submission captured before it is refused. Whatever happens between the
+//! two steps, nothing queued can undo the erasure: the store advanced the
+//! epoch (jobs of the old one are refused at delivery) and remembers the
+//! erased events (a repeat is skipped as erased). The services put the
+//! memory store they hand out behind it whenever an outbox runs.
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, EntryId, MemoryScope, Result, SessionId};
+use hippocamp_memory::event::IngestReport;
+use hippocamp_memory::store::{Erasure, StoreStatus};
+use hippocamp_memory::{
+    AddOutcome, Capabilities, Event, MemoryEntry, MemoryStore, NewEntry, SearchRequest,
+    SearchResults, WriteOptions,
+};
+
+use crate::outbox::Outbox;
+
+/// Forwards to `inner` and reports erasures to `outbox`.
+#[derive(Debug)]
+pub struct Erasing<S> {
+    inner: S,
+    outbox: Outbox,
+}
+
+impl<S: MemoryStore> Erasing<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, outbox: Outbox) -> Self {
+        Self { inner, outbox }
+    }
+}
+
+#[async_trait]
+impl<S: MemoryStore> MemoryStore for Erasing<S> {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        self.inner.add_entry(scope, entry, opts).await
+    }
+
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        self.inner.add_events(scope, session, events, opts).await
+    }
+
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        self.inner.search(scope, request, opts).await
+    }
+
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        self.inner.get_entry(scope, id, opts).await
+    }
+
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        // A queued copy of the entry's event is skipped as erased when it
+        // arrives: the store remembers the erased entry.
+        self.inner.delete_entry(scope, id, opts).await
+    }
+
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let n = self.inner.delete_session(scope, session, opts).await?;
+        self.outbox.erased(scope, Some(session), None).await?;
+        Ok(n)
+    }
+
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
+        let erasure = self.inner.delete_user(scope, opts).await?;
+        self.outbox.erased(scope, None, Some(erasure.epoch)).await?;
+        Ok(erasure)
+    }
+
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn status(&self) -> Result<StoreStatus> {
+        self.inner.status().await
+    }
+
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        self.inner.activate_scope(scope).await
+    }
+
+    fn release_scope(&self, scope: &MemoryScope) {
+        self.inner.release_scope(scope);
+    }
+}

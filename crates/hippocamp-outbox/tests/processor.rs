@@ -1,0 +1,410 @@
+//! The processor end to end over the in-memory stores: delivery, the
+//! registry barrier, erasure while queued or in flight, redelivery after a
+//! lost claim, retries of a failing store.
+
+#![allow(clippy::unwrap_used, clippy::cast_possible_wrap)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, Error, MemoryLimits, MemoryScope, Result, SessionId};
+use hippocamp_memory::event::IngestReport;
+use hippocamp_memory::store::{Erasure, StoreStatus};
+use hippocamp_memory::{
+    AddOutcome, Capabilities, Event, InMemoryStore, MemoryConfig, MemoryEntry, MemoryStore,
+    NewEntry, SearchRequest, SearchResults, SkipReason, WriteOptions,
+};
+use hippocamp_outbox::{
+    CancelReason, Erasing, InMemoryJobStore, JobState, Outbox, OutboxLimits, Processor,
+    ProcessorOptions, Target, TargetName,
+};
+
+fn target() -> TargetName {
+    TargetName::new("memory").unwrap()
+}
+
+fn scope() -> MemoryScope {
+    MemoryScope::parse("app", "alice").unwrap()
+}
+
+fn session() -> SessionId {
+    SessionId::new("s1").unwrap()
+}
+
+fn events(n: usize) -> Vec<Event> {
+    (0..n)
+        .map(|i| {
+            Event::text(
+                format!("e{i}"),
+                "user",
+                1 + i as i64,
+                format!("fact {i} about lisbon"),
+            )
+        })
+        .collect()
+}
+
+fn fast() -> ProcessorOptions {
+    ProcessorOptions {
+        workers: 2,
+        lease_ms: 2_000,
+        call_timeout_ms: 500,
+        poll_interval_ms: 10,
+        ..ProcessorOptions::default()
+    }
+}
+
+fn outbox(limits: OutboxLimits) -> Outbox {
+    Outbox::new(Arc::new(InMemoryJobStore::new(limits).unwrap()))
+}
+
+fn register(o: &Outbox, store: Arc<dyn MemoryStore>) {
+    o.register(
+        target(),
+        Target {
+            store,
+            limits: MemoryLimits::default(),
+        },
+    )
+    .unwrap();
+}
+
+async fn hits(store: &dyn MemoryStore) -> usize {
+    store
+        .search(
+            &scope(),
+            &SearchRequest::new("lisbon"),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap()
+        .hits
+        .len()
+}
+
+async fn settled(o: &Outbox, id: &hippocamp_outbox::JobId) -> hippocamp_outbox::JobStatus {
+    for _ in 0..400 {
+        let st = o.job(&scope(), id).await.unwrap();
+        if st.state.is_terminal() {
+            return st;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("job {id} did not finish");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admitted_events_are_delivered_in_the_background() {
+    let memory: Arc<dyn MemoryStore> =
+        Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&memory));
+    let p = Processor::start(&o, fast()).unwrap();
+    let mut evs = events(3);
+    evs.push(Event::text("secret", "user", 9, "my password=hunter2"));
+    let r = o
+        .ingest(&target(), &scope(), &session(), &evs, None)
+        .await
+        .unwrap();
+    assert_eq!((r.new_events, r.jobs.len()), (3, 1));
+    assert_eq!(r.skipped.len(), 1, "the secret is reported at admission");
+    assert_eq!(r.skipped[0].index, 3);
+    let st = settled(&o, &r.jobs[0].id).await;
+    assert_eq!(st.state, JobState::Succeeded);
+    assert_eq!((st.result.added, st.delivered_events), (3, 3));
+    assert_eq!(hits(&*memory).await, 3);
+    // The whole session again, grown: only the new event is work.
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 1);
+    settled(&o, &r.jobs[0].id).await;
+    assert_eq!(hits(&*memory).await, 4);
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .await
+        .unwrap();
+    assert_eq!(r.new_events, 0);
+    assert_eq!(r.jobs.len(), 2);
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_delivered_before_its_target_is_registered() {
+    let memory: Arc<dyn MemoryStore> =
+        Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let o = outbox(OutboxLimits::default());
+    // Admission needs the target's limits: register, then take it away by
+    // making a fresh outbox over the same job store.
+    register(&o, Arc::clone(&memory));
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .await
+        .unwrap();
+    let restarted = Outbox::new(Arc::clone(o.store()));
+    let p = Processor::start(&restarted, fast()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let st = restarted.job(&scope(), &r.jobs[0].id).await.unwrap();
+    assert_eq!((st.state, st.attempts), (JobState::Pending, 0));
+    assert_eq!(hits(&*memory).await, 0);
+    register(&restarted, Arc::clone(&memory));
+    assert_eq!(
+        settled(&restarted, &r.jobs[0].id).await.state,
+        JobState::Succeeded
+    );
+    assert_eq!(hits(&*memory).await, 2);
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_cancels_queued_work_and_nothing_comes_back() {
+    let inner: Arc<dyn MemoryStore> =
+        Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&inner));
+    let memory = Erasing::new(Arc::clone(&inner), o.clone());
+    // Queued (no processor yet), then the user is erased.
+    let queued = o
+        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .await
+        .unwrap();
+    let erasure = memory
+        .delete_user(&scope(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(erasure.epoch, 1);
+    let st = o.job(&scope(), &queued.jobs[0].id).await.unwrap();
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Erased))
+    );
+    let p = Processor::start(&o, fast()).unwrap();
+    // Submitting the same session again: covered, nothing new.
+    let again = o
+        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .await
+        .unwrap();
+    assert_eq!(again.new_events, 0);
+    // Delivered events of a session, then the session erased: straight
+    // resubmission and queued copies both stay erased.
+    let s2 = SessionId::new("s2").unwrap();
+    let r = o
+        .ingest(&target(), &scope(), &s2, &events(2), None)
+        .await
+        .unwrap();
+    settled(&o, &r.jobs[0].id).await;
+    assert_eq!(hits(&*inner).await, 2);
+    assert_eq!(
+        memory
+            .delete_session(&scope(), &s2, &CallOptions::default())
+            .await
+            .unwrap(),
+        2
+    );
+    let direct = memory
+        .add_events(&scope(), &s2, &events(2), &WriteOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        direct
+            .skipped
+            .iter()
+            .all(|s| s.reason == SkipReason::Erased)
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(hits(&*inner).await, 0);
+    p.stop().await;
+}
+
+/// A store whose first `add_events` hangs far past its deadline (a worker
+/// stuck, as if its process froze), then goes through.
+#[derive(Debug)]
+struct Hangs {
+    inner: InMemoryStore,
+    calls: AtomicUsize,
+    delay: Duration,
+    fails: bool,
+}
+
+#[async_trait]
+impl MemoryStore for Hangs {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn add_entry(
+        &self,
+        s: &MemoryScope,
+        e: NewEntry,
+        o: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        self.inner.add_entry(s, e, o).await
+    }
+    async fn add_events(
+        &self,
+        s: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        o: &WriteOptions,
+    ) -> Result<IngestReport> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.fails {
+            return Err(Error::Unavailable("the store is down".into()));
+        }
+        if n == 0 {
+            tokio::time::sleep(self.delay).await;
+            // Its deadline long gone, it still writes: the worst case.
+            return self
+                .inner
+                .add_events(
+                    s,
+                    session,
+                    events,
+                    &WriteOptions::default().epoch(o.epoch.unwrap_or(0)),
+                )
+                .await;
+        }
+        self.inner.add_events(s, session, events, o).await
+    }
+    async fn search(
+        &self,
+        s: &MemoryScope,
+        r: &SearchRequest,
+        o: &CallOptions,
+    ) -> Result<SearchResults> {
+        self.inner.search(s, r, o).await
+    }
+    async fn get_entry(
+        &self,
+        s: &MemoryScope,
+        id: &hippocamp_core::EntryId,
+        o: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        self.inner.get_entry(s, id, o).await
+    }
+    async fn delete_entry(
+        &self,
+        s: &MemoryScope,
+        id: &hippocamp_core::EntryId,
+        o: &CallOptions,
+    ) -> Result<u64> {
+        self.inner.delete_entry(s, id, o).await
+    }
+    async fn delete_session(
+        &self,
+        s: &MemoryScope,
+        id: &SessionId,
+        o: &CallOptions,
+    ) -> Result<u64> {
+        self.inner.delete_session(s, id, o).await
+    }
+    async fn delete_user(&self, s: &MemoryScope, o: &CallOptions) -> Result<Erasure> {
+        self.inner.delete_user(s, o).await
+    }
+    async fn erasure_epoch(&self, s: &MemoryScope, o: &CallOptions) -> Result<u64> {
+        self.inner.erasure_epoch(s, o).await
+    }
+    async fn status(&self) -> Result<StoreStatus> {
+        self.inner.status().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_claim_is_delivered_again_and_stored_once() {
+    let memory = Arc::new(Hangs {
+        inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(1_200),
+        fails: false,
+    });
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
+    let options = ProcessorOptions {
+        lease_ms: 400,
+        call_timeout_ms: 50,
+        ..fast()
+    };
+    let p = Processor::start(&o, options).unwrap();
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .await
+        .unwrap();
+    let st = settled(&o, &r.jobs[0].id).await;
+    assert_eq!(st.state, JobState::Succeeded);
+    assert_eq!(st.attempts, 2, "the stuck attempt expired and was counted");
+    // The stuck call lands afterwards: a duplicate, not a second entry.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(memory.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(hits(&*memory).await, 3);
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_is_retried_then_the_job_fails() {
+    let memory = Arc::new(Hangs {
+        inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+        fails: true,
+    });
+    let o = outbox(OutboxLimits {
+        max_attempts: 3,
+        backoff_base_ms: 20,
+        max_backoff_ms: 40,
+        ..OutboxLimits::default()
+    });
+    register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
+    let p = Processor::start(&o, fast()).unwrap();
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .await
+        .unwrap();
+    let st = settled(&o, &r.jobs[0].id).await;
+    assert_eq!((st.state, st.attempts), (JobState::Failed, 3));
+    assert_eq!(st.last_error.unwrap().code, "unavailable");
+    assert_eq!(memory.calls.load(Ordering::SeqCst), 3);
+    let stats = o.stats().await.unwrap();
+    assert_eq!((stats.failed_total, stats.retried_total), (1, 2));
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_job_whose_user_is_erased_writes_nothing() {
+    let memory = Arc::new(Hangs {
+        inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(300),
+        fails: false,
+    });
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
+    let p = Processor::start(
+        &o,
+        ProcessorOptions {
+            lease_ms: 5_000,
+            ..fast()
+        },
+    )
+    .unwrap();
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .await
+        .unwrap();
+    // The first call is in flight (hanging) when the user is erased: its
+    // write carries the old epoch and is refused.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    memory
+        .inner
+        .delete_user(&scope(), &CallOptions::default())
+        .await
+        .unwrap();
+    let st = settled(&o, &r.jobs[0].id).await;
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Erased))
+    );
+    assert_eq!(hits(&*memory).await, 0);
+    p.stop().await;
+}
