@@ -3,6 +3,7 @@
 
 mod artifacts_cli;
 mod memory_cli;
+mod outbox_cli;
 mod remote;
 mod server_cli;
 
@@ -71,6 +72,13 @@ enum Command {
         target: memory_cli::Target,
         #[command(subcommand)]
         cmd: memory_cli::MemoryCmd,
+    },
+    /// The ingestion outbox of a local data directory or a server.
+    Outbox {
+        #[command(flatten)]
+        target: outbox_cli::Target,
+        #[command(subcommand)]
+        cmd: outbox_cli::OutboxCmd,
     },
 }
 
@@ -514,7 +522,7 @@ impl StoreOpener for ServicesOpener {
         };
         let embedder = self.embedder.as_ref().map(|(e, _)| Arc::clone(e));
         tokio::task::spawn_blocking(move || {
-            hippocamp_services::Services::memory_with(&config, embedder)
+            hippocamp_services::Services::memory_with(&config, embedder).map(|m| m.memory)
         })
         .await
         .map_err(|e| hippocamp_core::Error::Unavailable(e.to_string()))?
@@ -719,6 +727,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Memory { target, cmd } => {
                 let out = memory_cli::run(&target, cmd).await?;
+                emit(&serde_json::to_string_pretty(&out)?)?;
+                Ok(())
+            }
+            Command::Outbox { target, cmd } => {
+                let out = outbox_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;
                 Ok(())
             }

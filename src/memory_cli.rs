@@ -94,12 +94,18 @@ pub(crate) enum MemoryCmd {
     /// Delete every entry of the scope and advance its erasure epoch.
     DeleteUser,
     /// Ingest events from a JSON-lines file (one event per line).
+    #[command(alias = "ingest")]
     Import {
         /// The file.
         file: PathBuf,
         /// The session the events belong to.
         #[arg(long)]
         session: String,
+        /// Queue the events in the ingestion outbox and return at once
+        /// (durable profile or a server); they are delivered in the
+        /// background (by the server, or `hippocamp outbox drain`).
+        #[arg(long = "async")]
+        queue: bool,
     },
 }
 
@@ -133,8 +139,16 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
     if let Some(spec) = &target.embedder {
         config.embedder = Some(crate::cli_embedder(spec, target.embedder_model.as_deref())?);
     }
-    let store = Services::memory(&config).await?;
-    let store = &*store;
+    let services = Services::memory(&config).await?;
+    if let MemoryCmd::Import {
+        file,
+        session,
+        queue: true,
+    } = &cmd
+    {
+        return queue_local(&services, &config, &scope, file, session).await;
+    }
+    let store = &*services.memory;
     let c = CallOptions::default();
     let w = WriteOptions::default();
     Ok(match cmd {
@@ -184,7 +198,7 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             json!({"deleted": store.delete_session(&scope, &session, &c).await?})
         }
         MemoryCmd::DeleteUser => serde_json::to_value(store.delete_user(&scope, &c).await?)?,
-        MemoryCmd::Import { file, session } => {
+        MemoryCmd::Import { file, session, .. } => {
             let session = SessionId::new(session)?;
             let (scope, session) = (&scope, &session);
             let pacer = Pacer::for_store(&store.capabilities());
@@ -213,6 +227,34 @@ fn at<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// The same commands through a server's API v1.
+/// `import --async` on a data directory: into its outbox.
+async fn queue_local(
+    services: &hippocamp_services::MemoryServices,
+    config: &hippocamp_services::Config,
+    scope: &MemoryScope,
+    file: &Path,
+    session: &str,
+) -> anyhow::Result<Value> {
+    let outbox = services
+        .outbox
+        .as_ref()
+        .ok_or(hippocamp_core::Error::OutboxUnavailable(format!(
+            "the {} profile runs no outbox",
+            config.profile.as_str()
+        )))?;
+    let session = SessionId::new(session)?;
+    let target = hippocamp_outbox::TargetName::new(hippocamp_services::MEMORY_TARGET)?;
+    let (target, session) = (&target, &session);
+    queue_file(file, |values| async move {
+        Ok(serde_json::to_value(
+            outbox
+                .ingest_values(target, scope, session, values, None)
+                .await?,
+        )?)
+    })
+    .await
+}
+
 async fn run_remote(
     remote: &crate::remote::Remote,
     scope: &MemoryScope,
@@ -283,38 +325,137 @@ async fn run_remote(
                 .await?
         }
         MemoryCmd::DeleteUser => remote.json(Method::DELETE, &base, &[], None).await?,
-        MemoryCmd::Import { file, session } => {
+        MemoryCmd::Import {
+            file,
+            session,
+            queue: true,
+        } => {
+            let path = at(&base, &["sessions", &session, "ingest"]);
+            queue_file(&file, |events| remote_ingest(remote, &path, events)).await?
+        }
+        MemoryCmd::Import { file, session, .. } => {
             let path = at(&base, &["sessions", &session, "events"]);
-            let path = &path;
-            let caps = remote
-                .json(Method::GET, &["v1", "memory", "capabilities"], &[], None)
-                .await?;
-            let pacer = Pacer::for_store(&serde_json::from_value(caps)?);
-            let timeout: Vec<(&str, String)> = pacer
-                .timeout_ms()
-                .map(|ms| ("timeout_ms", ms.to_string()))
-                .into_iter()
-                .collect();
-            let timeout = &timeout;
-            import(&file, pacer, |events, _| async move {
-                let reply = remote
-                    .json(
-                        Method::POST,
-                        path,
-                        timeout,
-                        Some(&json!({ "events": events })),
-                    )
-                    .await?;
-                Ok(serde_json::from_value::<IngestReport>(reply)?)
-            })
-            .await?
+            import_remote(remote, &path, &file).await?
         }
     })
+}
+
+/// A synchronous import through a server's `events` route at `path`, paced
+/// by the server's memory capabilities.
+async fn import_remote(
+    remote: &crate::remote::Remote,
+    path: &[&str],
+    file: &Path,
+) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    let caps = remote
+        .json(Method::GET, &["v1", "memory", "capabilities"], &[], None)
+        .await?;
+    let pacer = Pacer::for_store(&serde_json::from_value(caps)?);
+    let timeout: Vec<(&str, String)> = pacer
+        .timeout_ms()
+        .map(|ms| ("timeout_ms", ms.to_string()))
+        .into_iter()
+        .collect();
+    let timeout = &timeout;
+    import(file, pacer, |events, _| async move {
+        let reply = remote
+            .json(
+                Method::POST,
+                path,
+                timeout,
+                Some(&json!({ "events": events })),
+            )
+            .await?;
+        Ok(serde_json::from_value::<IngestReport>(reply)?)
+    })
+    .await
+}
+
+/// One admission through a server's `ingest` route at `path`.
+async fn remote_ingest(
+    remote: &crate::remote::Remote,
+    path: &[&str],
+    events: Vec<Value>,
+) -> anyhow::Result<Value> {
+    remote
+        .json(
+            reqwest::Method::POST,
+            path,
+            &[],
+            Some(&json!({ "events": events })),
+        )
+        .await
 }
 
 /// Lines read at a time; the pacer cuts each read into the batches it
 /// sends.
 const READ: usize = 1_000;
+
+/// Queues a JSON-lines file through `ingest` (the outbox, or a server's
+/// `ingest` route) in reads of [`READ`] lines, each one admission; returns
+/// the jobs, the events that became work and the skips by reason. As with
+/// a synchronous import, a file of which nothing was admitted or already
+/// queued is an error.
+async fn queue_file<F, Fut>(file: &Path, ingest: F) -> anyhow::Result<Value>
+where
+    F: Fn(Vec<Value>) -> Fut,
+    Fut: Future<Output = anyhow::Result<Value>>,
+{
+    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let mut jobs: Vec<Value> = Vec::new();
+    let (mut new_events, mut lines, mut not_json) = (0u64, 0usize, 0usize);
+    let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut batch: Vec<Value> = Vec::new();
+    let mut flush = async |batch: Vec<Value>| -> anyhow::Result<()> {
+        let r = ingest(batch).await?;
+        new_events += r["new_events"].as_u64().unwrap_or(0);
+        for j in r["jobs"].as_array().into_iter().flatten() {
+            if !jobs.iter().any(|k| k["id"] == j["id"]) {
+                jobs.push(j.clone());
+            }
+        }
+        for s in r["skipped"].as_array().into_iter().flatten() {
+            let reason = s["reason"].as_str().unwrap_or("unknown").to_owned();
+            *reasons.entry(reason).or_default() += 1;
+        }
+        Ok(())
+    };
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.context("reading the import file")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines += 1;
+        match serde_json::from_str::<Value>(&line) {
+            Ok(v) => batch.push(v),
+            Err(_) => not_json += 1,
+        }
+        if batch.len() == READ {
+            flush(std::mem::take(&mut batch)).await?;
+        }
+    }
+    if !batch.is_empty() {
+        flush(batch).await?;
+    }
+    if not_json > 0 {
+        *reasons.entry("not_json".to_owned()).or_default() += not_json;
+    }
+    let skipped: usize = reasons.values().sum();
+    let report = json!({
+        "jobs": jobs,
+        "new_events": new_events,
+        "skipped": skipped,
+        "skipped_by_reason": reasons,
+    });
+    if lines > 0 && jobs.is_empty() {
+        bail!(
+            "no event of {} was queued (nothing new, nothing already queued): {report}",
+            file.display()
+        );
+    }
+    Ok(report)
+}
 
 /// Whether a failed batch did not fit: it ran out of time, or its body
 /// was larger than the server takes (it is then sent again, smaller:

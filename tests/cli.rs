@@ -737,3 +737,179 @@ fn memory_commands_embed_with_an_embedder_on_a_data_directory() {
     let (ok, _, err) = run(&["search", "violin", "--mode", "fuzzy"], true);
     assert!(!ok && err.contains("lexical, vector or hybrid"), "{err}");
 }
+
+fn outbox(dir: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let out = hippocamp()
+        .args(["outbox", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.success(),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_async_ingest_queues_and_the_outbox_commands_deliver_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let events = d.join("events.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I grow tomatoes on the balcony"}]}}"#, "\n",
+            "not json\n",
+            r#"{"id":"e2","author":"user","timestamp_ms":2,"content":{"role":"user","parts":[{"text":"my token is ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}]}}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let (ok, queued, err) = memory(
+        d,
+        &[
+            "ingest",
+            events.to_str().unwrap(),
+            "--session",
+            "s1",
+            "--async",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(queued["new_events"], 1, "{queued}");
+    assert_eq!(queued["skipped"], 2, "{queued}");
+    assert_eq!(queued["skipped_by_reason"]["not_json"], 1, "{queued}");
+    let job = queued["jobs"][0]["id"].as_str().unwrap().to_owned();
+    // Queued, not delivered: nothing to find yet.
+    let (_, found, _) = memory(d, &["search", "tomatoes"]);
+    assert_eq!(found["hits"], serde_json::json!([]));
+    let (ok, stats, err) = outbox(d, &["stats"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        (stats["pending"].as_u64(), stats["admitted_total"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let (ok, status, _) = outbox(d, &["status", "--app", "app", "--user", "alice", &job]);
+    assert!(ok);
+    assert_eq!(status["state"], "pending");
+    // Another user's job is not found.
+    let (ok, _, err) = outbox(d, &["status", "--app", "app", "--user", "bob", &job]);
+    assert!(!ok && err.contains("not found"), "{err}");
+
+    let (ok, stats, err) = outbox(d, &["drain"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        (stats["pending"].as_u64(), stats["succeeded"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let (_, found, _) = memory(d, &["search", "tomatoes"]);
+    assert_eq!(
+        found["hits"][0]["content"],
+        "I grow tomatoes on the balcony"
+    );
+    let (_, status, _) = outbox(d, &["status", "--app", "app", "--user", "alice", &job]);
+    assert_eq!(
+        (status["state"].clone(), status["delivered_events"].clone()),
+        (serde_json::json!("succeeded"), serde_json::json!(1))
+    );
+
+    // The same file again: nothing new, so nothing was queued.
+    let (ok, again, _) = memory(
+        d,
+        &[
+            "ingest",
+            events.to_str().unwrap(),
+            "--session",
+            "s1",
+            "--async",
+        ],
+    );
+    assert!(ok);
+    assert_eq!(again["new_events"], 0);
+    // Cancel and prune: a finished job is left as it is; nothing is old
+    // enough to prune.
+    let (ok, after, err) = outbox(d, &["cancel", "--app", "app", "--user", "alice", &job]);
+    assert!(ok, "{err}");
+    assert_eq!(after["state"], "succeeded");
+    let (ok, pruned, err) = outbox(d, &["prune", "--limit", "5"]);
+    assert!(ok, "{err}");
+    assert_eq!(pruned["pruned"], 0);
+    let (ok, _, err) = outbox(d, &["prune", "--limt", "5"]);
+    assert!(!ok && err.contains("--limt"), "{err}");
+}
+
+#[test]
+fn an_async_ingest_through_a_server_is_delivered_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, server, token) = spawn_server(&dir.path().join("data"));
+    let run = |args: &[&str]| {
+        let out = hippocamp()
+            .args(args)
+            .args([
+                "--server", &server, "--token", &token, "--app", "shop", "--user", "alice",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let v = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+    // Queued through the server's outbox; the server delivers it.
+    let queued = dir.path().join("queued.jsonl");
+    std::fs::write(
+        &queued,
+        concat!(r#"{"id":"q1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I restore old clocks"}]}}"#, "\n"),
+    )
+    .unwrap();
+    let (ok, out, err) = run(&[
+        "memory",
+        "ingest",
+        queued.to_str().unwrap(),
+        "--session",
+        "s2",
+        "--async",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(v(&out)["new_events"], 1);
+    let job = v(&out)["jobs"][0]["id"].as_str().unwrap().to_owned();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (ok, out, err) = run(&["outbox", "status", &job]);
+        assert!(ok, "{err}");
+        if v(&out)["state"] == "succeeded" {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{}", v(&out));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (_, out, _) = run(&["memory", "search", "clocks"]);
+    assert_eq!(v(&out)["hits"][0]["content"], "I restore old clocks");
+    // The operator's commands take no scope.
+    let operator = |args: &[&str]| {
+        hippocamp()
+            .args(args)
+            .args(["--server", &server, "--token", &token])
+            .output()
+            .unwrap()
+    };
+    let out = operator(&["outbox", "stats"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v(&out.stdout)["succeeded"], 1);
+    let out = operator(&["outbox", "drain"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("delivers on its own"),
+        "{err}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -69,6 +69,7 @@ impl MemoryConfig {
             idempotent_ingestion: true,
             incremental_events: true,
             erasure_epoch_fencing: true,
+            async_ingestion: false,
             delete: vec!["entry".to_owned(), "session".to_owned(), "user".to_owned()],
             per_scope_quota: true,
             global_quota: true,

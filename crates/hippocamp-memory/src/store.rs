@@ -273,6 +273,9 @@ pub struct Capabilities {
     pub incremental_events: bool,
     /// Writes can carry an erasure epoch and are refused once stale.
     pub erasure_epoch_fencing: bool,
+    /// Events can be queued for delivery in the background (an outbox
+    /// runs in front of the store: `…/ingest`); false for a store alone.
+    pub async_ingestion: bool,
     /// Delete targets.
     pub delete: Vec<String>,
     /// Per-scope quotas are enforced.

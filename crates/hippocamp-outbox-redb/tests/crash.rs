@@ -1,7 +1,7 @@
 //! SIGKILL a process that admits through the outbox while the processor
 //! delivers: every acknowledged admission is delivered after the restart,
 //! nothing is stored twice, nothing admitted before an erasure comes back.
-//! (`cargo run --release -p hippocamp-outbox-redb --example crash_trials`
+//! (`cargo run --release -p hippocamp-outbox-redb --example outbox_crash_trials`
 //! runs 1,000 of these.)
 
 #![allow(clippy::unwrap_used)]

@@ -11,7 +11,7 @@
 //! memory store they hand out behind it whenever an outbox runs.
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, EntryId, MemoryScope, Result, SessionId};
+use hippocamp_core::{CallOptions, EntryId, LimitInfo, MemoryScope, Result, SessionId};
 use hippocamp_memory::event::IngestReport;
 use hippocamp_memory::store::{Erasure, StoreStatus};
 use hippocamp_memory::{
@@ -19,6 +19,7 @@ use hippocamp_memory::{
     SearchResults, WriteOptions,
 };
 
+use crate::limits::ProcessorOptions;
 use crate::outbox::Outbox;
 
 /// Forwards to `inner` and reports erasures to `outbox`.
@@ -26,19 +27,39 @@ use crate::outbox::Outbox;
 pub struct Erasing<S> {
     inner: S,
     outbox: Outbox,
+    processor: Vec<LimitInfo>,
 }
 
 impl<S: MemoryStore> Erasing<S> {
-    /// Wraps `inner`.
+    /// Wraps `inner`; its capabilities add the job store's limits.
     pub fn new(inner: S, outbox: Outbox) -> Self {
-        Self { inner, outbox }
+        Self {
+            inner,
+            outbox,
+            processor: Vec::new(),
+        }
+    }
+
+    /// Reports the options of the processor that delivers for `inner` in
+    /// its capabilities too (`outbox.processor.*`).
+    #[must_use]
+    pub fn with_processor(mut self, options: &ProcessorOptions) -> Self {
+        self.processor = options.describe();
+        self
     }
 }
 
 #[async_trait]
 impl<S: MemoryStore> MemoryStore for Erasing<S> {
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        // An outbox runs in front of this store: its limits are this
+        // store's too (an ingest is refused by them).
+        let mut caps = self.inner.capabilities();
+        caps.async_ingestion = true;
+        caps.limits
+            .extend(self.outbox.store().capabilities().limits);
+        caps.limits.extend(self.processor.iter().cloned());
+        caps
     }
 
     async fn add_entry(

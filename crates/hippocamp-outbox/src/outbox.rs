@@ -177,7 +177,7 @@ impl Outbox {
             Error::OutboxUnavailable(format!("no memory store named `{target}` is registered"))
         })?;
         let (stored, skipped) = plan(scope, session, events, &t.limits)?;
-        let mut retried = false;
+        let mut tries = 0;
         let admitted = loop {
             let epoch = t
                 .store
@@ -193,8 +193,13 @@ impl Outbox {
             };
             match self.store.admit(sub).await {
                 // An erasure came between reading the epoch and admitting:
-                // read it again once.
-                Err(Error::StaleEpoch { .. }) if !retried => retried = true,
+                // read it again (the events then belong after it).
+                Err(Error::StaleEpoch { .. }) if tries < 3 => tries += 1,
+                Err(Error::StaleEpoch { .. }) => {
+                    return Err(Error::Unavailable(
+                        "the scope kept being erased during the admission; retry".into(),
+                    ));
+                }
                 other => break other?,
             }
         };
@@ -206,6 +211,40 @@ impl Outbox {
             new_events: admitted.new_events,
             skipped,
         })
+    }
+
+    /// [`ingest`](Self::ingest) of events given as JSON values (an HTTP
+    /// body, JSON lines): each is parsed on its own, and one that is not
+    /// an event is reported among the skips at its position instead of
+    /// failing the request.
+    pub async fn ingest_values(
+        &self,
+        target: &TargetName,
+        scope: &MemoryScope,
+        session: &SessionId,
+        values: Vec<serde_json::Value>,
+        max_attempts: Option<u32>,
+    ) -> Result<Ingested> {
+        if values.is_empty() {
+            return Err(Error::invalid(Field::Events, Problem::Empty));
+        }
+        let (events, positions, malformed) = hippocamp_memory::event::parse_events(values);
+        let mut r = if events.is_empty() {
+            Ingested {
+                jobs: Vec::new(),
+                new_events: 0,
+                skipped: Vec::new(),
+            }
+        } else {
+            self.ingest(target, scope, session, &events, max_attempts)
+                .await?
+        };
+        for skip in &mut r.skipped {
+            skip.index = positions.get(skip.index).copied().unwrap_or(skip.index);
+        }
+        r.skipped.extend(malformed);
+        r.skipped.sort_by_key(|k| k.index);
+        Ok(r)
     }
 
     /// A job of `scope`.

@@ -298,6 +298,11 @@ fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
 
 // ---- memory ----------------------------------------------------------
 
+/// The memory store, or 503 `memory_disabled`.
+fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::MemoryStore>> {
+    Ok(s.services.memory_store()?)
+}
+
 /// A store's capabilities with the server's own bounds in force (`http`):
 /// every limit a client meets is reported, with the value that applies.
 fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> {
@@ -308,7 +313,7 @@ fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> 
 }
 
 async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
-    with_http(&s, s.services.memory.capabilities())
+    with_http(&s, memory(&s)?.capabilities())
 }
 
 async fn add_entry(
@@ -323,11 +328,7 @@ async fn add_entry(
         call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
     };
-    let out = timed(
-        "add_entry",
-        s.services.memory.add_entry(&m.scope, entry, &opts),
-    )
-    .await?;
+    let out = timed("add_entry", memory(&s)?.add_entry(&m.scope, entry, &opts)).await?;
     let status = if out.duplicate {
         StatusCode::OK
     } else {
@@ -363,9 +364,7 @@ async fn add_events(
     let (events, positions, malformed) = parse_events(b.events);
     let report = timed(
         "add_events",
-        s.services
-            .memory
-            .add_events(&m.scope, &session, &events, &opts),
+        memory(&s)?.add_events(&m.scope, &session, &events, &opts),
     )
     .await?;
     json(merge_report(report, &positions, malformed))
@@ -380,7 +379,7 @@ async fn search(
     let q = parse_query(q)?;
     let req: SearchRequest = json_body(&s, body).await?;
     let call = call_options(q.timeout_ms)?;
-    json(timed("search", s.services.memory.search(&m.scope, &req, &call)).await?)
+    json(timed("search", memory(&s)?.search(&m.scope, &req, &call)).await?)
 }
 
 fn entry_id(m: &MemoryCall) -> ApiResult<EntryId> {
@@ -394,13 +393,7 @@ async fn get_entry(
 ) -> ApiResult<Response> {
     let id = entry_id(&m)?;
     let call = call_options(parse_query(q)?.timeout_ms)?;
-    json(
-        timed(
-            "get_entry",
-            s.services.memory.get_entry(&m.scope, &id, &call),
-        )
-        .await?,
-    )
+    json(timed("get_entry", memory(&s)?.get_entry(&m.scope, &id, &call)).await?)
 }
 
 async fn delete_entry(
@@ -412,7 +405,7 @@ async fn delete_entry(
     let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_entry",
-        s.services.memory.delete_entry(&m.scope, &id, &call),
+        memory(&s)?.delete_entry(&m.scope, &id, &call),
     )
     .await?;
     json(Deleted { deleted: n })
@@ -427,7 +420,7 @@ async fn delete_session(
     let call = call_options(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_session",
-        s.services.memory.delete_session(&m.scope, &session, &call),
+        memory(&s)?.delete_session(&m.scope, &session, &call),
     )
     .await?;
     json(Deleted { deleted: n })
@@ -439,13 +432,7 @@ async fn delete_user(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let call = call_options(parse_query(q)?.timeout_ms)?;
-    json(
-        timed(
-            "delete_user",
-            s.services.memory.delete_user(&m.scope, &call),
-        )
-        .await?,
-    )
+    json(timed("delete_user", memory(&s)?.delete_user(&m.scope, &call)).await?)
 }
 
 async fn erasure_epoch(
@@ -454,12 +441,112 @@ async fn erasure_epoch(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let call = call_options(parse_query(q)?.timeout_ms)?;
-    let epoch = timed(
-        "erasure_epoch",
-        s.services.memory.erasure_epoch(&m.scope, &call),
+    let epoch = timed("erasure_epoch", memory(&s)?.erasure_epoch(&m.scope, &call)).await?;
+    json(Epoch { epoch })
+}
+
+/// `POST …/ingest`: the events are parsed one by one (a malformed one is
+/// reported among the skips), planned and queued; the reply comes once
+/// the admission is durable.
+/// A route without query parameters refuses any.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+async fn ingest_events(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let session = SessionId::new(param(&m.params, "session")?)?;
+    let b: EventsBody = json_body(&s, body).await?;
+    let outbox = s.services.outbox()?;
+    let target = hippocamp_outbox::TargetName::new(hippocamp_services::MEMORY_TARGET)?;
+    let r = timed(
+        "ingest",
+        outbox.ingest_values(&target, &m.scope, &session, b.events, None),
     )
     .await?;
-    json(Epoch { epoch })
+    let status = if r.new_events > 0 {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, json(r)?).into_response())
+}
+
+fn job_id(m: &MemoryCall) -> ApiResult<hippocamp_outbox::JobId> {
+    Ok(param(&m.params, "id")?.parse()?)
+}
+
+async fn job_status(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let id = job_id(&m)?;
+    let outbox = s.services.outbox()?;
+    json(timed("job_status", outbox.job(&m.scope, &id)).await?)
+}
+
+async fn cancel_job(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let id = job_id(&m)?;
+    let outbox = s.services.outbox()?;
+    json(timed("cancel_job", outbox.cancel(&m.scope, &id)).await?)
+}
+
+/// A caller whose token holds the route's permission over every app (an
+/// app-bound token, even an admin one, is refused): the outbox's global
+/// routes.
+#[derive(Debug)]
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let route = served(parts)?;
+        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        if grant.app.is_some() || !grant.permissions.contains(&permission(route)?) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(Self)
+    }
+}
+
+async fn outbox_stats(
+    State(s): State<AppState>,
+    _o: Operator,
+    q: Q<NoQuery>,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let outbox = s.services.outbox()?;
+    json(timed("outbox_stats", outbox.stats()).await?)
+}
+
+/// `?limit=` of a prune.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PruneQuery {
+    limit: Option<u64>,
+}
+
+async fn outbox_prune(
+    State(s): State<AppState>,
+    _o: Operator,
+    q: Q<PruneQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let outbox = s.services.outbox()?;
+    json(timed("outbox_prune", outbox.prune(q.limit)).await?)
 }
 
 // ---- artifacts -------------------------------------------------------
@@ -943,6 +1030,14 @@ const TRANSFER: (&str, &str, &str) = (
 /// Codes of a scoped route that reads or deletes.
 const SCOPED: &[&str] = &["invalid_argument", "forbidden"];
 const READ_ONE: &[&str] = &["invalid_argument", "forbidden", "not_found"];
+/// The same for memory, which may be disabled.
+const MEM_SCOPED: &[&str] = &["invalid_argument", "forbidden", "memory_disabled"];
+const MEM_READ_ONE: &[&str] = &[
+    "invalid_argument",
+    "forbidden",
+    "not_found",
+    "memory_disabled",
+];
 
 macro_rules! artifact_routes {
     ($($prefix:literal, $suffix:literal;)*) => {
@@ -974,7 +1069,7 @@ const MEMORY: &[Route] = &[
                 schema::<WithHttp<hippocamp_memory::Capabilities>>,
             ),
         ),
-        errors: &[],
+        errors: &["memory_disabled"],
         handler: || get(memory_capabilities),
     },
     Route {
@@ -993,6 +1088,7 @@ const MEMORY: &[Route] = &[
             "invalid_argument",
             "forbidden",
             "sensitive_content",
+            "memory_disabled",
             "idempotency_conflict",
             "stale_epoch",
             "future_epoch",
@@ -1005,7 +1101,7 @@ const MEMORY: &[Route] = &[
         method: "post",
         path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}/events",
         id: "add_events",
-        summary: "Ingest conversation events of a session (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, events are embedded inside the call's deadline: a large batch needs a larger timeout_ms (up to 60000) until asynchronous ingestion (the outbox) arrives",
+        summary: "Ingest conversation events of a session now (ADK's event shape, snake_case or camelCase; each remembered once; a malformed event is skipped with its reason). With an embedder, events are embedded inside the call's deadline: a large batch needs a larger timeout_ms (up to 60000), or the asynchronous `ingest` route",
         permission: Some(Permission::MemoryWrite),
         query: &[TIMEOUT, EPOCH],
         request: Payload::Json("Events", schema::<EventsBody>),
@@ -1020,6 +1116,7 @@ const MEMORY: &[Route] = &[
             "future_epoch",
             "quota_exceeded",
             "payload_too_large",
+            "memory_disabled",
         ],
         handler: || post(add_events),
     },
@@ -1035,7 +1132,12 @@ const MEMORY: &[Route] = &[
             200,
             Payload::Json("SearchResults", schema::<hippocamp_memory::SearchResults>),
         ),
-        errors: &["invalid_argument", "forbidden", "payload_too_large"],
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "payload_too_large",
+            "memory_disabled",
+        ],
         handler: || post(search),
     },
     Route {
@@ -1050,7 +1152,7 @@ const MEMORY: &[Route] = &[
             200,
             Payload::Json("MemoryEntry", schema::<hippocamp_memory::MemoryEntry>),
         ),
-        errors: READ_ONE,
+        errors: MEM_READ_ONE,
         handler: || get(get_entry),
     },
     Route {
@@ -1062,7 +1164,7 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Deleted", schema::<Deleted>)),
-        errors: SCOPED,
+        errors: MEM_SCOPED,
         handler: || delete(delete_entry),
     },
     Route {
@@ -1074,7 +1176,7 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Deleted", schema::<Deleted>)),
-        errors: SCOPED,
+        errors: MEM_SCOPED,
         handler: || delete(delete_session),
     },
     Route {
@@ -1089,7 +1191,7 @@ const MEMORY: &[Route] = &[
             200,
             Payload::Json("Erasure", schema::<hippocamp_memory::Erasure>),
         ),
-        errors: SCOPED,
+        errors: MEM_SCOPED,
         handler: || delete(delete_user),
     },
     Route {
@@ -1101,8 +1203,116 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Epoch", schema::<Epoch>)),
-        errors: SCOPED,
+        errors: MEM_SCOPED,
         handler: || get(erasure_epoch),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}/ingest",
+        id: "ingest_events",
+        summary: "Queue a session's events for delivery in the background (send the whole session every turn: only events not admitted before become work); 202 once durably queued, 200 when nothing was new; skipped events are reported now",
+        permission: Some(Permission::MemoryWrite),
+        query: &[],
+        request: Payload::Json("Events", schema::<EventsBody>),
+        success: (
+            202,
+            Payload::Json("Ingested", schema::<hippocamp_outbox::Ingested>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "quota_exceeded",
+            "payload_too_large",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || post(ingest_events),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/memory/jobs/{id}",
+        id: "job_status",
+        summary: "An ingestion job of the scope: its state, attempts and progress (no event content)",
+        permission: Some(Permission::MemoryRead),
+        query: &[],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("JobStatus", schema::<hippocamp_outbox::JobStatus>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "not_found",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || get(job_status),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/memory/jobs/{id}/cancel",
+        id: "cancel_job",
+        summary: "Cancel an ingestion job of the scope (its events are dropped; a finished job is left as it is)",
+        permission: Some(Permission::MemoryWrite),
+        query: &[],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("JobStatus", schema::<hippocamp_outbox::JobStatus>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "not_found",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || post(cancel_job),
+    },
+    Route {
+        method: "get",
+        path: "/v1/outbox/stats",
+        id: "outbox_stats",
+        summary: "The outbox's counters (O(1)); only for an admin token of every app",
+        permission: Some(Permission::Admin),
+        query: &[],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("OutboxStats", schema::<hippocamp_outbox::OutboxStats>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || get(outbox_stats),
+    },
+    Route {
+        method: "post",
+        path: "/v1/outbox/prune",
+        id: "outbox_prune",
+        summary: "One pass removing finished jobs older than the retention (the processor also prunes on its own); only for an admin token of every app",
+        permission: Some(Permission::Admin),
+        query: &[(
+            "limit",
+            "integer",
+            "jobs to remove at most, 1..=outbox.max_prune_batch",
+        )],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("Pruned", schema::<hippocamp_outbox::Pruned>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || post(outbox_prune),
     },
     Route {
         method: "get",

@@ -75,8 +75,8 @@ pub const CODES: &[Code] = &[
     ),
     code(
         "quota_exceeded",
-        413,
-        "a quota refused the write; nothing was written",
+        429,
+        "a quota refused the write; nothing was written (the message names the limit)",
     ),
     code(
         "payload_too_large",
@@ -114,6 +114,21 @@ pub const CODES: &[Code] = &[
         "unavailable",
         503,
         "a store or provider is unavailable; retry after Retry-After",
+    ),
+    code(
+        "memory_disabled",
+        503,
+        "memory is turned off in this deployment (the disabled profile)",
+    ),
+    code(
+        "outbox_unavailable",
+        503,
+        "asynchronous ingestion is not offered by this profile, or its outbox is not healthy; nothing was queued",
+    ),
+    code(
+        "lease_lost",
+        409,
+        "an outbox job changed owner while this call acted on it; nothing was changed",
     ),
     code(
         "timeout",
@@ -248,7 +263,7 @@ mod tests {
             Error::Corrupt("x".into()),
             Error::foreign_record("a store", "an entry"),
         ];
-        let statuses = [400, 404, 504, 409, 409, 503, 413, 500, 502];
+        let statuses = [400, 404, 504, 409, 409, 503, 429, 500, 502];
         for (e, s) in errors.into_iter().zip(statuses) {
             let a = ApiError::from(e);
             assert_eq!(a.status().as_u16(), s, "{}", a.code());

@@ -72,22 +72,27 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready when both stores answer a status probe.
+/// Ready when every service answers: memory (unless disabled), the
+/// artifact store, and with an outbox, its store and its processor (an
+/// unhealthy outbox fails the probe; nothing falls back to writing
+/// synchronously).
 async fn readyz(State(s): State<AppState>) -> Response {
-    let memory = s.services.memory.status().await;
-    let artifacts = s.services.artifacts.status().await;
-    match (memory, artifacts) {
-        (Ok(_), Ok(_)) => (StatusCode::OK, "ready").into_response(),
-        (Err(e), _) | (_, Err(e)) => ApiError::from(hippocamp_core::Error::Unavailable(format!(
+    match s.services.health().await {
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Err(e @ hippocamp_core::Error::OutboxUnavailable(_)) => ApiError::from(e).into_response(),
+        Err(e) => ApiError::from(hippocamp_core::Error::Unavailable(format!(
             "a store did not answer: {e}"
         )))
         .into_response(),
     }
 }
 
-/// Prometheus text; router gauges are read from the stores' status now.
+/// Prometheus text; store, router and outbox gauges are read from the
+/// services' status now.
 async fn metrics_page(State(s): State<AppState>) -> Response {
-    if let Ok(st) = s.services.memory.status().await {
+    if let Some(m) = &s.services.memory
+        && let Ok(st) = m.status().await
+    {
         metrics::gauge!("hippocamp_memory_entries").set(st.entries as f64);
         if let Some(r) = st.router {
             metrics::gauge!("hippocamp_router_active_scopes", "service" => "memory")
@@ -95,6 +100,11 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
             metrics::gauge!("hippocamp_router_reclaimed_workers", "service" => "memory")
                 .set(r.reclaimed_workers as f64);
         }
+    }
+    if let Some(o) = &s.services.outbox
+        && let Ok(st) = o.stats().await
+    {
+        outbox_gauges(&st);
     }
     if let Ok(st) = s.services.artifacts.status().await
         && let Some(r) = st.router
@@ -118,6 +128,34 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
         ))
         .into_response(),
     }
+}
+
+/// The outbox's counters as gauges (the store keeps them; totals only
+/// grow, so they read as counters).
+fn outbox_gauges(st: &hippocamp_outbox::OutboxStats) {
+    for (state, n) in [
+        ("pending", st.pending),
+        ("running", st.running),
+        ("succeeded", st.succeeded),
+        ("failed", st.failed),
+        ("cancelled", st.cancelled),
+    ] {
+        metrics::gauge!("hippocamp_outbox_jobs", "state" => state).set(n as f64);
+    }
+    metrics::gauge!("hippocamp_outbox_queue_depth").set((st.pending + st.running) as f64);
+    metrics::gauge!("hippocamp_outbox_oldest_due_age_seconds")
+        .set(st.oldest_due_age_ms as f64 / 1_000.0);
+    metrics::gauge!("hippocamp_outbox_active_bytes").set(st.active_bytes as f64);
+    metrics::gauge!("hippocamp_outbox_admitted_total").set(st.admitted_total as f64);
+    metrics::gauge!("hippocamp_outbox_delivered_events_total")
+        .set(st.delivered_events_total as f64);
+    metrics::gauge!("hippocamp_outbox_retried_total").set(st.retried_total as f64);
+    metrics::gauge!("hippocamp_outbox_failed_total").set(st.failed_total as f64);
+    metrics::gauge!("hippocamp_outbox_cancelled_total", "reason" => "requested")
+        .set(st.cancelled_requested_total as f64);
+    metrics::gauge!("hippocamp_outbox_cancelled_total", "reason" => "erased")
+        .set(st.cancelled_erased_total as f64);
+    metrics::gauge!("hippocamp_outbox_pruned_total").set(st.pruned_total as f64);
 }
 
 async fn openapi_json() -> Response {
@@ -185,6 +223,8 @@ impl Bound {
         let config = Arc::new(config);
         let services = Services::open(&config).await?;
         services.tokens.watch();
+        // Queued jobs of the last run are delivered as soon as we run.
+        services.start_processor()?;
         if config.profile == Profile::Ephemeral
             && config
                 .data_dir
@@ -258,6 +298,8 @@ impl Bound {
         // closed, but its task drops its clone just after saying so: wait
         // for them, so a caller that sees `serve` return can reopen the
         // data directory (its locks are free).
+        // The processor holds the stores too: stop it first.
+        self.state.services.stop_processor().await;
         drop(self.state);
         let mut released = self.released;
         if drained

@@ -464,7 +464,7 @@ async fn errors_have_their_status_and_code() {
             Method::PUT,
             format!("{ALICE}/artifacts/big"),
             Some(vec![0; (1 << 20) + 1]),
-            413,
+            429,
             "quota_exceeded",
         ),
         (
@@ -521,7 +521,7 @@ async fn errors_have_their_status_and_code() {
     .await;
     assert_eq!(
         (st.as_u16(), j(&b)["code"].clone()),
-        (413, json!("quota_exceeded"))
+        (429, json!("quota_exceeded"))
     );
     // Stale epoch: a write admitted before an erasure.
     let (_, _, _) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;

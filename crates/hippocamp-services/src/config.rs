@@ -21,11 +21,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
-    /// In-memory stores, one shared store for all scopes; nothing survives
-    /// a restart.
+    /// Memory and the outbox off (memory routes answer 503
+    /// `memory_disabled`); artifacts in the data directory.
+    Disabled,
+    /// In-memory stores, one shared store for all scopes, no outbox
+    /// (ingestion is synchronous only); nothing survives a restart.
     Ephemeral,
-    /// The embedded durable memory store and the filesystem artifact store,
-    /// each behind an exact-scope router (the default).
+    /// The embedded durable memory store, the filesystem artifact store,
+    /// each behind an exact-scope router, and the durable ingestion outbox
+    /// delivering into memory (the default).
     #[default]
     Durable,
     /// PostgreSQL and an S3-compatible store: not in this build yet.
@@ -36,6 +40,7 @@ impl Profile {
     /// The snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {
+            Profile::Disabled => "disabled",
             Profile::Ephemeral => "ephemeral",
             Profile::Durable => "durable",
             Profile::Distributed => "distributed",
@@ -84,7 +89,7 @@ impl HttpConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// `ephemeral`, `durable` (default) or `distributed`.
+    /// `disabled`, `ephemeral`, `durable` (default) or `distributed`.
     pub profile: Profile,
     /// The data directory (durable stores and the token file).
     pub data_dir: PathBuf,
@@ -106,6 +111,11 @@ pub struct Config {
     /// search (hybrid by default); a durable store records the model and
     /// refuses another one later.
     pub embedder: Option<crate::embedder::EmbedderConfig>,
+    /// The ingestion outbox's limits, retries and retention (durable
+    /// profile).
+    pub outbox: hippocamp_outbox::OutboxLimits,
+    /// How the outbox's processor delivers.
+    pub outbox_processor: hippocamp_outbox::ProcessorOptions,
 }
 
 impl Default for Config {
@@ -121,6 +131,8 @@ impl Default for Config {
             artifacts_router: RouterConfig::default(),
             artifacts_fs: FsOptions::default(),
             embedder: None,
+            outbox: hippocamp_outbox::OutboxLimits::default(),
+            outbox_processor: hippocamp_outbox::ProcessorOptions::default(),
         }
     }
 }
@@ -167,6 +179,8 @@ impl Config {
         self.artifacts_router.validate()?;
         self.artifacts_fs.validate()?;
         self.http.validate()?;
+        self.outbox.validate()?;
+        self.outbox_processor.validate()?;
         if let Some(e) = &self.embedder {
             e.validate()?;
         }

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `DIR/memory/` | the durable memory store (`memory.redb`, `memory.wal`, `LOCK`) |
 //! | `DIR/artifacts/` | the filesystem artifact store (`catalog.redb`, `catalog.wal`, `objects/`, `LOCK`) |
+//! | `DIR/outbox/` | the ingestion outbox (`outbox.redb`, `outbox.wal`, `LOCK`) |
 //! | `DIR/tokens.json` | the server's token hashes |
 //!
 //! Every directory is created owner-only (`0700`) and none is followed
@@ -38,6 +39,11 @@ fn folder(data: &Path, name: &str) -> Result<PathBuf> {
 /// The memory folder of a data directory (created).
 pub fn memory_dir(data: &Path) -> Result<PathBuf> {
     folder(data, "memory")
+}
+
+/// The outbox folder of a data directory (created).
+pub fn outbox_dir(data: &Path) -> Result<PathBuf> {
+    folder(data, "outbox")
 }
 
 /// The artifacts folder of a data directory (created), as the absolute

@@ -1,6 +1,7 @@
 //! The configuration of hippocamp and the one place that turns it into
-//! services: the memory store, the artifact store and the tokens of a
-//! profile, each behind its router and its reply-verifying wrapper.
+//! services: the memory store, the ingestion outbox, the artifact store
+//! and the tokens of a profile, each store behind its router and its
+//! reply-verifying wrapper.
 //!
 //! The server, the command line and the evaluation harness all open
 //! their stores here, so a data directory is always opened
@@ -12,6 +13,12 @@
 //! - [`layout`]: where each store lives in a data directory.
 //! - [`auth`]: tokens, grants and permissions.
 //! - [`embedder`]: the embedder a configuration names.
+//!
+//! | profile | memory | outbox | artifacts |
+//! |---|---|---|---|
+//! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory |
+//! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory |
+//! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,14 +33,22 @@ use std::sync::Arc;
 use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
 use hippocamp_core::{Error, Result};
-use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory};
+use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
+use hippocamp_outbox::{Erasing, Outbox, Processor, Target, TargetName};
+use hippocamp_outbox_redb::RedbJobStore;
 use hippocamp_router::{RouterConfig, Strategy};
+use parking_lot::Mutex;
+use serde::Serialize;
 
 pub use config::{Config, ConfigError, HttpConfig, Profile};
 pub use embedder::{EmbedderConfig, connect_embedder};
 
 use crate::auth::TokenStore;
+
+/// The name under which the durable profile registers its memory store
+/// with the outbox.
+pub const MEMORY_TARGET: &str = "memory";
 
 /// What a running server serves. Each store is behind its router and,
 /// outermost, its reply check ([`hippocamp_memory::ScopeChecked`],
@@ -43,12 +58,41 @@ use crate::auth::TokenStore;
 pub struct Services {
     /// The profile they were built for.
     pub profile: Profile,
-    /// Memory (reply check, router, store).
-    pub memory: Arc<dyn MemoryStore>,
+    /// Memory (reply check, erasure notices to the outbox, router,
+    /// store); `None` in the disabled profile.
+    pub memory: Option<Arc<dyn MemoryStore>>,
+    /// The ingestion outbox (durable profile only).
+    pub outbox: Option<Outbox>,
     /// Artifacts (reply check, router, store).
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Tokens.
     pub tokens: Arc<TokenStore>,
+    processor: Arc<Mutex<Option<Processor>>>,
+    processor_options: hippocamp_outbox::ProcessorOptions,
+}
+
+/// The memory side of a profile: the store callers use and its outbox.
+#[derive(Debug, Clone)]
+pub struct MemoryServices {
+    /// The store (reply check, erasure notices, router, store).
+    pub memory: Arc<dyn MemoryStore>,
+    /// The outbox in front of it (durable profile).
+    pub outbox: Option<Outbox>,
+}
+
+/// Content-free state of every service.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServicesStatus {
+    /// The profile.
+    pub profile: &'static str,
+    /// Memory counters (`None`: disabled).
+    pub memory: Option<hippocamp_memory::StoreStatus>,
+    /// Outbox counters (`None`: no outbox).
+    pub outbox: Option<hippocamp_outbox::OutboxStats>,
+    /// Whether the outbox's processor is delivering.
+    pub processor_running: bool,
+    /// Artifact counters.
+    pub artifacts: hippocamp_artifacts::ArtifactStatus,
 }
 
 /// The router configuration a profile uses: a volatile store has nothing
@@ -76,6 +120,8 @@ async fn with_embedder<T: Send + 'static>(
     config.validate()?;
     let embedder = match &config.embedder {
         None => None,
+        // The disabled profile has no memory to embed for.
+        Some(_) if config.profile == Profile::Disabled => None,
         Some(e) => Some(connect_embedder(e).await?),
     };
     let c = config.clone();
@@ -86,7 +132,9 @@ async fn with_embedder<T: Send + 'static>(
 
 impl Services {
     /// Connects the configured embedder, then opens every service of
-    /// `config.profile` (blocking work runs off the async threads).
+    /// `config.profile` (blocking work runs off the async threads). The
+    /// outbox's processor is not started: see
+    /// [`start_processor`](Self::start_processor).
     pub async fn open(config: &Config) -> Result<Self> {
         with_embedder(config, Self::build).await
     }
@@ -101,35 +149,123 @@ impl Services {
         config.validate()?;
         let tokens = match config.profile {
             Profile::Ephemeral => TokenStore::in_memory(),
-            Profile::Durable => {
+            Profile::Durable | Profile::Disabled => {
                 layout::data_dir(&config.data_dir)?;
                 TokenStore::open(&config.data_dir)?
             }
             Profile::Distributed => return Err(unavailable_profile()),
         };
+        let (memory, outbox) = if config.profile == Profile::Disabled {
+            (None, None)
+        } else {
+            let m = Self::memory_with(config, embedder)?;
+            (Some(m.memory), m.outbox)
+        };
         Ok(Self {
             profile: config.profile,
-            memory: Self::memory_with(config, embedder)?,
+            memory,
+            outbox,
             artifacts: Self::artifacts(config)?,
             tokens: Arc::new(tokens),
+            processor: Arc::new(Mutex::new(None)),
+            processor_options: config.outbox_processor.clone(),
         })
     }
 
-    /// The memory store of `config` alone, with the configured embedder
-    /// connected (the `memory` commands use it).
-    pub async fn memory(config: &Config) -> Result<Arc<dyn MemoryStore>> {
+    /// The memory store callers use, or `MemoryDisabled`.
+    pub fn memory_store(&self) -> Result<&Arc<dyn MemoryStore>> {
+        self.memory.as_ref().ok_or(Error::MemoryDisabled)
+    }
+
+    /// The outbox, or why there is none.
+    pub fn outbox(&self) -> Result<&Outbox> {
+        match (&self.memory, &self.outbox) {
+            (None, _) => Err(Error::MemoryDisabled),
+            (_, Some(o)) => Ok(o),
+            (_, None) => Err(Error::OutboxUnavailable(format!(
+                "the {} profile runs no outbox; use the synchronous `events` route",
+                self.profile.as_str()
+            ))),
+        }
+    }
+
+    /// Starts the outbox's processor (its workers and prune pass) on the
+    /// current Tokio runtime, if there is an outbox and it is not running.
+    pub fn start_processor(&self) -> Result<()> {
+        let Some(outbox) = &self.outbox else {
+            return Ok(());
+        };
+        let mut p = self.processor.lock();
+        if p.is_none() {
+            *p = Some(Processor::start(outbox, self.processor_options.clone())?);
+        }
+        Ok(())
+    }
+
+    /// Stops the processor (deliveries in flight finish their call).
+    pub async fn stop_processor(&self) {
+        let p = self.processor.lock().take();
+        if let Some(p) = p {
+            p.stop().await;
+        }
+    }
+
+    /// Whether every service can serve: memory answers, and with an
+    /// outbox, its store takes writes and its processor runs.
+    pub async fn health(&self) -> Result<()> {
+        if let Some(m) = &self.memory {
+            m.status().await?;
+        }
+        if let Some(o) = &self.outbox {
+            o.health()
+                .await
+                .map_err(|e| Error::OutboxUnavailable(e.to_string()))?;
+            if self.processor.lock().is_none() {
+                return Err(Error::OutboxUnavailable(
+                    "the outbox's processor is not running".into(),
+                ));
+            }
+        }
+        self.artifacts.status().await.map(drop)
+    }
+
+    /// Content-free counters of every service.
+    pub async fn status(&self) -> Result<ServicesStatus> {
+        let memory = match &self.memory {
+            Some(m) => Some(m.status().await?),
+            None => None,
+        };
+        let outbox = match &self.outbox {
+            Some(o) => Some(o.stats().await?),
+            None => None,
+        };
+        let artifacts = self.artifacts.status().await?;
+        let processor_running = self.processor.lock().is_some();
+        Ok(ServicesStatus {
+            profile: self.profile.as_str(),
+            memory,
+            outbox,
+            processor_running,
+            artifacts,
+        })
+    }
+
+    /// The memory side of `config` alone, with the configured embedder
+    /// connected (the `memory` and `outbox` commands use it).
+    pub async fn memory(config: &Config) -> Result<MemoryServices> {
         with_embedder(config, Self::memory_with).await
     }
 
-    /// The memory store of `config` embedding with `embedder`: in memory
-    /// (ephemeral) or in the data directory (durable), behind its router
-    /// and reply check. Blocking.
+    /// The memory side of `config` embedding with `embedder`: in memory
+    /// (ephemeral), or in the data directory with its outbox (durable),
+    /// behind its router and reply check. Blocking.
     pub fn memory_with(
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
-    ) -> Result<Arc<dyn MemoryStore>> {
+    ) -> Result<MemoryServices> {
         config.validate()?;
         let inner: Arc<dyn MemoryStore> = match config.profile {
+            Profile::Disabled => return Err(Error::MemoryDisabled),
             Profile::Ephemeral => {
                 let mut m = InMemoryStore::new(config.memory.clone())?;
                 if let Some(e) = embedder {
@@ -147,18 +283,44 @@ impl Services {
             }
             Profile::Distributed => return Err(unavailable_profile()),
         };
-        let routed = RoutedMemory::new(inner, router(config.profile, &config.memory_router))?;
-        Ok(Arc::new(hippocamp_memory::ScopeChecked::new(routed)))
+        let routed: Arc<dyn MemoryStore> = Arc::new(RoutedMemory::new(
+            inner,
+            router(config.profile, &config.memory_router),
+        )?);
+        if config.profile != Profile::Durable {
+            return Ok(MemoryServices {
+                memory: Arc::new(ScopeChecked::new(routed)),
+                outbox: None,
+            });
+        }
+        let jobs =
+            RedbJobStore::open(layout::outbox_dir(&config.data_dir)?, config.outbox.clone())?;
+        let outbox = Outbox::new(Arc::new(jobs));
+        // The processor delivers through the reply check too; callers'
+        // erasures go through `Erasing`, which cancels queued jobs.
+        outbox.register(
+            TargetName::new(MEMORY_TARGET)?,
+            Target {
+                store: Arc::new(ScopeChecked::new(Arc::clone(&routed))),
+                limits: config.memory.limits.clone(),
+            },
+        )?;
+        Ok(MemoryServices {
+            memory: Arc::new(ScopeChecked::new(
+                Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
+            )),
+            outbox: Some(outbox),
+        })
     }
 
     /// The artifact store of `config`: in memory (ephemeral) or in the
-    /// data directory (durable), behind its router and reply check.
-    /// Blocking.
+    /// data directory (durable, disabled), behind its router and reply
+    /// check. Blocking.
     pub fn artifacts(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
         config.validate()?;
         let inner: Arc<dyn ArtifactStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryArtifacts::new(config.artifacts.clone())?),
-            Profile::Durable => Arc::new(Self::filesystem_artifacts(config)?),
+            Profile::Durable | Profile::Disabled => Arc::new(Self::filesystem_artifacts(config)?),
             Profile::Distributed => return Err(unavailable_profile()),
         };
         let routed = RoutedArtifacts::new(inner, router(config.profile, &config.artifacts_router))?;
@@ -195,10 +357,21 @@ mod tests {
                 ..Config::default()
             };
             let s = Services::open(&config).await.unwrap();
-            let debug = format!("{:?}", s.memory);
+            let memory = s.memory_store().unwrap();
+            let debug = format!("{memory:?}");
             assert!(debug.starts_with("ScopeChecked"), "{debug}");
             assert!(format!("{:?}", s.artifacts).starts_with("ScopeChecked"));
-            let routing = s.memory.capabilities().routing.unwrap();
+            let caps = memory.capabilities();
+            assert_eq!(caps.async_ingestion, profile == Profile::Durable);
+            assert_eq!(s.outbox.is_some(), profile == Profile::Durable);
+            // The outbox's limits are in force for an ingest: reported.
+            let outbox_limits = [
+                "outbox.max_active_bytes_per_scope",
+                "outbox.processor.workers",
+            ]
+            .map(|n| caps.limits.iter().any(|l| l.name == n));
+            assert_eq!(outbox_limits, [profile == Profile::Durable; 2]);
+            let routing = caps.routing.unwrap();
             let expected = match profile {
                 Profile::Ephemeral => "shared",
                 _ => "exact_scope",
@@ -220,7 +393,8 @@ mod tests {
         let s = Services::open(&config).await.unwrap();
         s.tokens.ensure_admin().unwrap();
         let scope = hippocamp_core::MemoryScope::parse("a", "u").unwrap();
-        s.memory
+        s.memory_store()
+            .unwrap()
             .add_entry(
                 &scope,
                 hippocamp_memory::NewEntry::new("a fact"),

@@ -107,6 +107,7 @@ pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name
         .replace("{app}", app)
         .replace("{user}", user)
         .replace("{session}", "s1")
+        .replace("/jobs/{id}", &format!("/jobs/job-{}", "1".repeat(32)))
         .replace("{id}", &format!("mem-{}", "1".repeat(32)))
         .replace("{*name}", name)
 }
@@ -133,7 +134,8 @@ pub(crate) async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64
     let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
     let hits = s
         .services
-        .memory
+        .memory_store()
+        .unwrap()
         .search(
             &scope,
             &hippocamp_memory::SearchRequest::new("alice planted secret plan"),
@@ -145,7 +147,13 @@ pub(crate) async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64
         .iter()
         .map(|h| h.entry.content.clone())
         .collect();
-    let epoch = s.services.memory.erasure_epoch(&scope, &c).await.unwrap();
+    let epoch = s
+        .services
+        .memory_store()
+        .unwrap()
+        .erasure_epoch(&scope, &c)
+        .await
+        .unwrap();
     let mut versions = Vec::new();
     for sc in [
         hippocamp_artifacts::ArtifactScope::app("shop").unwrap(),

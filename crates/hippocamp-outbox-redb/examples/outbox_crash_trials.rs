@@ -1,5 +1,5 @@
 //! Process-crash tally of the outbox: `cargo run --release -p
-//! hippocamp-outbox-redb --example crash_trials -- [TRIALS]` (default
+//! hippocamp-outbox-redb --example outbox_crash_trials -- [TRIALS]` (default
 //! 1,000). Each trial starts a child that admits growing sessions through
 //! the durable outbox from 4 streams (erasing its users now and then)
 //! while the processor delivers into the durable memory store, kills it

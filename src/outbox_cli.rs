@@ -1,0 +1,173 @@
+//! `hippocamp outbox …`: the ingestion outbox of a local data directory
+//! (durable profile), or of a running server with `--server URL --token
+//! T`. Every command prints one JSON document on stdout; status replies
+//! carry no event content, tokens or handles.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use hippocamp_core::MemoryScope;
+use hippocamp_outbox::JobId;
+use hippocamp_services::Services;
+use serde_json::Value;
+
+/// Where the outbox is.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The configuration file, as the server reads it.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// The data directory (overrides the file's `data_dir`; default
+    /// ./hippocamp-data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// A running server to use instead of the data directory.
+    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
+    server: Option<String>,
+    /// The bearer token for `--server`.
+    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// The scope of a job.
+#[derive(Debug, Args)]
+pub(crate) struct JobArgs {
+    /// The application of the job's scope.
+    #[arg(long)]
+    app: String,
+    /// The user of the job's scope.
+    #[arg(long)]
+    user: String,
+    /// The job id (`job-…`).
+    job: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum OutboxCmd {
+    /// Counters: jobs by state, bytes queued, totals.
+    Stats,
+    /// One job's state and progress.
+    Status(JobArgs),
+    /// Cancel a job (its events are dropped).
+    Cancel(JobArgs),
+    /// Remove finished jobs older than the retention (one pass).
+    Prune {
+        /// Jobs to remove at most (default and ceiling:
+        /// outbox.max_prune_batch).
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Deliver what is queued, then print the counters (a data directory
+    /// only: a server delivers on its own).
+    Drain {
+        /// Give up after this long, milliseconds.
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
+    },
+}
+
+fn job(args: &JobArgs) -> anyhow::Result<(MemoryScope, JobId)> {
+    Ok((
+        MemoryScope::parse(&args.app, &args.user)?,
+        args.job.parse()?,
+    ))
+}
+
+pub(crate) async fn run(target: &Target, cmd: OutboxCmd) -> anyhow::Result<Value> {
+    if let Some(server) = &target.server {
+        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+        return run_remote(&remote, cmd).await;
+    }
+    let config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
+    let services = Services::memory(&config).await?;
+    let Some(outbox) = &services.outbox else {
+        bail!("the {} profile runs no outbox", config.profile.as_str());
+    };
+    Ok(match cmd {
+        OutboxCmd::Stats => serde_json::to_value(outbox.stats().await?)?,
+        OutboxCmd::Status(args) => {
+            let (scope, id) = job(&args)?;
+            serde_json::to_value(outbox.job(&scope, &id).await?)?
+        }
+        OutboxCmd::Cancel(args) => {
+            let (scope, id) = job(&args)?;
+            serde_json::to_value(outbox.cancel(&scope, &id).await?)?
+        }
+        OutboxCmd::Prune { limit } => serde_json::to_value(outbox.prune(limit).await?)?,
+        OutboxCmd::Drain { timeout_ms } => {
+            let processor =
+                hippocamp_outbox::Processor::start(outbox, config.outbox_processor.clone())?;
+            let until = Instant::now() + Duration::from_millis(timeout_ms);
+            let mut stats = outbox.stats().await?;
+            while stats.pending + stats.running > 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                stats = outbox.stats().await?;
+            }
+            processor.stop().await;
+            if stats.pending + stats.running > 0 {
+                bail!(
+                    "{} jobs still queued after {timeout_ms} ms (some may be waiting out a retry): {}",
+                    stats.pending + stats.running,
+                    serde_json::to_string(&stats)?
+                );
+            }
+            serde_json::to_value(stats)?
+        }
+    })
+}
+
+async fn run_remote(remote: &crate::remote::Remote, cmd: OutboxCmd) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    Ok(match cmd {
+        OutboxCmd::Stats => {
+            remote
+                .json(Method::GET, &["v1", "outbox", "stats"], &[], None)
+                .await?
+        }
+        OutboxCmd::Status(args) => {
+            let (scope, id) = job(&args)?;
+            let id = id.to_string();
+            let path = [
+                "v1",
+                "apps",
+                scope.app().as_str(),
+                "users",
+                scope.user().as_str(),
+                "memory",
+                "jobs",
+                &id,
+            ];
+            remote.json(Method::GET, &path, &[], None).await?
+        }
+        OutboxCmd::Cancel(args) => {
+            let (scope, id) = job(&args)?;
+            let id = id.to_string();
+            let path = [
+                "v1",
+                "apps",
+                scope.app().as_str(),
+                "users",
+                scope.user().as_str(),
+                "memory",
+                "jobs",
+                &id,
+                "cancel",
+            ];
+            remote.json(Method::POST, &path, &[], None).await?
+        }
+        OutboxCmd::Prune { limit } => {
+            let q: Vec<(&str, String)> = limit
+                .map(|l| ("limit", l.to_string()))
+                .into_iter()
+                .collect();
+            remote
+                .json(Method::POST, &["v1", "outbox", "prune"], &q, None)
+                .await?
+        }
+        OutboxCmd::Drain { .. } => {
+            bail!("a server delivers on its own; drain is for a data directory")
+        }
+    })
+}
