@@ -152,6 +152,27 @@ async fn an_ingest_is_accepted_at_once_then_searchable_and_only_new_events_becom
     assert_eq!(settled(&s, &t, &id2).await["state"], "succeeded");
     assert_eq!(search(&s, &t, "cello").await, ["I am learning the cello"]);
     assert!(search(&s, &t, "AKIAIOSFODNN7EXAMPLE").await.is_empty());
+    // The outbox's metrics: counters, depth and delivery latency.
+    let page = client()
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "hippocamp_outbox_admitted_total 2",
+        "hippocamp_outbox_delivered_events_total 3",
+        "hippocamp_outbox_queue_depth 0",
+        "hippocamp_outbox_jobs{state=\"succeeded\"} 2",
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} not in\n{page}");
+    }
+    assert!(
+        page.contains("hippocamp_outbox_batch_delivery_seconds"),
+        "{page}"
+    );
 
     // Bad input: a typed error, nothing queued.
     let (st, b) = send(
