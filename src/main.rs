@@ -253,6 +253,30 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// The ingestion outbox: one durable admission of a 20-event job next
+    /// to a raw append + fdatasync of its bytes; delivery by 2 workers
+    /// next to 2 direct add_events callers; a claim pass with few and
+    /// many pending jobs.
+    Outbox {
+        /// Admission samples.
+        #[arg(long, default_value_t = 1_000)]
+        samples: usize,
+        /// Jobs (of 20 events) per delivery round.
+        #[arg(long, default_value_t = 1_000)]
+        jobs: usize,
+        /// Delivery rounds (medians are compared).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Pending jobs of the small claim queue.
+        #[arg(long, default_value_t = 100)]
+        few: usize,
+        /// Pending jobs of the large claim queue.
+        #[arg(long, default_value_t = 100_000)]
+        many: usize,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Open time of a durable store of scopes × entries (built in the
     /// folder on first use and reused after).
     Open {
@@ -419,6 +443,22 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         } => {
             let (d, _t) = workdir(dir)?;
             serde_json::to_value(hippocamp_bench::scopes(&d, scopes, clients).await?)?
+        }
+        Bench::Outbox {
+            samples,
+            jobs,
+            rounds,
+            few,
+            many,
+            dir,
+        } => {
+            let (d, _t) = workdir(dir)?;
+            let admission =
+                hippocamp_bench::outbox::admission(&d.join("admission"), samples).await?;
+            let delivery =
+                hippocamp_bench::outbox::delivery(&d.join("delivery"), jobs, rounds).await?;
+            let claim = hippocamp_bench::outbox::claim(&d.join("claim"), few, many, 200).await?;
+            serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
         }
         Bench::Open {
             scopes,

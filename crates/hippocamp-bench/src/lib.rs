@@ -12,11 +12,14 @@
 //!   1 and then 2 worker threads.
 //! - [`open`]: opening a durable store that holds many entries.
 //! - [`artifacts`]: artifact put/get against their floors, listing pages.
+//! - [`outbox`]: durable admission, delivery throughput and claim cost of
+//!   the ingestion outbox.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod artifacts;
+pub mod outbox;
 
 use std::fs::OpenOptions;
 use std::io::Write as _;

@@ -13,6 +13,7 @@
 //! store's event ids turn into duplicates. Replies are sent after the
 //! commit.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use hippocamp_core::{Error, Result};
@@ -54,36 +55,53 @@ pub(crate) struct Op {
     pub(crate) run: Box<dyn FnOnce(&dyn KvRead, &Ctx<'_>) -> (Writes, Finish) + Send>,
 }
 
-/// The tables of a write transaction.
+/// The tables of a write transaction, each opened on first use (a group
+/// touches a few of them; opening all of them is measurable per commit).
 struct TxKv<'t> {
-    tables: Vec<redb::Table<'t, &'static [u8], &'static [u8]>>,
+    txn: &'t WriteTransaction,
+    tables: [OnceCell<redb::Table<'t, &'static [u8], &'static [u8]>>; TABLES],
 }
 
+const TABLES: usize = Table::ALL.len();
+
 impl<'t> TxKv<'t> {
-    fn open(txn: &'t WriteTransaction) -> Result<Self> {
-        let tables = Table::ALL
-            .iter()
-            .map(|t| txn.open_table(def(*t)).map_err(storage))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Self { tables })
+    fn open(txn: &'t WriteTransaction) -> Self {
+        Self {
+            txn,
+            tables: std::array::from_fn(|_| OnceCell::new()),
+        }
     }
 
-    fn table(&self, t: Table) -> &redb::Table<'t, &'static [u8], &'static [u8]> {
-        &self.tables[t as usize]
+    fn table(&self, t: Table) -> Result<&redb::Table<'t, &'static [u8], &'static [u8]>> {
+        let cell = &self.tables[t as usize];
+        if cell.get().is_none() {
+            let opened = self.txn.open_table(def(t)).map_err(storage)?;
+            let _ = cell.set(opened);
+        }
+        cell.get()
+            .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
+    }
+
+    fn table_mut(
+        &mut self,
+        t: Table,
+    ) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>> {
+        self.table(t)?;
+        self.tables[t as usize]
+            .get_mut()
+            .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
     }
 
     fn apply(&mut self, writes: &[Write]) -> Result<()> {
         for w in writes {
             match w {
                 Write::Put(t, k, v) => {
-                    self.tables[*t as usize]
+                    self.table_mut(*t)?
                         .insert(k.as_slice(), v.as_slice())
                         .map_err(storage)?;
                 }
                 Write::Del(t, k) => {
-                    self.tables[*t as usize]
-                        .remove(k.as_slice())
-                        .map_err(storage)?;
+                    self.table_mut(*t)?.remove(k.as_slice()).map_err(storage)?;
                 }
             }
         }
@@ -119,7 +137,7 @@ fn range(
 
 impl KvRead for TxKv<'_> {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get(self.table(table), key)
+        get(self.table(table)?, key)
     }
 
     fn range(
@@ -129,29 +147,38 @@ impl KvRead for TxKv<'_> {
         to: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        range(self.table(table), from, to, limit)
+        range(self.table(table)?, from, to, limit)
     }
 }
 
-/// The tables of a read snapshot.
+/// The tables of a read snapshot, each opened on first use.
 pub(crate) struct ReadKv {
-    tables: Vec<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    txn: ReadTransaction,
+    tables: [OnceCell<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>; TABLES],
 }
 
 impl ReadKv {
     pub(crate) fn open(db: &Database) -> Result<Self> {
-        let txn: ReadTransaction = db.begin_read().map_err(storage)?;
-        let tables = Table::ALL
-            .iter()
-            .map(|t| txn.open_table(def(*t)).map_err(storage))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Self { tables })
+        Ok(Self {
+            txn: db.begin_read().map_err(storage)?,
+            tables: std::array::from_fn(|_| OnceCell::new()),
+        })
+    }
+
+    fn table(&self, t: Table) -> Result<&redb::ReadOnlyTable<&'static [u8], &'static [u8]>> {
+        let cell = &self.tables[t as usize];
+        if cell.get().is_none() {
+            let opened = self.txn.open_table(def(t)).map_err(storage)?;
+            let _ = cell.set(opened);
+        }
+        cell.get()
+            .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
     }
 }
 
 impl KvRead for ReadKv {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        get(&self.tables[table as usize], key)
+        get(self.table(table)?, key)
     }
 
     fn range(
@@ -161,7 +188,7 @@ impl KvRead for ReadKv {
         to: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        range(&self.tables[table as usize], from, to, limit)
+        range(self.table(table)?, from, to, limit)
     }
 }
 
@@ -303,7 +330,7 @@ impl Writer {
         let mut durable = false;
         let mut log: Vec<Write> = Vec::new();
         let applied = (|| -> Result<()> {
-            let mut kv = TxKv::open(&txn)?;
+            let mut kv = TxKv::open(&txn);
             let mut fatal = None;
             for op in ops {
                 let (writes, finish) = (op.run)(&kv, &ctx);

@@ -88,6 +88,9 @@ impl Drop for Processor {
 async fn work(outbox: Outbox, options: ProcessorOptions, stop: Arc<AtomicBool>) {
     let lease = Duration::from_millis(options.lease_ms);
     let idle = Duration::from_millis(options.poll_interval_ms);
+    // The record of a job's last batch, still being written: it overlaps
+    // the next claim and delivery (at most one per worker).
+    let mut recording: Option<tokio::task::JoinHandle<()>> = None;
     while !stop.load(Ordering::Acquire) {
         // Registered before the claim, so a kick during it is not lost.
         let kicked = outbox.kick().notified();
@@ -98,7 +101,13 @@ async fn work(outbox: Outbox, options: ProcessorOptions, stop: Arc<AtomicBool>) 
             outbox.store().claim(Owner::random(), lease, &targets).await
         };
         match claimed {
-            Ok(Some(item)) => deliver(&outbox, &options, item).await,
+            Ok(Some(item)) => {
+                let last = deliver(&outbox, &options, item).await;
+                if let Some(previous) = recording.take() {
+                    let _ = previous.await;
+                }
+                recording = last;
+            }
             Ok(None) => {
                 let _ = tokio::time::timeout(idle, kicked).await;
             }
@@ -108,11 +117,21 @@ async fn work(outbox: Outbox, options: ProcessorOptions, stop: Arc<AtomicBool>) 
             }
         }
     }
+    if let Some(previous) = recording {
+        let _ = previous.await;
+    }
 }
 
 /// Delivers a claimed job batch by batch, until it is done, fails or is
-/// lost.
-async fn deliver(outbox: &Outbox, options: &ProcessorOptions, mut item: WorkItem) {
+/// lost. The record of the last batch is returned still being written (it
+/// ends the job; the worker goes on meanwhile): the lease keeps the job
+/// from anyone else until it lands, and were it lost, the batch would only
+/// be delivered again, as duplicates.
+async fn deliver(
+    outbox: &Outbox,
+    options: &ProcessorOptions,
+    mut item: WorkItem,
+) -> Option<tokio::task::JoinHandle<()>> {
     let lease = Duration::from_millis(options.lease_ms);
     let store = outbox.store();
     let Some(target) = outbox.registry().get(&item.target) else {
@@ -126,7 +145,7 @@ async fn deliver(outbox: &Outbox, options: &ProcessorOptions, mut item: WorkItem
                 )),
             )
             .await;
-        return;
+        return None;
     };
     let mut pacer = Pacer::with_timeout(
         target.limits.max_events_per_request,
@@ -141,24 +160,32 @@ async fn deliver(outbox: &Outbox, options: &ProcessorOptions, mut item: WorkItem
             Ok(delivered) => {
                 metrics::histogram!("hippocamp_outbox_batch_delivery_seconds")
                     .record(started.elapsed().as_secs_f64());
+                if item.batch + 1 >= item.batches {
+                    let (store, batch) = (Arc::clone(store), item.batch);
+                    return Some(tokio::spawn(async move {
+                        let _ = store
+                            .complete_batch(&job, &owner, batch, delivered, lease)
+                            .await;
+                    }));
+                }
                 match store
                     .complete_batch(&job, &owner, item.batch, delivered, lease)
                     .await
                 {
                     Ok(Next::Batch(next)) => item = next,
-                    Ok(Next::Done) | Err(_) => return,
+                    Ok(Next::Done) | Err(_) => return None,
                 }
             }
             Err(Error::StaleEpoch { .. }) => {
                 let _ = store.release(&job, &owner, CancelReason::Erased).await;
-                return;
+                return None;
             }
             // Someone else owns it now, or it ended: nothing to record.
-            Err(Error::LeaseLost(_)) => return,
+            Err(Error::LeaseLost(_)) => return None,
             Err(e) => {
                 tracing::info!(job = %job, error = %e, "delivery attempt failed");
                 let _ = store.fail(&job, &owner, JobError::of(&e)).await;
-                return;
+                return None;
             }
         }
     }
