@@ -341,14 +341,17 @@ impl JobStore for RedbJobStore {
         lease: Duration,
     ) -> Result<Next> {
         let held = self.leases.check(job, owner)?;
-        let id = *job;
+        let (id, who, leases) = (*job, *owner, Arc::clone(&self.leases));
         let next = self
             .write(false, move |kv, ctx| {
+                // Checked again where the change is applied: the lease may
+                // have run out while the change waited for its group.
+                leases.check(&id, &who)?;
                 engine::complete_batch(kv, ctx, &id, batch, delivered)
             })
             .await?;
         if next.is_none() {
-            self.leases.end(job);
+            self.leases.end_owned(job, owner);
             return Ok(Next::Done);
         }
         self.leases.renew(job, owner, lease)?;
@@ -365,20 +368,26 @@ impl JobStore for RedbJobStore {
 
     async fn fail(&self, job: &JobId, owner: &Owner, error: JobError) -> Result<JobState> {
         self.leases.check(job, owner)?;
-        let id = *job;
+        let (id, who, leases) = (*job, *owner, Arc::clone(&self.leases));
         let state = self
-            .write(true, move |kv, ctx| engine::fail(kv, ctx, &id, error))
+            .write(true, move |kv, ctx| {
+                leases.check(&id, &who)?;
+                engine::fail(kv, ctx, &id, error)
+            })
             .await?;
-        self.leases.end(job);
+        self.leases.end_owned(job, owner);
         Ok(state)
     }
 
     async fn release(&self, job: &JobId, owner: &Owner, reason: CancelReason) -> Result<()> {
         self.leases.check(job, owner)?;
-        let id = *job;
-        self.write(true, move |kv, ctx| engine::cancel(kv, ctx, &id, reason))
-            .await?;
-        self.leases.end(job);
+        let (id, who, leases) = (*job, *owner, Arc::clone(&self.leases));
+        self.write(true, move |kv, ctx| {
+            leases.check(&id, &who)?;
+            engine::cancel(kv, ctx, &id, reason)
+        })
+        .await?;
+        self.leases.end_owned(job, owner);
         Ok(())
     }
 

@@ -116,9 +116,18 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         session: &SessionId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        let n = self.inner.delete_session(scope, session, opts).await?;
+        // Queued work first: its jobs are cancelled (their leases end, so
+        // no further call starts), then the calls already in flight are
+        // waited for, and only then is the session deleted; what they
+        // stored goes with it. (A session has no epoch to fence by.)
+        // Were the process to die in between, the caller's delete did not
+        // succeed, and the cancelled jobs stay cancelled.
+        let deadline = opts.deadline(hippocamp_core::deadline::MAX_TIMEOUT);
         self.outbox.erased(scope, Some(session), None).await?;
-        Ok(n)
+        self.outbox.quiesce(scope, session, deadline).await?;
+        self.inner
+            .delete_session(scope, session, &CallOptions::until(deadline))
+            .await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {

@@ -147,6 +147,15 @@ impl Leases {
         self.map.lock().remove(job);
     }
 
+    /// Forgets `job`'s lease if `owner` holds it (a later claimant's lease
+    /// is left alone).
+    pub fn end_owned(&self, job: &JobId, owner: &Owner) {
+        let mut map = self.map.lock();
+        if map.get(job).is_some_and(|l| l.owner == *owner) {
+            map.remove(job);
+        }
+    }
+
     /// Jobs under a valid lease (bounded by the number of workers).
     pub fn running(&self) -> u64 {
         let now = Instant::now();

@@ -182,7 +182,7 @@ impl JobStore for InMemoryJobStore {
         self.leases.check(job, owner)?;
         let (state, w) = engine::fail(&*kv, &ctx, job, error)?;
         kv.apply(w);
-        self.leases.end(job);
+        self.leases.end_owned(job, owner);
         Ok(state)
     }
 
@@ -192,7 +192,7 @@ impl JobStore for InMemoryJobStore {
         self.leases.check(job, owner)?;
         let (_, w) = engine::cancel(&*kv, &ctx, job, reason)?;
         kv.apply(w);
-        self.leases.end(job);
+        self.leases.end_owned(job, owner);
         Ok(())
     }
 

@@ -244,7 +244,8 @@ pub enum JobState {
     Succeeded,
     /// It ran out of attempts.
     Failed,
-    /// Cancelled by a caller or by an erasure; it delivered nothing more.
+    /// Cancelled by a caller or by an erasure; it starts no further call
+    /// (one already in flight may land).
     Cancelled,
 }
 

@@ -64,6 +64,12 @@ impl Processor {
         })
     }
 
+    /// Whether every worker and the prune pass are still running (a task
+    /// that ended, say by a panic, makes it false).
+    pub fn is_running(&self) -> bool {
+        self.tasks.iter().all(|t| !t.is_finished())
+    }
+
     /// Asks every task to stop and waits for them (a delivery in flight
     /// finishes its call first).
     pub async fn stop(mut self) {
@@ -222,6 +228,9 @@ async fn deliver_batch(
         |range, call| {
             let events = &events[range];
             async move {
+                // Held across the renewal and the call: a session's erasure
+                // waits for it.
+                let _call = outbox.call(&item.scope, &item.session);
                 store.renew(&item.job, &item.owner, lease).await?;
                 memory
                     .add_events(

@@ -408,3 +408,51 @@ async fn a_claimed_job_whose_user_is_erased_writes_nothing() {
     assert_eq!(hits(&*memory).await, 0);
     p.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
+    // The first call hangs, then writes whatever its deadline says: a
+    // session's erasure has no epoch to fence it, so the erasure must wait.
+    let memory = Arc::new(Hangs {
+        inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(400),
+        fails: false,
+    });
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
+    let erasing = Erasing::new(Arc::clone(&memory), o.clone());
+    let p = Processor::start(
+        &o,
+        ProcessorOptions {
+            lease_ms: 5_000,
+            ..fast()
+        },
+    )
+    .unwrap();
+    let r = o
+        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .await
+        .unwrap();
+    while memory.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = std::time::Instant::now();
+    erasing
+        .delete_session(&scope(), &session(), &CallOptions::default())
+        .await
+        .unwrap();
+    // It returned only after the call in flight had landed, and deleted
+    // what that call stored.
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(hits(&*memory).await, 0);
+    let st = settled(&o, &r.jobs[0].id).await;
+    assert_eq!(st.state, JobState::Cancelled);
+    // Sent again, the session's events stay erased.
+    let again = memory
+        .add_events(&scope(), &session(), &events(3), &WriteOptions::default())
+        .await
+        .unwrap();
+    assert!(again.added.is_empty(), "{again:?}");
+    p.stop().await;
+}

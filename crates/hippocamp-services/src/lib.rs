@@ -220,7 +220,12 @@ impl Services {
             o.health()
                 .await
                 .map_err(|e| Error::OutboxUnavailable(e.to_string()))?;
-            if self.processor.lock().is_none() {
+            let running = self
+                .processor
+                .lock()
+                .as_ref()
+                .is_some_and(Processor::is_running);
+            if !running {
                 return Err(Error::OutboxUnavailable(
                     "the outbox's processor is not running".into(),
                 ));
