@@ -395,8 +395,8 @@ const READ: usize = 1_000;
 /// Queues a JSON-lines file through `ingest` (the outbox, or a server's
 /// `ingest` route) in reads of [`READ`] lines, each one admission; returns
 /// the jobs, the events that became work and the skips by reason. As with
-/// a synchronous import, a file of which nothing was admitted or already
-/// queued is an error.
+/// a synchronous import, a file of which every line was skipped is an
+/// error.
 async fn queue_file<F, Fut>(file: &Path, ingest: F) -> anyhow::Result<Value>
 where
     F: Fn(Vec<Value>) -> Fut,
@@ -448,9 +448,11 @@ where
         "skipped": skipped,
         "skipped_by_reason": reasons,
     });
-    if lines > 0 && jobs.is_empty() {
+    // Events already admitted (even by jobs since pruned) are fine; a file
+    // of which no line was an event to store is not.
+    if lines > 0 && jobs.is_empty() && skipped >= lines {
         bail!(
-            "no event of {} was queued (nothing new, nothing already queued): {report}",
+            "no event of {} can be stored (every line was skipped): {report}",
             file.display()
         );
     }

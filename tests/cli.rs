@@ -833,6 +833,20 @@ fn an_async_ingest_queues_and_the_outbox_commands_deliver_and_report() {
     let (ok, after, err) = outbox(d, &["cancel", "--app", "app", "--user", "alice", &job]);
     assert!(ok, "{err}");
     assert_eq!(after["state"], "succeeded");
+    // A file with no event to store is an error, not an empty success.
+    let junk = d.join("junk.jsonl");
+    std::fs::write(&junk, "not json\n{\"id\": 5}\n").unwrap();
+    let (ok, _, err) = memory(
+        d,
+        &[
+            "ingest",
+            junk.to_str().unwrap(),
+            "--session",
+            "s9",
+            "--async",
+        ],
+    );
+    assert!(!ok && err.contains("every line was skipped"), "{err}");
     let (ok, pruned, err) = outbox(d, &["prune", "--limit", "5"]);
     assert!(ok, "{err}");
     assert_eq!(pruned["pruned"], 0);

@@ -317,8 +317,26 @@ impl JobStore for RedbJobStore {
                     self.leases.set_attempt(&c.id, row.attempts + 1);
                 }
             }
+            // The scan's snapshot may be stale by now (the job ended, or
+            // failed into a backoff, meanwhile): work from the row as it is.
             let kv = self.read()?;
-            return engine::work_item(&kv, &c.id, &row, owner, row.attempts + 1).map(Some);
+            let now = self.clock.now_ms();
+            let fresh = match engine::load_job(&kv, &c.id) {
+                Ok(Some(r)) if r.state == JobState::Pending && r.due <= now => r,
+                Ok(_) => {
+                    self.leases.end_owned(&c.id, &owner);
+                    continue;
+                }
+                Err(e) => {
+                    self.leases.end_owned(&c.id, &owner);
+                    return Err(e);
+                }
+            };
+            let item = engine::work_item(&kv, &c.id, &fresh, owner, fresh.attempts + 1);
+            if item.is_err() {
+                self.leases.end_owned(&c.id, &owner);
+            }
+            return item.map(Some);
         }
         Ok(None)
     }
@@ -326,7 +344,7 @@ impl JobStore for RedbJobStore {
     async fn renew(&self, job: &JobId, owner: &Owner, lease: Duration) -> Result<()> {
         self.leases.check(job, owner)?;
         if let Err(e) = engine::deliverable(&self.read()?, job) {
-            self.leases.end(job);
+            self.leases.end_owned(job, owner);
             return Err(e);
         }
         self.leases.renew(job, owner, lease)

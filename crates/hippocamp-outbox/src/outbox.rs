@@ -40,7 +40,18 @@ pub struct Target {
 /// admission barrier of the reference).
 #[derive(Debug, Default)]
 pub struct Registry {
-    targets: RwLock<BTreeMap<TargetName, Target>>,
+    targets: RwLock<BTreeMap<TargetName, Registered>>,
+}
+
+/// A registered target with what the processor asks of its capabilities
+/// (read once, at registration: a store's capabilities do not change).
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    pub(crate) target: Target,
+    /// It embeds what it stores (deliveries are paced for that).
+    pub(crate) embeds: bool,
+    /// It refuses a write of an older erasure epoch at its commit point.
+    pub(crate) fences: bool,
 }
 
 impl Registry {
@@ -56,12 +67,22 @@ impl Registry {
                 },
             ));
         }
-        t.insert(name, target);
+        let caps = target.store.capabilities();
+        let registered = Registered {
+            embeds: caps.search.embedder.is_some(),
+            fences: caps.erasure_epoch_fencing,
+            target,
+        };
+        t.insert(name, registered);
         Ok(())
     }
 
     /// The target `name`.
     pub fn get(&self, name: &TargetName) -> Option<Target> {
+        self.targets.read().get(name).map(|r| r.target.clone())
+    }
+
+    pub(crate) fn registered(&self, name: &TargetName) -> Option<Registered> {
         self.targets.read().get(name).cloned()
     }
 

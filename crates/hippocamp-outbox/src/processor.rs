@@ -140,7 +140,7 @@ async fn deliver(
 ) -> Option<tokio::task::JoinHandle<()>> {
     let lease = Duration::from_millis(options.lease_ms);
     let store = outbox.store();
-    let Some(target) = outbox.registry().get(&item.target) else {
+    let Some(registered) = outbox.registry().registered(&item.target) else {
         // Claims only take registered targets; one that vanished waits.
         let _ = store
             .fail(
@@ -153,14 +153,23 @@ async fn deliver(
             .await;
         return None;
     };
+    let target = &registered.target;
     let mut pacer = Pacer::with_timeout(
         target.limits.max_events_per_request,
-        target.store.capabilities().search.embedder.is_some(),
+        registered.embeds,
         Duration::from_millis(options.call_timeout_ms),
     );
     loop {
         let started = std::time::Instant::now();
-        let outcome = deliver_batch(outbox, &target.store, &item, lease, &mut pacer).await;
+        let outcome = deliver_batch(
+            outbox,
+            &target.store,
+            registered.fences,
+            &item,
+            lease,
+            &mut pacer,
+        )
+        .await;
         let (job, owner) = (item.job, item.owner);
         match outcome {
             Ok(delivered) => {
@@ -197,23 +206,30 @@ async fn deliver(
     }
 }
 
-/// One batch: the epoch check, then paced `add_events` calls, each after a
-/// lease renewal.
+/// One batch: paced `add_events` calls fenced by the job's epoch, each
+/// after a lease renewal.
 async fn deliver_batch(
     outbox: &Outbox,
     memory: &Arc<dyn hippocamp_memory::MemoryStore>,
+    fences: bool,
     item: &WorkItem,
     lease: Duration,
     pacer: &mut Pacer,
 ) -> Result<Delivered> {
-    let current = memory
-        .erasure_epoch(&item.scope, &CallOptions::default())
-        .await?;
-    if current != item.epoch {
-        return Err(Error::StaleEpoch {
-            admitted: item.epoch,
-            current,
-        });
+    // Every call carries the job's epoch. A store that fences refuses it
+    // at its commit point if the scope was erased since (`StaleEpoch`),
+    // which is stronger than any check before the call; only a store that
+    // does not is asked first.
+    if !fences {
+        let current = memory
+            .erasure_epoch(&item.scope, &CallOptions::default())
+            .await?;
+        if current != item.epoch {
+            return Err(Error::StaleEpoch {
+                admitted: item.epoch,
+                current,
+            });
+        }
     }
     let events: Vec<_> = item
         .events

@@ -373,6 +373,9 @@ impl TokenStore {
             .ok_or_else(|| Error::Unavailable("the token file has no directory".into()))?;
         hippocamp_durable::fs::private_dir(dir)
             .map_err(|e| io("cannot use the data directory", &e))?;
+        // A re-read must not interleave either: one that read the file
+        // before this change would install the old tokens after it.
+        let _reading = self.reading.lock();
         // Two `hippocamp token` commands must not interleave their edits.
         let _lock = loop {
             match hippocamp_durable::DirLock::acquire(dir, "tokens.lock") {
@@ -511,6 +514,31 @@ mod tests {
         assert!(
             !user.allows_artifacts(&ArtifactScope::app("b").unwrap(), Permission::ArtifactsRead)
         );
+    }
+
+    #[test]
+    fn a_token_is_known_at_once_while_the_file_is_being_re_read() {
+        // A re-read that read the file before a change must not install
+        // the older tokens after it.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(TokenStore::open(dir.path()).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    store.refresh().unwrap();
+                }
+            })
+        };
+        for i in 0..200 {
+            let (secret, _) = store
+                .create(&format!("t{i}"), g(Some("a"), None, "memory:read"))
+                .unwrap();
+            assert!(store.authenticate(&secret).is_some(), "token {i}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
     }
 
     #[test]
