@@ -146,7 +146,7 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         queue: true,
     } = &cmd
     {
-        return queue_local(&services, &config, &scope, file, session).await;
+        return queue_local(&services, &scope, file, session).await;
     }
     let store = &*services.memory;
     let c = CallOptions::default();
@@ -230,18 +230,11 @@ fn at<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 /// `import --async` on a data directory: into its outbox.
 async fn queue_local(
     services: &hippocamp_services::MemoryServices,
-    config: &hippocamp_services::Config,
     scope: &MemoryScope,
     file: &Path,
     session: &str,
 ) -> anyhow::Result<Value> {
-    let outbox = services
-        .outbox
-        .as_ref()
-        .ok_or(hippocamp_core::Error::OutboxUnavailable(format!(
-            "the {} profile runs no outbox",
-            config.profile.as_str()
-        )))?;
+    let outbox = services.outbox()?;
     let session = SessionId::new(session)?;
     let target = hippocamp_outbox::TargetName::new(hippocamp_services::MEMORY_TARGET)?;
     let (target, session) = (&target, &session);

@@ -82,9 +82,7 @@ pub(crate) async fn run(target: &Target, cmd: OutboxCmd) -> anyhow::Result<Value
     }
     let config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
     let services = Services::memory(&config).await?;
-    let Some(outbox) = &services.outbox else {
-        bail!("the {} profile runs no outbox", config.profile.as_str());
-    };
+    let outbox = services.outbox()?;
     Ok(match cmd {
         OutboxCmd::Stats => serde_json::to_value(outbox.stats().await?)?,
         OutboxCmd::Status(args) => {
@@ -118,6 +116,29 @@ pub(crate) async fn run(target: &Target, cmd: OutboxCmd) -> anyhow::Result<Value
     })
 }
 
+/// `METHOD /v1/apps/{app}/users/{user}/memory/jobs/{id}[/{action}]`.
+async fn job_call(
+    remote: &crate::remote::Remote,
+    method: reqwest::Method,
+    args: &JobArgs,
+    action: Option<&str>,
+) -> anyhow::Result<Value> {
+    let (scope, id) = job(args)?;
+    let id = id.to_string();
+    let mut path = vec![
+        "v1",
+        "apps",
+        scope.app().as_str(),
+        "users",
+        scope.user().as_str(),
+        "memory",
+        "jobs",
+        &id,
+    ];
+    path.extend(action);
+    remote.json(method, &path, &[], None).await
+}
+
 async fn run_remote(remote: &crate::remote::Remote, cmd: OutboxCmd) -> anyhow::Result<Value> {
     use reqwest::Method;
     Ok(match cmd {
@@ -126,37 +147,8 @@ async fn run_remote(remote: &crate::remote::Remote, cmd: OutboxCmd) -> anyhow::R
                 .json(Method::GET, &["v1", "outbox", "stats"], &[], None)
                 .await?
         }
-        OutboxCmd::Status(args) => {
-            let (scope, id) = job(&args)?;
-            let id = id.to_string();
-            let path = [
-                "v1",
-                "apps",
-                scope.app().as_str(),
-                "users",
-                scope.user().as_str(),
-                "memory",
-                "jobs",
-                &id,
-            ];
-            remote.json(Method::GET, &path, &[], None).await?
-        }
-        OutboxCmd::Cancel(args) => {
-            let (scope, id) = job(&args)?;
-            let id = id.to_string();
-            let path = [
-                "v1",
-                "apps",
-                scope.app().as_str(),
-                "users",
-                scope.user().as_str(),
-                "memory",
-                "jobs",
-                &id,
-                "cancel",
-            ];
-            remote.json(Method::POST, &path, &[], None).await?
-        }
+        OutboxCmd::Status(args) => job_call(remote, Method::GET, &args, None).await?,
+        OutboxCmd::Cancel(args) => job_call(remote, Method::POST, &args, Some("cancel")).await?,
         OutboxCmd::Prune { limit } => {
             let q: Vec<(&str, String)> = limit
                 .map(|l| ("limit", l.to_string()))

@@ -112,6 +112,10 @@ pub struct Outbox {
     registry: Arc<Registry>,
     kick: Arc<Notify>,
     calls: Arc<InFlight>,
+    /// The store's `max_events_per_submission` and `max_attempts`, read
+    /// once: every ingest checks them.
+    max_events: u64,
+    max_attempts: u64,
 }
 
 /// Delivery calls in flight, by (scope, session): a session's erasure
@@ -147,11 +151,24 @@ impl Drop for Call {
 impl Outbox {
     /// An outbox over `store`, with an empty registry.
     pub fn new(store: Arc<dyn JobStore>) -> Self {
+        let limits = store.capabilities().limits;
+        let limit = |name: &str, absent: u64| {
+            limits
+                .iter()
+                .find(|l| l.name == name)
+                .map_or(absent, |l| l.value)
+        };
+        let (max_events, max_attempts) = (
+            limit("outbox.max_events_per_submission", u64::MAX),
+            limit("outbox.max_attempts", 1),
+        );
         Self {
             store,
             registry: Arc::new(Registry::default()),
             kick: Arc::new(Notify::new()),
             calls: Arc::new(InFlight::default()),
+            max_events,
+            max_attempts,
         }
     }
 
@@ -191,12 +208,7 @@ impl Outbox {
         events: &[Event],
         max_attempts: Option<u32>,
     ) -> Result<Ingested> {
-        let caps = self.store.capabilities();
-        let max = caps
-            .limits
-            .iter()
-            .find(|l| l.name == "outbox.max_events_per_submission")
-            .map_or(u64::MAX, |l| l.value);
+        let max = self.max_events;
         if events.len() as u64 > max {
             return Err(Error::invalid(
                 Field::Events,
@@ -210,11 +222,7 @@ impl Outbox {
             return Err(Error::invalid(Field::Events, Problem::Empty));
         }
         if let Some(a) = max_attempts {
-            let ceiling = caps
-                .limits
-                .iter()
-                .find(|l| l.name == "outbox.max_attempts")
-                .map_or(1, |l| l.value);
+            let ceiling = self.max_attempts;
             if a == 0 || u64::from(a) > ceiling {
                 return Err(Error::invalid(
                     Field::Limit,

@@ -78,6 +78,21 @@ pub struct MemoryServices {
     pub memory: Arc<dyn MemoryStore>,
     /// The outbox in front of it (durable profile).
     pub outbox: Option<Outbox>,
+    profile: Profile,
+}
+
+impl MemoryServices {
+    /// The outbox, or `OutboxUnavailable` (as [`Services::outbox`]).
+    pub fn outbox(&self) -> Result<&Outbox> {
+        self.outbox.as_ref().ok_or_else(|| no_outbox(self.profile))
+    }
+}
+
+fn no_outbox(profile: Profile) -> Error {
+    Error::OutboxUnavailable(format!(
+        "the {} profile runs no outbox; use the synchronous `events` route",
+        profile.as_str()
+    ))
 }
 
 /// Content-free state of every service.
@@ -182,10 +197,7 @@ impl Services {
         match (&self.memory, &self.outbox) {
             (None, _) => Err(Error::MemoryDisabled),
             (_, Some(o)) => Ok(o),
-            (_, None) => Err(Error::OutboxUnavailable(format!(
-                "the {} profile runs no outbox; use the synchronous `events` route",
-                self.profile.as_str()
-            ))),
+            (_, None) => Err(no_outbox(self.profile)),
         }
     }
 
@@ -296,6 +308,7 @@ impl Services {
             return Ok(MemoryServices {
                 memory: Arc::new(ScopeChecked::new(routed)),
                 outbox: None,
+                profile: config.profile,
             });
         }
         let jobs =
@@ -315,6 +328,7 @@ impl Services {
                 Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
             )),
             outbox: Some(outbox),
+            profile: config.profile,
         })
     }
 
