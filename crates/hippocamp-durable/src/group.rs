@@ -105,38 +105,65 @@ impl<W: GroupWriter + 'static> Committer<W> {
     pub async fn submit<T>(
         self: &Arc<Self>,
         op: W::Op,
-        mut rx: oneshot::Receiver<Result<T>>,
+        rx: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
+        let mut replies = self.submit_all(vec![(op, rx)]).await;
+        replies
+            .pop()
+            .unwrap_or_else(|| Err(Error::Unavailable(format!("{} has stopped", self.what))))
+    }
+
+    /// Queues `ops` next to each other, so they share a group (up to the
+    /// group bound), and waits for every reply, in order. A caller with
+    /// several independent writes at hand (the outbox recording jobs that
+    /// several workers finished) pays for one commit instead of one each.
+    pub async fn submit_all<T>(
+        self: &Arc<Self>,
+        ops: Vec<(W::Op, oneshot::Receiver<Result<T>>)>,
+    ) -> Vec<Result<T>> {
         let lead = Arc::new(Notify::new());
-        self.queue.lock().push_back((op, Arc::clone(&lead)));
+        let mut pending = Vec::with_capacity(ops.len());
+        {
+            let mut queue = self.queue.lock();
+            for (op, rx) in ops {
+                queue.push_back((op, Arc::clone(&lead)));
+                pending.push(rx);
+            }
+        }
         let mut waiting = Waiting {
             committer: self,
             done: false,
         };
-        loop {
-            if let Some(mut writer) = self.writer.try_lock() {
-                blocking(|| {
-                    // Keep committing while work keeps arriving, up to a
-                    // bound: handing over costs the next leader a trip
-                    // through the runtime's queue, but this caller's own
-                    // reply must not wait long for other callers' writes.
-                    let until = Instant::now() + LEAD_FOR;
-                    while self.commit_next(&mut writer) && Instant::now() < until {}
-                });
-                drop(writer);
-                self.hand_over();
-            }
-            tokio::select! {
-                biased;
-                reply = &mut rx => {
-                    waiting.done = true;
-                    return reply.map_err(|_| {
-                        Error::Unavailable(format!("{} has stopped", self.what))
-                    })?;
+        let mut replies = Vec::with_capacity(pending.len());
+        for mut rx in pending {
+            loop {
+                if let Some(mut writer) = self.writer.try_lock() {
+                    blocking(|| {
+                        // Keep committing while work keeps arriving, up to
+                        // a bound: handing over costs the next leader a
+                        // trip through the runtime's queue, but this
+                        // caller's own reply must not wait long for other
+                        // callers' writes.
+                        let until = Instant::now() + LEAD_FOR;
+                        while self.commit_next(&mut writer) && Instant::now() < until {}
+                    });
+                    drop(writer);
+                    self.hand_over();
                 }
-                () = lead.notified() => {}
+                tokio::select! {
+                    biased;
+                    reply = &mut rx => {
+                        replies.push(reply.unwrap_or_else(|_| {
+                            Err(Error::Unavailable(format!("{} has stopped", self.what)))
+                        }));
+                        break;
+                    }
+                    () = lead.notified() => {}
+                }
             }
         }
+        waiting.done = true;
+        replies
     }
 
     /// Runs `f` on the writer once any running commit finished.
@@ -264,6 +291,41 @@ mod tests {
         assert_eq!(groups.iter().sum::<usize>(), 64);
         assert!(groups.iter().all(|&g| g <= 8));
         assert!(groups.len() < 64, "no group held two operations");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn operations_submitted_together_share_one_group() {
+        let groups = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let c = Arc::new(Committer::new(
+            Summer {
+                groups: Arc::clone(&groups),
+            },
+            8,
+            "the test writer",
+        ));
+        let ops = (0..5u64)
+            .map(|n| {
+                let (tx, rx) = oneshot::channel();
+                (Add(n, tx), rx)
+            })
+            .collect();
+        let replies: Vec<u64> = c
+            .submit_all(ops)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(replies, vec![0, 2, 4, 6, 8]);
+        assert_eq!(*groups.lock(), vec![5]);
+        // Past the group bound they take several groups, each answered.
+        let ops = (0..20u64)
+            .map(|n| {
+                let (tx, rx) = oneshot::channel();
+                (Add(n, tx), rx)
+            })
+            .collect();
+        assert_eq!(c.submit_all(ops).await.len(), 20);
+        assert_eq!(groups.lock()[1..], [8, 8, 4]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
