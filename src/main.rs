@@ -262,10 +262,11 @@ enum Bench {
         #[arg(long, default_value_t = 1_000)]
         samples: usize,
         /// Jobs (of 20 events) per delivery round.
-        #[arg(long, default_value_t = 1_000)]
+        #[arg(long, default_value_t = 500)]
         jobs: usize,
-        /// Delivery rounds (medians are compared).
-        #[arg(long, default_value_t = 5)]
+        /// Delivery rounds, each a processor half and a direct half in
+        /// alternating order (the median of their ratios is the figure).
+        #[arg(long, default_value_t = 15)]
         rounds: usize,
         /// Pending jobs of the small claim queue.
         #[arg(long, default_value_t = 100)]

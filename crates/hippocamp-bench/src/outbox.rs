@@ -163,6 +163,31 @@ pub struct DeliveryRound {
     pub outbox_events_per_s: f64,
     /// Events per second of the direct calls.
     pub direct_events_per_s: f64,
+    /// The process's CPU time per event delivered by the processor, µs.
+    pub outbox_cpu_us_per_event: f64,
+    /// The process's CPU time per event of the direct calls, µs.
+    pub direct_cpu_us_per_event: f64,
+}
+
+/// Seconds and process CPU seconds of a timed round.
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    wall: f64,
+    cpu: f64,
+}
+
+fn cpu_seconds() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+impl Timed {
+    fn since(started: Instant, cpu: f64) -> Self {
+        Self {
+            wall: started.elapsed().as_secs_f64(),
+            cpu: cpu_seconds() - cpu,
+        }
+    }
 }
 
 /// `delivery` results.
@@ -180,6 +205,21 @@ pub struct DeliveryBench {
     pub direct_events_per_s: f64,
     /// Outbox / direct (medians).
     pub ratio: f64,
+    /// The median of each round's outbox / direct: the disk's speed drifts
+    /// between rounds, and a round's two halves meet the same drift.
+    pub ratio_of_rounds: f64,
+    /// Median process CPU µs per event, through the processor.
+    pub outbox_cpu_us_per_event: f64,
+    /// Median process CPU µs per event, direct calls.
+    pub direct_cpu_us_per_event: f64,
+}
+
+/// Flushes every dirty page of the filesystem holding `dir`: a timed round
+/// starts on a quiet disk, not on the writeback the previous one left.
+fn quiet_disk(dir: &Path) -> Result<()> {
+    let f = std::fs::File::open(dir)?;
+    rustix::fs::syncfs(&f).map_err(std::io::Error::from)?;
+    Ok(())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -191,10 +231,11 @@ type Work = Arc<Vec<(MemoryScope, SessionId, Vec<Event>)>>;
 
 /// Seconds for two callers to make the jobs' `add_events` calls directly
 /// on a fresh durable store in `dir`.
-async fn direct_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<f64> {
+async fn direct_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<Timed> {
     const CALLERS: usize = 2;
     let store = Arc::new(RedbMemoryStore::open(dir, config.clone())?);
-    let started = Instant::now();
+    quiet_disk(dir)?;
+    let (started, cpu) = (Instant::now(), cpu_seconds());
     let mut callers = Vec::new();
     for c in 0..CALLERS {
         let (store, work) = (Arc::clone(&store), Arc::clone(work));
@@ -210,12 +251,12 @@ async fn direct_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
     for c in callers {
         c.await.map_err(|e| BenchError::Redb(e.to_string()))??;
     }
-    Ok(started.elapsed().as_secs_f64())
+    Ok(Timed::since(started, cpu))
 }
 
 /// Seconds for a 2-worker processor to deliver the jobs, admitted before
 /// it starts, into a fresh durable store in `dir`.
-async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<f64> {
+async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<Timed> {
     let memory: Arc<dyn MemoryStore> =
         Arc::new(RedbMemoryStore::open(dir.join("memory"), config.clone())?);
     let outbox = outbox_over(&dir.join("outbox"), memory, config)?;
@@ -229,7 +270,8 @@ async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
         ..ProcessorOptions::default()
     };
     let jobs = work.len() as u64;
-    let started = Instant::now();
+    quiet_disk(dir)?;
+    let (started, cpu) = (Instant::now(), cpu_seconds());
     let processor = Processor::start(&outbox, options)?;
     loop {
         let s = outbox.stats().await?;
@@ -239,11 +281,11 @@ async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
         if s.failed > 0 || started.elapsed() > Duration::from_mins(10) {
             return Err(BenchError::Redb(format!("delivery did not finish: {s:?}")));
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let secs = started.elapsed().as_secs_f64();
+    let timed = Timed::since(started, cpu);
     processor.stop().await;
-    Ok(secs)
+    Ok(timed)
 }
 
 /// The same jobs delivered by the processor and by direct calls, in
@@ -277,12 +319,21 @@ pub async fn delivery(dir: &Path, jobs: usize, rounds: usize) -> Result<Delivery
             (d, o)
         };
         out.push(DeliveryRound {
-            outbox_events_per_s: events / outboxed,
-            direct_events_per_s: events / direct,
+            outbox_events_per_s: events / outboxed.wall,
+            direct_events_per_s: events / direct.wall,
+            outbox_cpu_us_per_event: outboxed.cpu * 1e6 / events,
+            direct_cpu_us_per_event: direct.cpu * 1e6 / events,
         });
     }
     let outbox_events_per_s = median(out.iter().map(|r| r.outbox_events_per_s).collect());
     let direct_events_per_s = median(out.iter().map(|r| r.direct_events_per_s).collect());
+    let ratio_of_rounds = median(
+        out.iter()
+            .map(|r| r.outbox_events_per_s / r.direct_events_per_s)
+            .collect(),
+    );
+    let outbox_cpu_us_per_event = median(out.iter().map(|r| r.outbox_cpu_us_per_event).collect());
+    let direct_cpu_us_per_event = median(out.iter().map(|r| r.direct_cpu_us_per_event).collect());
     Ok(DeliveryBench {
         jobs,
         concurrency: 2,
@@ -290,6 +341,9 @@ pub async fn delivery(dir: &Path, jobs: usize, rounds: usize) -> Result<Delivery
         outbox_events_per_s,
         direct_events_per_s,
         ratio: outbox_events_per_s / direct_events_per_s,
+        ratio_of_rounds,
+        outbox_cpu_us_per_event,
+        direct_cpu_us_per_event,
     })
 }
 

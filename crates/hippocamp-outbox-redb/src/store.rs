@@ -15,7 +15,7 @@ use hippocamp_outbox::kv::{KvRead, Table, Write, Writes};
 use hippocamp_outbox::leases::{Clock, Leases, Taken};
 use hippocamp_outbox::mem::{capabilities, prune_limit};
 use hippocamp_outbox::model::{
-    Admitted, CancelReason, Delivered, JobError, JobId, JobState, JobStatus, Next,
+    Admitted, BatchRecord, CancelReason, Delivered, JobError, JobId, JobState, JobStatus, Next,
     OutboxCapabilities, OutboxStats, Owner, Pruned, Submission, TargetName, WorkItem,
 };
 use hippocamp_outbox::{JobStore, OutboxLimits};
@@ -158,36 +158,67 @@ impl RedbJobStore {
         ReadKv::open(&self.db)
     }
 
-    /// Runs `f` in the writer's next group; its changes commit with the
-    /// group (synced before the reply when `durable`).
+    /// Runs `f` in the writer's next group and waits for its answer.
     async fn write<R: Send + 'static>(
         &self,
         durable: bool,
         f: impl FnOnce(&dyn KvRead, &Ctx<'_>) -> Result<(R, Writes)> + Send + 'static,
     ) -> Result<R> {
-        let (tx, rx) = oneshot::channel::<Result<R>>();
-        let op = Op {
-            durable,
-            run: Box::new(move |kv, ctx| match f(kv, ctx) {
-                Ok((r, writes)) => {
-                    let finish: Finish = Box::new(move |err| {
-                        let _ = tx.send(match err {
-                            None => Ok(r),
-                            Some(e) => Err(e.clone()),
-                        });
-                    });
-                    (writes, finish)
-                }
-                Err(e) => {
-                    let finish: Finish = Box::new(move |_| {
-                        let _ = tx.send(Err(e));
-                    });
-                    (Writes::default(), finish)
-                }
-            }),
-        };
+        let (op, rx) = op(durable, f);
         self.committer.submit(op, rx).await
     }
+
+    /// After a batch's record committed: the lease ends with the job, or
+    /// is renewed for the next batch, which is handed over.
+    fn after_record(
+        &self,
+        r: &BatchRecord,
+        next: Option<u32>,
+        attempt: u32,
+        lease: Duration,
+    ) -> Result<Next> {
+        if next.is_none() {
+            self.leases.end_owned(&r.job, &r.owner);
+            return Ok(Next::Done);
+        }
+        self.leases.renew(&r.job, &r.owner, lease)?;
+        let kv = self.read()?;
+        let row = engine::load_job(&kv, &r.job)?.ok_or(Error::NotFound("job"))?;
+        Ok(Next::Batch(engine::work_item(
+            &kv, &r.job, &row, r.owner, attempt,
+        )?))
+    }
+}
+
+/// An operation for the writer's next group running `f`, and where
+/// its answer arrives; its changes commit with the group (synced
+/// before the reply when `durable`).
+fn op<R: Send + 'static>(
+    durable: bool,
+    f: impl FnOnce(&dyn KvRead, &Ctx<'_>) -> Result<(R, Writes)> + Send + 'static,
+) -> (Op, oneshot::Receiver<Result<R>>) {
+    let (tx, rx) = oneshot::channel::<Result<R>>();
+    let op = Op {
+        durable,
+        run: Box::new(move |kv, ctx| match f(kv, ctx) {
+            Ok((r, writes)) => {
+                let finish: Finish = Box::new(move |err| {
+                    let _ = tx.send(match err {
+                        None => Ok(r),
+                        Some(e) => Err(e.clone()),
+                    });
+                });
+                (writes, finish)
+            }
+            Err(e) => {
+                let finish: Finish = Box::new(move |_| {
+                    let _ = tx.send(Err(e));
+                });
+                (Writes::default(), finish)
+            }
+        }),
+    };
+    (op, rx)
 }
 
 impl Drop for RedbJobStore {
@@ -350,6 +381,12 @@ impl JobStore for RedbJobStore {
         self.leases.renew(job, owner, lease)
     }
 
+    async fn unclaim(&self, job: &JobId, owner: &Owner) -> Result<()> {
+        // A claim writes nothing (leases live in memory): ending the
+        // lease is all there is to give back.
+        self.leases.give_back(job, owner)
+    }
+
     async fn complete_batch(
         &self,
         job: &JobId,
@@ -358,30 +395,60 @@ impl JobStore for RedbJobStore {
         delivered: Delivered,
         lease: Duration,
     ) -> Result<Next> {
-        let held = self.leases.check(job, owner)?;
-        let (id, who, leases) = (*job, *owner, Arc::clone(&self.leases));
-        let next = self
-            .write(false, move |kv, ctx| {
-                // Checked again where the change is applied: the lease may
-                // have run out while the change waited for its group.
-                leases.check(&id, &who)?;
-                engine::complete_batch(kv, ctx, &id, batch, delivered)
-            })
-            .await?;
-        if next.is_none() {
-            self.leases.end_owned(job, owner);
-            return Ok(Next::Done);
+        let record = BatchRecord {
+            job: *job,
+            owner: *owner,
+            batch,
+            delivered,
+        };
+        self.complete_batches(vec![record], lease)
+            .await
+            .pop()
+            .unwrap_or(Err(Error::LeaseLost("the record was not answered")))
+    }
+
+    async fn complete_batches(
+        &self,
+        records: Vec<BatchRecord>,
+        lease: Duration,
+    ) -> Vec<Result<Next>> {
+        // Every record's lease is checked here, and again where its change
+        // is applied: the lease may have run out while the change waited
+        // for its group. The records are queued together, so one group
+        // (one commit) takes them all.
+        let mut replies: Vec<Option<Result<Next>>> = Vec::with_capacity(records.len());
+        let mut ops = Vec::new();
+        let mut held = Vec::new();
+        for r in &records {
+            match self.leases.check(&r.job, &r.owner) {
+                Err(e) => replies.push(Some(Err(e))),
+                Ok(lease_held) => {
+                    replies.push(None);
+                    held.push(lease_held);
+                    let (r, leases) = (*r, Arc::clone(&self.leases));
+                    ops.push(op(false, move |kv, ctx| {
+                        leases.check(&r.job, &r.owner)?;
+                        engine::complete_batch(kv, ctx, &r.job, r.batch, r.delivered)
+                    }));
+                }
+            }
         }
-        self.leases.renew(job, owner, lease)?;
-        let kv = self.read()?;
-        let row = engine::load_job(&kv, job)?.ok_or(Error::NotFound("job"))?;
-        Ok(Next::Batch(engine::work_item(
-            &kv,
-            job,
-            &row,
-            *owner,
-            held.attempt,
-        )?))
+        let mut written = self.committer.submit_all(ops).await.into_iter();
+        let mut held = held.into_iter();
+        records
+            .iter()
+            .zip(replies)
+            .map(|(r, reply)| {
+                if let Some(refused) = reply {
+                    return refused;
+                }
+                let next = written
+                    .next()
+                    .unwrap_or(Err(Error::LeaseLost("the record was not answered")))?;
+                let attempt = held.next().map_or(1, |l| l.attempt);
+                self.after_record(r, next, attempt, lease)
+            })
+            .collect()
     }
 
     async fn fail(&self, job: &JobId, owner: &Owner, error: JobError) -> Result<JobState> {

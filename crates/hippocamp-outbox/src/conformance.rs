@@ -81,6 +81,8 @@ macro_rules! job_store_conformance_tests {
             jobs_are_scoped,
             concurrent_claims_take_distinct_jobs,
             a_released_job_is_cancelled,
+            an_unclaimed_job_is_due_again_without_an_attempt,
+            batches_recorded_together_answer_each_on_its_own,
         );
         #[test]
         fn model_test() {
@@ -861,4 +863,156 @@ pub async fn a_released_job_is_cancelled(f: &dyn JobStoreFactory) {
             .unwrap()
             .is_none()
     );
+}
+
+/// A claim given back before its delivery started leaves the job due at
+/// once, as the same attempt, even after its lease ran out; only its owner
+/// can give it back, and only until someone else claims the job.
+pub async fn an_unclaimed_job_is_due_again_without_an_attempt(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("unclaim");
+    o.store
+        .admit(submission(&s, "s", &ids(0..1), 0))
+        .await
+        .unwrap();
+    let owner = Owner::random();
+    let item = o
+        .store
+        .claim(owner, LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        o.store.unclaim(&item.job, &Owner::random()).await,
+        Err(Error::LeaseLost(_))
+    ));
+    o.store.unclaim(&item.job, &owner).await.unwrap();
+    let st = o.store.status(&s, &item.job).await.unwrap();
+    assert_eq!((st.state, st.attempts), (JobState::Pending, 0));
+    // Its old owner can do nothing with it any more.
+    assert!(matches!(
+        o.store.renew(&item.job, &owner, LONG).await,
+        Err(Error::LeaseLost(_))
+    ));
+    let again = o
+        .store
+        .claim(Owner::random(), LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.job, again.attempt), (item.job, 1));
+    // A claim whose lease ran out untaken can still be given back, and
+    // that costs no attempt either; once someone else took the job, not.
+    let late = Owner::random();
+    o.store.unclaim(&again.job, &again.owner).await.unwrap();
+    let short = o
+        .store
+        .claim(late, Duration::from_millis(20), &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    o.store.unclaim(&short.job, &late).await.unwrap();
+    let taken = o
+        .store
+        .claim(Owner::random(), Duration::from_millis(20), &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.attempt, 1, "no attempt was counted");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let thief = o
+        .store
+        .claim(Owner::random(), LONG, &targets())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        thief.attempt, 2,
+        "an expired claim that was not given back counts"
+    );
+    assert!(matches!(
+        o.store.unclaim(&taken.job, &taken.owner).await,
+        Err(Error::LeaseLost(_))
+    ));
+}
+
+/// Several claims' batches recorded in one call: each answers as its own
+/// `complete_batch` would, a refused one leaving the others alone.
+pub async fn batches_recorded_together_answer_each_on_its_own(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("together");
+    // Two batches each.
+    let events = ids(0..crate::model::BATCH_EVENTS + 1);
+    for session in ["a", "b", "c"] {
+        o.store
+            .admit(submission(&s, session, &events, 0))
+            .await
+            .unwrap();
+    }
+    let mut items = Vec::new();
+    for _ in 0..3 {
+        items.push(
+            o.store
+                .claim(Owner::random(), LONG, &targets())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let record = |i: &crate::model::WorkItem, owner: Owner| crate::model::BatchRecord {
+        job: i.job,
+        owner,
+        batch: i.batch,
+        delivered: done(),
+    };
+    let replies = o
+        .store
+        .complete_batches(
+            vec![
+                record(&items[0], items[0].owner),
+                record(&items[1], Owner::random()),
+                record(&items[2], items[2].owner),
+            ],
+            LONG,
+        )
+        .await;
+    assert_eq!(replies.len(), 3);
+    // The first record of each hands over its second batch.
+    for (i, r) in [(0, &replies[0]), (2, &replies[2])] {
+        match r {
+            Ok(Next::Batch(next)) => {
+                assert_eq!((next.job, next.batch), (items[i].job, 1));
+                assert_eq!(next.owner, items[i].owner);
+            }
+            other => panic!("record {i}: {other:?}"),
+        }
+    }
+    assert!(
+        matches!(replies[1], Err(Error::LeaseLost(_))),
+        "{:?}",
+        replies[1]
+    );
+    let st = o.store.status(&s, &items[1].job).await.unwrap();
+    assert_eq!((st.state, st.delivered_events), (JobState::Running, 0));
+    let replies = o
+        .store
+        .complete_batches(
+            vec![
+                crate::model::BatchRecord {
+                    batch: 1,
+                    ..record(&items[0], items[0].owner)
+                },
+                crate::model::BatchRecord {
+                    batch: 1,
+                    ..record(&items[2], items[2].owner)
+                },
+            ],
+            LONG,
+        )
+        .await;
+    assert!(replies.iter().all(|r| matches!(r, Ok(Next::Done))));
+    let stats = o.store.stats().await.unwrap();
+    assert_eq!((stats.succeeded, stats.running), (2, 1));
+    assert_eq!(stats.delivered_events_total, 4);
 }

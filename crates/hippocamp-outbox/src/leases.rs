@@ -133,6 +133,21 @@ impl Leases {
         }
     }
 
+    /// Ends `owner`'s lease on `job`, valid or expired, unless someone else
+    /// took the job since (`LeaseLost`): a claim handed back before its
+    /// delivery started.
+    pub fn give_back(&self, job: &JobId, owner: &Owner) -> Result<()> {
+        let mut map = self.map.lock();
+        match map.get(job) {
+            Some(l) if l.owner == *owner => {
+                map.remove(job);
+                Ok(())
+            }
+            Some(_) => Err(Error::LeaseLost("another owner holds the job")),
+            None => Err(Error::LeaseLost("the job is not claimed")),
+        }
+    }
+
     /// The valid lease on `job`, if any.
     pub fn get(&self, job: &JobId) -> Option<Lease> {
         self.map

@@ -148,6 +148,12 @@ impl JobStore for InMemoryJobStore {
         self.leases.renew(job, owner, lease)
     }
 
+    async fn unclaim(&self, job: &JobId, owner: &Owner) -> Result<()> {
+        // A claim writes nothing (leases live in memory): ending the
+        // lease is all there is to give back.
+        self.leases.give_back(job, owner)
+    }
+
     async fn complete_batch(
         &self,
         job: &JobId,

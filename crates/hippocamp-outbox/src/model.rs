@@ -434,6 +434,20 @@ pub struct Delivered {
     pub skipped: u64,
 }
 
+/// A delivered batch to record, for
+/// [`JobStore::complete_batches`](crate::JobStore::complete_batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRecord {
+    /// The job.
+    pub job: JobId,
+    /// The claim's token.
+    pub owner: Owner,
+    /// The batch delivered.
+    pub batch: u32,
+    /// What the store made of it.
+    pub delivered: Delivered,
+}
+
 /// The content-free status of a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobStatus {

@@ -7,12 +7,15 @@
 //! immediately before every `add_events` call (a lost or expired owner
 //! never starts one), deliver with the job's epoch as the write's fence and
 //! a deadline of `call_timeout_ms`, and record the batch, which also hands
-//! over the next one. Batches are delivered in calls sized from the
-//! store's embedding throughput (a call that times out is retried smaller;
-//! nothing of it was visible). Any other failure is recorded as a failed
-//! attempt (backoff, or failed once out of attempts). Delivery is
-//! at-least-once: a batch whose recording was lost is delivered again and
-//! the memory store's event ids make it a duplicate.
+//! over the next one. A job's last batch is recorded by a recorder task
+//! that commits the records of several finished jobs together. Batches are
+//! delivered in calls sized from the store's embedding throughput (a call
+//! that times out is retried smaller; nothing of it was visible). Any other
+//! failure is recorded as a failed attempt (backoff, or failed once out of
+//! attempts). While a job's last batch is in flight the worker claims its
+//! next job, and hands that claim back untouched when it stops. Delivery
+//! is at-least-once: a batch whose recording was lost is delivered again
+//! and the memory store's event ids make it a duplicate.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,12 +24,13 @@ use std::time::Duration;
 use hippocamp_core::{CallOptions, Error, Result};
 use hippocamp_memory::WriteOptions;
 use hippocamp_memory::embedding::{Pacer, paced};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::limits::ProcessorOptions;
-use crate::model::{CancelReason, Delivered, JobError, Next, Owner, WorkItem};
+use crate::model::{BatchRecord, CancelReason, Delivered, JobError, Next, Owner, WorkItem};
 use crate::outbox::Outbox;
+use crate::store::JobStore;
 
 /// Running workers and the prune pass; [`Processor::stop`] ends them.
 #[derive(Debug)]
@@ -45,12 +49,24 @@ impl Processor {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::new(Notify::new());
         let mut tasks = Vec::new();
+        let workers = usize::try_from(options.workers).unwrap_or(1);
+        let (records, pending) = mpsc::channel(workers * 4);
         for _ in 0..options.workers {
             let (outbox, stop, options) = (outbox.clone(), Arc::clone(&stop), options.clone());
-            tasks.push(tokio::spawn(
-                async move { work(outbox, options, stop).await },
-            ));
+            let records = records.clone();
+            tasks.push(tokio::spawn(async move {
+                work(outbox, options, stop, records).await;
+            }));
         }
+        // Ends once every worker has (their senders dropped) and what they
+        // sent is recorded.
+        drop(records);
+        let lease = Duration::from_millis(options.lease_ms);
+        tasks.push(tokio::spawn(record_loop(
+            Arc::clone(outbox.store()),
+            pending,
+            lease,
+        )));
         let (o, s, n) = (outbox.clone(), Arc::clone(&stop), Arc::clone(&stopping));
         let interval = Duration::from_millis(options.prune_interval_ms);
         tasks.push(tokio::spawn(
@@ -91,28 +107,41 @@ impl Drop for Processor {
     }
 }
 
-async fn work(outbox: Outbox, options: ProcessorOptions, stop: Arc<AtomicBool>) {
+async fn work(
+    outbox: Outbox,
+    options: ProcessorOptions,
+    stop: Arc<AtomicBool>,
+    records: mpsc::Sender<BatchRecord>,
+) {
     let lease = Duration::from_millis(options.lease_ms);
     let idle = Duration::from_millis(options.poll_interval_ms);
-    // The record of a job's last batch, still being written: it overlaps
-    // the next claim and delivery (at most one per worker).
-    let mut recording: Option<tokio::task::JoinHandle<()>> = None;
+    // The job claimed while the previous one was being delivered.
+    let mut ahead: Option<WorkItem> = None;
     while !stop.load(Ordering::Acquire) {
         // Registered before the claim, so a kick during it is not lost.
         let kicked = outbox.kick().notified();
-        let targets = outbox.registry().names();
-        let claimed = if targets.is_empty() {
-            Ok(None)
-        } else {
-            outbox.store().claim(Owner::random(), lease, &targets).await
+        let claimed = match ahead.take() {
+            Some(item)
+                if outbox
+                    .store()
+                    .renew(&item.job, &item.owner, lease)
+                    .await
+                    .is_ok() =>
+            {
+                Ok(Some(item))
+            }
+            Some(item) => {
+                // Its lease ran out while the batch before it took long
+                // (or the job ended): handed back, never started, so no
+                // attempt is counted.
+                let _ = outbox.store().unclaim(&item.job, &item.owner).await;
+                claim(&outbox, lease).await
+            }
+            None => claim(&outbox, lease).await,
         };
         match claimed {
             Ok(Some(item)) => {
-                let last = deliver(&outbox, &options, item).await;
-                if let Some(previous) = recording.take() {
-                    let _ = previous.await;
-                }
-                recording = last;
+                ahead = deliver(&outbox, &options, item, &records).await;
             }
             Ok(None) => {
                 let _ = tokio::time::timeout(idle, kicked).await;
@@ -123,21 +152,72 @@ async fn work(outbox: Outbox, options: ProcessorOptions, stop: Arc<AtomicBool>) 
             }
         }
     }
-    if let Some(previous) = recording {
-        let _ = previous.await;
+    // Stopping: a job claimed ahead is handed back untouched (no attempt
+    // counted; due again at once for the next processor).
+    if let Some(item) = ahead {
+        let _ = outbox.store().unclaim(&item.job, &item.owner).await;
     }
 }
 
+/// How long the recorder waits, after a finished job, for others to share
+/// its commit; the jobs stay claimed meanwhile.
+const RECORD_LINGER: Duration = Duration::from_millis(2);
+/// Most finished jobs recorded in one commit.
+const RECORD_GROUP: usize = 64;
+
+/// Records the last batches the workers delivered, several per commit:
+/// the job store's commit is most of what the outbox adds to a delivery,
+/// and the jobs' records need not wait for each other's.
+async fn record_loop(
+    store: Arc<dyn JobStore>,
+    mut pending: mpsc::Receiver<BatchRecord>,
+    lease: Duration,
+) {
+    let mut group = Vec::new();
+    while let Some(first) = pending.recv().await {
+        group.push(first);
+        let until = tokio::time::Instant::now() + RECORD_LINGER;
+        while group.len() < RECORD_GROUP {
+            match tokio::time::timeout_at(until, pending.recv()).await {
+                Ok(Some(r)) => group.push(r),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        // A refused record (the lease was lost, say to a cancellation)
+        // has nothing left to do: the job ended, or its batch is
+        // delivered again as duplicates.
+        let _ = store
+            .complete_batches(std::mem::take(&mut group), lease)
+            .await;
+    }
+}
+
+/// Claims the next due job of a registered target.
+async fn claim(outbox: &Outbox, lease: Duration) -> Result<Option<WorkItem>> {
+    let targets = outbox.registry().names();
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    outbox.store().claim(Owner::random(), lease, &targets).await
+}
+
 /// Delivers a claimed job batch by batch, until it is done, fails or is
-/// lost. The record of the last batch is returned still being written (it
-/// ends the job; the worker goes on meanwhile): the lease keeps the job
-/// from anyone else until it lands, and were it lost, the batch would only
-/// be delivered again, as duplicates.
+/// lost. The record of the last batch goes to the recorder (the worker
+/// goes on meanwhile): the lease keeps the job from anyone else until it
+/// lands, and were it lost, the batch would only be delivered again, as
+/// duplicates.
+///
+/// Returns the next job, claimed while the last batch's call was in
+/// flight: the worker starts its next call as soon as this one returns,
+/// as a direct caller would. It is claimed only then, so it waits for one
+/// batch at most; should that batch outlast its lease, the claim is
+/// handed back unstarted (no attempt counted) and the worker claims anew.
 async fn deliver(
     outbox: &Outbox,
     options: &ProcessorOptions,
     mut item: WorkItem,
-) -> Option<tokio::task::JoinHandle<()>> {
+    records: &mpsc::Sender<BatchRecord>,
+) -> Option<WorkItem> {
     let lease = Duration::from_millis(options.lease_ms);
     let store = outbox.store();
     let Some(registered) = outbox.registry().registered(&item.target) else {
@@ -161,27 +241,41 @@ async fn deliver(
     );
     loop {
         let started = std::time::Instant::now();
-        let outcome = deliver_batch(
+        let last = item.batch + 1 >= item.batches;
+        let batch = deliver_batch(
             outbox,
             &target.store,
             registered.fences,
             &item,
             lease,
             &mut pacer,
-        )
-        .await;
+        );
+        let (outcome, ahead) = if last {
+            let (outcome, ahead) = tokio::join!(batch, claim(outbox, lease));
+            let ahead = ahead.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the outbox could not claim work");
+                None
+            });
+            (outcome, ahead)
+        } else {
+            (batch.await, None)
+        };
         let (job, owner) = (item.job, item.owner);
         match outcome {
             Ok(delivered) => {
                 metrics::histogram!("hippocamp_outbox_batch_delivery_seconds")
                     .record(started.elapsed().as_secs_f64());
-                if item.batch + 1 >= item.batches {
-                    let (store, batch) = (Arc::clone(store), item.batch);
-                    return Some(tokio::spawn(async move {
-                        let _ = store
-                            .complete_batch(&job, &owner, batch, delivered, lease)
-                            .await;
-                    }));
+                let record = BatchRecord {
+                    job,
+                    owner,
+                    batch: item.batch,
+                    delivered,
+                };
+                if last {
+                    // Only a stopped recorder refuses: the processor is
+                    // being dropped, and the batch is delivered again.
+                    let _ = records.send(record).await;
+                    return ahead;
                 }
                 match store
                     .complete_batch(&job, &owner, item.batch, delivered, lease)
@@ -193,14 +287,14 @@ async fn deliver(
             }
             Err(Error::StaleEpoch { .. }) => {
                 let _ = store.release(&job, &owner, CancelReason::Erased).await;
-                return None;
+                return ahead;
             }
             // Someone else owns it now, or it ended: nothing to record.
-            Err(Error::LeaseLost(_)) => return None,
+            Err(Error::LeaseLost(_)) => return ahead,
             Err(e) => {
                 tracing::info!(job = %job, error = %e, "delivery attempt failed");
                 let _ = store.fail(&job, &owner, JobError::of(&e)).await;
-                return None;
+                return ahead;
             }
         }
     }

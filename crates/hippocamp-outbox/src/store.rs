@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use hippocamp_core::{MemoryScope, Result, SessionId};
 
 use crate::model::{
-    Admitted, CancelReason, Delivered, JobError, JobId, JobState, JobStatus, Next,
+    Admitted, BatchRecord, CancelReason, Delivered, JobError, JobId, JobState, JobStatus, Next,
     OutboxCapabilities, OutboxStats, Owner, Pruned, Submission, TargetName, WorkItem,
 };
 
@@ -53,6 +53,13 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// store call, so a lost or expired owner never starts one.
     async fn renew(&self, job: &JobId, owner: &Owner, lease: Duration) -> Result<()>;
 
+    /// Gives back `owner`'s claim on a job whose delivery it never started
+    /// (a worker that claimed ahead, and is stopping or saw that claim's
+    /// lease run out): the job is due again at once and the attempt is not
+    /// counted. The lease may have expired; refused (`LeaseLost`) once
+    /// anyone else claimed the job, or the job ended.
+    async fn unclaim(&self, job: &JobId, owner: &Owner) -> Result<()>;
+
     /// Records that batch `batch` was delivered with `delivered`, under
     /// `owner`'s lease; the batch's events are dropped. Returns the next
     /// batch (still claimed, its lease renewed to `lease`) or `Done`.
@@ -64,6 +71,26 @@ pub trait JobStore: Send + Sync + fmt::Debug {
         delivered: Delivered,
         lease: Duration,
     ) -> Result<Next>;
+
+    /// Records several claims' batches, each as
+    /// [`complete_batch`](Self::complete_batch) would, answering in order;
+    /// one refused record leaves the others alone. A store may commit them
+    /// together (the processor records the jobs its workers finish this
+    /// way: one commit instead of one each).
+    async fn complete_batches(
+        &self,
+        records: Vec<BatchRecord>,
+        lease: Duration,
+    ) -> Vec<Result<Next>> {
+        let mut replies = Vec::with_capacity(records.len());
+        for r in records {
+            replies.push(
+                self.complete_batch(&r.job, &r.owner, r.batch, r.delivered, lease)
+                    .await,
+            );
+        }
+        replies
+    }
 
     /// Records a failed attempt under `owner`'s lease: the job waits for
     /// its backoff, or fails once it is out of attempts. Returns the state

@@ -456,3 +456,55 @@ async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
     assert!(again.added.is_empty(), "{again:?}");
     p.stop().await;
 }
+
+/// A worker claims its next job while its current call is in flight; when
+/// it is stopped then, it hands that claim back: the job is pending again
+/// with no attempt counted, and the next processor delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_hands_back_the_job_it_claimed_ahead() {
+    let memory = Arc::new(Hangs {
+        inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(300),
+        fails: false,
+    });
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
+    let later = SessionId::new("s2").unwrap();
+    let first = o
+        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .await
+        .unwrap();
+    let second = o
+        .ingest(&target(), &scope(), &later, &events(4)[2..], None)
+        .await
+        .unwrap();
+    let one = ProcessorOptions {
+        workers: 1,
+        ..fast()
+    };
+    let p = Processor::start(&o, one.clone()).unwrap();
+    while memory.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let ahead = o.job(&scope(), &second.jobs[0].id).await.unwrap();
+    assert_eq!(
+        ahead.state,
+        JobState::Running,
+        "claimed during the first call"
+    );
+    p.stop().await;
+    assert_eq!(
+        o.job(&scope(), &first.jobs[0].id).await.unwrap().state,
+        JobState::Succeeded
+    );
+    let back = o.job(&scope(), &second.jobs[0].id).await.unwrap();
+    assert_eq!((back.state, back.attempts), (JobState::Pending, 0));
+    assert_eq!(memory.calls.load(Ordering::SeqCst), 1);
+    let p = Processor::start(&o, one).unwrap();
+    let done = settled(&o, &second.jobs[0].id).await;
+    assert_eq!((done.state, done.attempts), (JobState::Succeeded, 1));
+    assert_eq!(hits(&*memory).await, 4);
+    p.stop().await;
+}

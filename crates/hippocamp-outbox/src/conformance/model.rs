@@ -1,5 +1,5 @@
-//! Model-based test: random sequences of admit, claim, renew, complete,
-//! fail, expire, erase, cancel and prune against a job store and a plain
+//! Model-based test: random sequences of admit, claim, renew, unclaim,
+//! complete, fail, expire, erase, cancel and prune against a job store and a plain
 //! reference model, checking after every step that every job's state, the
 //! counters and the held event payloads agree, and that a stale owner can
 //! never act.
@@ -40,6 +40,9 @@ enum Op {
     Renew {
         pick: usize,
     },
+    Unclaim {
+        pick: usize,
+    },
     Stale {
         pick: usize,
     },
@@ -65,6 +68,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0usize..4).prop_map(|pick| Op::Complete { pick }),
         2 => (0usize..4).prop_map(|pick| Op::Fail { pick }),
         1 => (0usize..4).prop_map(|pick| Op::Renew { pick }),
+        1 => (0usize..4).prop_map(|pick| Op::Unclaim { pick }),
         1 => (0usize..4).prop_map(|pick| Op::Stale { pick }),
         1 => (0..USERS.len(), 0..SESSIONS.len())
             .prop_map(|(user, session)| Op::EraseSession { user, session }),
@@ -345,6 +349,14 @@ async fn apply(o: &Opened, model: &mut Model, op: Op) -> Result<(), TestCaseErro
             };
             store.renew(&job, &owner, LONG).await.map_err(fail)?;
         }
+        Op::Unclaim { pick } => {
+            let Some(&(job, owner)) = model.held.get(pick) else {
+                return Ok(());
+            };
+            // Due again at once, the attempt not counted.
+            store.unclaim(&job, &owner).await.map_err(fail)?;
+            end_claim(model, &job);
+        }
         Op::Stale { pick } => {
             // An expired owner, or a stranger on a held job: refused.
             let (job, owner) = match (model.expired.get(pick), model.held.get(pick)) {
@@ -354,6 +366,12 @@ async fn apply(o: &Opened, model: &mut Model, op: Op) -> Result<(), TestCaseErro
             };
             let r = store.renew(&job, &owner, LONG).await;
             prop_assert!(matches!(r, Err(Error::LeaseLost(_))), "renew: {:?}", r);
+            if model.expired.get(pick).is_none() {
+                // A stranger cannot give it back (an expired owner could:
+                // its claim was never started, as far as the store knows).
+                let r = store.unclaim(&job, &owner).await;
+                prop_assert!(matches!(r, Err(Error::LeaseLost(_))), "unclaim: {:?}", r);
+            }
             let r = store
                 .complete_batch(&job, &owner, 0, Delivered::default(), LONG)
                 .await;
