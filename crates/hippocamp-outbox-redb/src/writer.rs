@@ -73,13 +73,7 @@ impl<'t> TxKv<'t> {
     }
 
     fn table(&self, t: Table) -> Result<&redb::Table<'t, &'static [u8], &'static [u8]>> {
-        let cell = &self.tables[t as usize];
-        if cell.get().is_none() {
-            let opened = self.txn.open_table(def(t)).map_err(storage)?;
-            let _ = cell.set(opened);
-        }
-        cell.get()
-            .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
+        opened(&self.tables[t as usize], || self.txn.open_table(def(t)))
     }
 
     fn table_mut(
@@ -107,6 +101,19 @@ impl<'t> TxKv<'t> {
         }
         Ok(())
     }
+}
+
+/// The table in `cell`, opened by `open` on first use.
+fn opened<T>(
+    cell: &OnceCell<T>,
+    open: impl FnOnce() -> std::result::Result<T, redb::TableError>,
+) -> Result<&T> {
+    if let Some(t) = cell.get() {
+        return Ok(t);
+    }
+    let _ = cell.set(open().map_err(storage)?);
+    cell.get()
+        .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
 }
 
 fn get(
@@ -166,13 +173,7 @@ impl ReadKv {
     }
 
     fn table(&self, t: Table) -> Result<&redb::ReadOnlyTable<&'static [u8], &'static [u8]>> {
-        let cell = &self.tables[t as usize];
-        if cell.get().is_none() {
-            let opened = self.txn.open_table(def(t)).map_err(storage)?;
-            let _ = cell.set(opened);
-        }
-        cell.get()
-            .ok_or_else(|| Error::Unavailable("an outbox table did not open".into()))
+        opened(&self.tables[t as usize], || self.txn.open_table(def(t)))
     }
 }
 
