@@ -144,6 +144,15 @@ fn ids(range: std::ops::Range<usize>) -> Vec<String> {
 
 const LONG: Duration = Duration::from_secs(30);
 
+/// `owner`'s claim of the next due job, which there must be.
+async fn claimed(o: &Opened, owner: Owner, lease: Duration) -> crate::model::WorkItem {
+    o.store
+        .claim(owner, lease, &targets())
+        .await
+        .unwrap()
+        .expect("a due job to claim")
+}
+
 fn done() -> Delivered {
     Delivered {
         added: 1,
@@ -230,12 +239,7 @@ pub async fn long_sessions_split_into_jobs_and_batches(f: &dyn JobStoreFactory) 
     let mut seen = Vec::new();
     for _ in 0..3 {
         let owner = Owner::random();
-        let mut item = o
-            .store
-            .claim(owner, LONG, &targets())
-            .await
-            .unwrap()
-            .unwrap();
+        let mut item = claimed(&o, owner, LONG).await;
         let status = o.store.status(&s, &item.job).await.unwrap();
         assert_eq!(status.state, JobState::Running);
         loop {
@@ -341,12 +345,7 @@ pub async fn limits_refuse_and_store_nothing(f: &dyn JobStoreFactory) {
     );
     // A refused admission left no watermark behind: it can come back.
     let owner = Owner::random();
-    let item = o
-        .store
-        .claim(owner, LONG, &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let item = claimed(&o, owner, LONG).await;
     o.store
         .complete_batch(&item.job, &owner, 0, done(), LONG)
         .await
@@ -392,12 +391,7 @@ pub async fn claims_are_fenced_by_owner_and_lease(f: &dyn JobStoreFactory) {
         .await
         .unwrap();
     let a = Owner::random();
-    let item = o
-        .store
-        .claim(a, Duration::from_millis(150), &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let item = claimed(&o, a, Duration::from_millis(150)).await;
     assert_eq!(item.attempt, 1);
     assert_eq!(item.events.len(), 2);
     // Nobody else gets it while the lease holds.
@@ -438,7 +432,7 @@ pub async fn claims_are_fenced_by_owner_and_lease(f: &dyn JobStoreFactory) {
     // second attempt.
     lost(o.store.renew(&item.job, &a, LONG).await);
     let b = Owner::random();
-    let again = o.store.claim(b, LONG, &targets()).await.unwrap().unwrap();
+    let again = claimed(&o, b, LONG).await;
     assert_eq!(again.job, item.job);
     assert_eq!(again.attempt, 2);
     lost(
@@ -486,7 +480,7 @@ pub async fn failures_back_off_then_fail_and_release_their_events(f: &dyn JobSto
         .jobs[0]
         .id;
     let a = Owner::random();
-    o.store.claim(a, LONG, &targets()).await.unwrap().unwrap();
+    claimed(&o, a, LONG).await;
     let state = o
         .store
         .fail(
@@ -507,7 +501,7 @@ pub async fn failures_back_off_then_fail_and_release_their_events(f: &dyn JobSto
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
     let b = Owner::random();
-    let item = o.store.claim(b, LONG, &targets()).await.unwrap().unwrap();
+    let item = claimed(&o, b, LONG).await;
     assert_eq!(item.attempt, 2);
     let state = o
         .store
@@ -556,12 +550,7 @@ pub async fn finished_jobs_keep_no_events_and_are_pruned(f: &dyn JobStoreFactory
     assert_eq!((o.held_batches)(), 3);
     for _ in 0..3 {
         let owner = Owner::random();
-        let item = o
-            .store
-            .claim(owner, LONG, &targets())
-            .await
-            .unwrap()
-            .unwrap();
+        let item = claimed(&o, owner, LONG).await;
         o.store
             .complete_batch(&item.job, &owner, 0, done(), LONG)
             .await
@@ -679,12 +668,7 @@ pub async fn erasure_cancels_queued_jobs_and_fences_admission(f: &dyn JobStoreFa
     // A claimed job whose scope was erased cannot be renewed.
     let owner = Owner::random();
     let item = loop {
-        let item = o
-            .store
-            .claim(owner, LONG, &targets())
-            .await
-            .unwrap()
-            .unwrap();
+        let item = claimed(&o, owner, LONG).await;
         if item.scope == s {
             break item;
         }
@@ -840,12 +824,7 @@ pub async fn a_released_job_is_cancelled(f: &dyn JobStoreFactory) {
         .await
         .unwrap();
     let owner = Owner::random();
-    let item = o
-        .store
-        .claim(owner, LONG, &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let item = claimed(&o, owner, LONG).await;
     o.store
         .release(&item.job, &owner, CancelReason::Erased)
         .await
@@ -876,12 +855,7 @@ pub async fn an_unclaimed_job_is_due_again_without_an_attempt(f: &dyn JobStoreFa
         .await
         .unwrap();
     let owner = Owner::random();
-    let item = o
-        .store
-        .claim(owner, LONG, &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let item = claimed(&o, owner, LONG).await;
     assert!(matches!(
         o.store.unclaim(&item.job, &Owner::random()).await,
         Err(Error::LeaseLost(_))
@@ -894,39 +868,19 @@ pub async fn an_unclaimed_job_is_due_again_without_an_attempt(f: &dyn JobStoreFa
         o.store.renew(&item.job, &owner, LONG).await,
         Err(Error::LeaseLost(_))
     ));
-    let again = o
-        .store
-        .claim(Owner::random(), LONG, &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let again = claimed(&o, Owner::random(), LONG).await;
     assert_eq!((again.job, again.attempt), (item.job, 1));
     // A claim whose lease ran out untaken can still be given back, and
     // that costs no attempt either; once someone else took the job, not.
     let late = Owner::random();
     o.store.unclaim(&again.job, &again.owner).await.unwrap();
-    let short = o
-        .store
-        .claim(late, Duration::from_millis(20), &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let short = claimed(&o, late, Duration::from_millis(20)).await;
     tokio::time::sleep(Duration::from_millis(60)).await;
     o.store.unclaim(&short.job, &late).await.unwrap();
-    let taken = o
-        .store
-        .claim(Owner::random(), Duration::from_millis(20), &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let taken = claimed(&o, Owner::random(), Duration::from_millis(20)).await;
     assert_eq!(taken.attempt, 1, "no attempt was counted");
     tokio::time::sleep(Duration::from_millis(60)).await;
-    let thief = o
-        .store
-        .claim(Owner::random(), LONG, &targets())
-        .await
-        .unwrap()
-        .unwrap();
+    let thief = claimed(&o, Owner::random(), LONG).await;
     assert_eq!(
         thief.attempt, 2,
         "an expired claim that was not given back counts"
@@ -952,13 +906,7 @@ pub async fn batches_recorded_together_answer_each_on_its_own(f: &dyn JobStoreFa
     }
     let mut items = Vec::new();
     for _ in 0..3 {
-        items.push(
-            o.store
-                .claim(Owner::random(), LONG, &targets())
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        items.push(claimed(&o, Owner::random(), LONG).await);
     }
     let record = |i: &crate::model::WorkItem, owner: Owner| crate::model::BatchRecord {
         job: i.job,
