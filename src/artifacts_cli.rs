@@ -23,14 +23,9 @@ use tokio::io::AsyncWriteExt as _;
 /// Where and whose artifacts.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The configuration file (limits, data directory), as the server
-    /// reads it; unknown keys are refused.
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// The data directory (artifacts live in its `artifacts/` folder);
-    /// overrides the file's `data_dir` (default ./hippocamp-data).
-    #[arg(long, global = true)]
-    data_dir: Option<PathBuf>,
+    /// Where: a data directory (and its configuration file) or a server.
+    #[command(flatten)]
+    pub(crate) place: crate::Place,
     /// The application of the scope.
     #[arg(long, global = true)]
     app: Option<String>,
@@ -40,12 +35,6 @@ pub(crate) struct Target {
     /// The session of a session scope.
     #[arg(long, global = true)]
     session: Option<String>,
-    /// A running server to use instead of the data directory.
-    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
-    server: Option<String>,
-    /// The bearer token for `--server`.
-    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
-    token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,11 +209,10 @@ fn parse_resume(s: &str) -> anyhow::Result<RepairCursor> {
 }
 
 pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Value> {
-    if let Some(server) = &target.server {
-        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+    if let Some(remote) = target.place.remote()? {
         return run_remote(&remote, &scope(target)?, cmd).await;
     }
-    let config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
+    let config = target.place.config()?;
     if let ArtifactsCmd::Repair {
         limit,
         min_age_ms,

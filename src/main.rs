@@ -76,7 +76,7 @@ enum Command {
     /// The ingestion outbox of a local data directory or a server.
     Outbox {
         #[command(flatten)]
-        target: outbox_cli::Target,
+        target: Place,
         #[command(subcommand)]
         cmd: outbox_cli::OutboxCmd,
     },
@@ -613,6 +613,46 @@ impl Common {
 /// The configuration a command on a data directory uses: the file given
 /// (`--config`), or the defaults, with `--data-dir` overriding its
 /// `data_dir`. Only the durable profile has a data directory to work on.
+/// Where a CLI command works: a data directory (and the configuration
+/// file the server would read) or a running server.
+#[derive(Debug, Args)]
+pub(crate) struct Place {
+    /// The configuration file (limits, embedder, data directory), as the
+    /// server reads it; unknown keys are refused.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// The data directory (overrides the file's `data_dir`; default
+    /// ./hippocamp-data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// A running server to use instead of the data directory.
+    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
+    server: Option<String>,
+    /// The bearer token for `--server`.
+    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl Place {
+    /// Whether `--server` was given.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.server.is_some()
+    }
+
+    /// The server named by `--server`, if any.
+    pub(crate) fn remote(&self) -> anyhow::Result<Option<remote::Remote>> {
+        self.server
+            .as_deref()
+            .map(|s| remote::Remote::new(s, self.token.as_deref()))
+            .transpose()
+    }
+
+    /// The data directory's configuration.
+    pub(crate) fn config(&self) -> anyhow::Result<hippocamp_services::Config> {
+        local_config(self.config.as_deref(), self.data_dir.as_deref())
+    }
+}
+
 pub(crate) fn local_config(
     file: Option<&std::path::Path>,
     data_dir: Option<&std::path::Path>,

@@ -17,26 +17,15 @@ use serde_json::{Value, json};
 /// Where and whose memory.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The configuration file (limits, embedder, data directory), as the
-    /// server reads it; unknown keys are refused.
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// The data directory (memory lives in its `memory/` folder); overrides
-    /// the file's `data_dir` (default ./hippocamp-data).
-    #[arg(long, global = true)]
-    data_dir: Option<PathBuf>,
+    /// Where: a data directory (and its configuration file) or a server.
+    #[command(flatten)]
+    pub(crate) place: crate::Place,
     /// The application of the scope.
     #[arg(long, global = true)]
     app: Option<String>,
     /// The user of the scope.
     #[arg(long, global = true)]
     user: Option<String>,
-    /// A running server to use instead of the data directory.
-    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
-    server: Option<String>,
-    /// The bearer token for `--server`.
-    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
-    token: Option<String>,
     /// Embed entries and queries (`http:<base url>` or `local:<model dir>`),
     /// for vector and hybrid search on the data directory.
     #[arg(long, global = true)]
@@ -125,17 +114,16 @@ fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, 
 
 pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
     let scope = scope(target)?;
-    if let Some(server) = &target.server {
-        if target.embedder.is_some() {
-            bail!("--embedder is for a data directory; a server embeds with its own");
-        }
-        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+    if target.place.is_remote() && target.embedder.is_some() {
+        bail!("--embedder is for a data directory; a server embeds with its own");
+    }
+    if let Some(remote) = target.place.remote()? {
         return run_remote(&remote, &scope, cmd).await;
     }
-    if target.server.is_none() && target.embedder_model.is_some() && target.embedder.is_none() {
+    if target.embedder_model.is_some() && target.embedder.is_none() {
         bail!("--embedder-model needs --embedder");
     }
-    let mut config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
+    let mut config = target.place.config()?;
     if let Some(spec) = &target.embedder {
         config.embedder = Some(crate::cli_embedder(spec, target.embedder_model.as_deref())?);
     }
@@ -385,6 +373,53 @@ async fn remote_ingest(
 /// sends.
 const READ: usize = 1_000;
 
+/// A JSON-lines file read [`READ`] values at a time: blank lines are
+/// ignored, and lines that are not JSON are counted, not returned.
+struct JsonLines {
+    lines_in: std::io::Lines<std::io::BufReader<std::fs::File>>,
+    /// The file's size in bytes.
+    size: u64,
+    /// Lines read that were not blank.
+    lines: usize,
+    /// Of those, lines that were not JSON.
+    not_json: usize,
+}
+
+impl JsonLines {
+    fn open(file: &Path) -> anyhow::Result<Self> {
+        let f =
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+        Ok(Self {
+            size: f.metadata().map_or(0, |m| m.len()),
+            lines_in: std::io::BufReader::new(f).lines(),
+            lines: 0,
+            not_json: 0,
+        })
+    }
+
+    /// The next values (at most [`READ`]), or `None` at the end; `seen`
+    /// gets the bytes of each line read.
+    fn next_read(&mut self, mut seen: impl FnMut(u64)) -> anyhow::Result<Option<Vec<Value>>> {
+        let mut batch = Vec::new();
+        while batch.len() < READ {
+            let Some(line) = self.lines_in.next() else {
+                break;
+            };
+            let line = line.context("reading the import file")?;
+            seen(line.len() as u64 + 1);
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.lines += 1;
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) => batch.push(v),
+                Err(_) => self.not_json += 1,
+            }
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+}
+
 /// Queues a JSON-lines file through `ingest` (the outbox, or a server's
 /// `ingest` route) in reads of [`READ`] lines, each one admission; returns
 /// the jobs, the events that became work and the skips by reason. As with
@@ -395,11 +430,10 @@ where
     F: Fn(Vec<Value>) -> Fut,
     Fut: Future<Output = anyhow::Result<Value>>,
 {
-    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let mut reader = JsonLines::open(file)?;
     let mut jobs: Vec<Value> = Vec::new();
-    let (mut new_events, mut lines, mut not_json) = (0u64, 0usize, 0usize);
+    let mut new_events = 0u64;
     let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut batch: Vec<Value> = Vec::new();
     let mut flush = async |batch: Vec<Value>| -> anyhow::Result<()> {
         let r = ingest(batch).await?;
         new_events += r["new_events"].as_u64().unwrap_or(0);
@@ -414,23 +448,10 @@ where
         }
         Ok(())
     };
-    for line in std::io::BufReader::new(f).lines() {
-        let line = line.context("reading the import file")?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        lines += 1;
-        match serde_json::from_str::<Value>(&line) {
-            Ok(v) => batch.push(v),
-            Err(_) => not_json += 1,
-        }
-        if batch.len() == READ {
-            flush(std::mem::take(&mut batch)).await?;
-        }
-    }
-    if !batch.is_empty() {
+    while let Some(batch) = reader.next_read(|_| {})? {
         flush(batch).await?;
     }
+    let (lines, not_json) = (reader.lines, reader.not_json);
     if not_json > 0 {
         *reasons.entry("not_json".to_owned()).or_default() += not_json;
     }
@@ -474,9 +495,8 @@ where
     F: Fn(Vec<hippocamp_memory::Event>, hippocamp_core::CallOptions) -> Fut,
     Fut: Future<Output = anyhow::Result<IngestReport>>,
 {
-    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let size = f.metadata().map_or(0, |m| m.len());
-    let bar = indicatif::ProgressBar::new(size);
+    let mut reader = JsonLines::open(file)?;
+    let bar = indicatif::ProgressBar::new(reader.size);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "import [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
@@ -488,8 +508,6 @@ where
     );
     let mut totals = (0usize, 0usize, 0usize);
     let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut batch: Vec<Value> = Vec::with_capacity(READ);
-    let (mut lines, mut not_json) = (0usize, 0usize);
     let mut flush = async |batch: Vec<Value>, pacer: &mut Pacer| -> anyhow::Result<()> {
         let (events, positions, parse_skipped) = parse_events(batch);
         let events = &events;
@@ -517,24 +535,10 @@ where
         tally(&none, &mut totals, &mut reasons);
         Ok(())
     };
-    for line in std::io::BufReader::new(f).lines() {
-        let line = line.context("reading the import file")?;
-        bar.inc(line.len() as u64 + 1);
-        if line.trim().is_empty() {
-            continue;
-        }
-        lines += 1;
-        match serde_json::from_str::<Value>(&line) {
-            Ok(v) => batch.push(v),
-            Err(_) => not_json += 1,
-        }
-        if batch.len() == READ {
-            flush(std::mem::take(&mut batch), &mut pacer).await?;
-        }
-    }
-    if !batch.is_empty() {
+    while let Some(batch) = reader.next_read(|bytes| bar.inc(bytes))? {
         flush(batch, &mut pacer).await?;
     }
+    let (lines, not_json) = (reader.lines, reader.not_json);
     bar.finish_and_clear();
     if not_json > 0 {
         *reasons.entry("not_json".to_owned()).or_default() += not_json;

@@ -3,7 +3,6 @@
 //! T`. Every command prints one JSON document on stdout; status replies
 //! carry no event content, tokens or handles.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -12,24 +11,6 @@ use hippocamp_core::MemoryScope;
 use hippocamp_outbox::JobId;
 use hippocamp_services::Services;
 use serde_json::Value;
-
-/// Where the outbox is.
-#[derive(Debug, Args)]
-pub(crate) struct Target {
-    /// The configuration file, as the server reads it.
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// The data directory (overrides the file's `data_dir`; default
-    /// ./hippocamp-data).
-    #[arg(long, global = true)]
-    data_dir: Option<PathBuf>,
-    /// A running server to use instead of the data directory.
-    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
-    server: Option<String>,
-    /// The bearer token for `--server`.
-    #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-}
 
 /// The scope of a job.
 #[derive(Debug, Args)]
@@ -75,12 +56,11 @@ fn job(args: &JobArgs) -> anyhow::Result<(MemoryScope, JobId)> {
     ))
 }
 
-pub(crate) async fn run(target: &Target, cmd: OutboxCmd) -> anyhow::Result<Value> {
-    if let Some(server) = &target.server {
-        let remote = crate::remote::Remote::new(server, target.token.as_deref())?;
+pub(crate) async fn run(target: &crate::Place, cmd: OutboxCmd) -> anyhow::Result<Value> {
+    if let Some(remote) = target.remote()? {
         return run_remote(&remote, cmd).await;
     }
-    let config = crate::local_config(target.config.as_deref(), target.data_dir.as_deref())?;
+    let config = target.config()?;
     let services = Services::memory(&config).await?;
     let outbox = services.outbox()?;
     Ok(match cmd {
