@@ -436,6 +436,10 @@ pub enum QuotaLimit {
     /// `outbox.max_active_bytes_per_scope`: event bytes queued for one
     /// scope.
     OutboxBytesPerScope(u64),
+    /// `sessions.max_events_per_session`: events of one session.
+    EventsPerSession(u64),
+    /// `sessions.max_sessions_per_user`: sessions of one user.
+    SessionsPerUser(u64),
 }
 
 impl QuotaLimit {
@@ -455,6 +459,8 @@ impl QuotaLimit {
             QuotaLimit::OutboxJobsPerScope(_) => "outbox.max_active_jobs_per_scope",
             QuotaLimit::OutboxBytes(_) => "outbox.max_active_bytes",
             QuotaLimit::OutboxBytesPerScope(_) => "outbox.max_active_bytes_per_scope",
+            QuotaLimit::EventsPerSession(_) => "sessions.max_events_per_session",
+            QuotaLimit::SessionsPerUser(_) => "sessions.max_sessions_per_user",
         }
     }
 
@@ -473,7 +479,9 @@ impl QuotaLimit {
             | QuotaLimit::OutboxJobs(v)
             | QuotaLimit::OutboxJobsPerScope(v)
             | QuotaLimit::OutboxBytes(v)
-            | QuotaLimit::OutboxBytesPerScope(v) => v,
+            | QuotaLimit::OutboxBytesPerScope(v)
+            | QuotaLimit::EventsPerSession(v)
+            | QuotaLimit::SessionsPerUser(v) => v,
         }
     }
 }

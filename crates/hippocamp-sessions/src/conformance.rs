@@ -1,0 +1,393 @@
+//! The conformance suite every [`SessionStore`] runs.
+//!
+//! Each scenario is a public async function taking a
+//! [`SessionStoreFactory`]; `session_store_conformance_tests!(factory)`
+//! expands to one test per scenario, plus [`model`]: random operations
+//! checked against a plain model.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::missing_panics_doc,
+    clippy::many_single_char_names,
+    missing_docs
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hippocamp_core::{Error, Field, MemoryScope, QuotaLimit, SessionId};
+use serde_json::json;
+
+use crate::event::{
+    Actions, Content, FunctionCall, FunctionResponse, InlineData, Part, SessionEvent,
+};
+use crate::store::{SessionLimits, SessionStore};
+
+/// Opens fresh, empty stores; `reopen` opens the same store again after
+/// dropping it (durable stores keep what they acknowledged; others
+/// return `None`).
+#[async_trait]
+pub trait SessionStoreFactory: Send + Sync {
+    async fn open(&self, limits: SessionLimits) -> Arc<dyn SessionStore>;
+    async fn reopen(&self, _store: Arc<dyn SessionStore>) -> Option<Arc<dyn SessionStore>> {
+        None
+    }
+}
+
+/// Factory of [`crate::InMemorySessions`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct InMemoryFactory;
+
+#[async_trait]
+impl SessionStoreFactory for InMemoryFactory {
+    async fn open(&self, limits: SessionLimits) -> Arc<dyn SessionStore> {
+        Arc::new(crate::InMemorySessions::new(limits).unwrap())
+    }
+}
+
+fn scope(app: &str, user: &str) -> MemoryScope {
+    MemoryScope::parse(app, user).unwrap()
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
+/// An event with every field set.
+pub fn full_event(id: &str) -> SessionEvent {
+    SessionEvent {
+        id: id.into(),
+        author: "assistant".into(),
+        timestamp_ms: 1_700_000_000_000,
+        invocation_id: Some("inv-1".into()),
+        partial: false,
+        content: Some(Content {
+            role: Some("model".into()),
+            parts: vec![
+                Part {
+                    text: Some("reasoning".into()),
+                    thought: true,
+                    thought_signature: Some("c2lnbmF0dXJl+/=\u{1F600}".into()),
+                    ..Part::default()
+                },
+                Part::call(FunctionCall {
+                    id: Some("c1".into()),
+                    name: "load_memory".into(),
+                    args: json!({"query": "q"}),
+                }),
+                Part::response(FunctionResponse {
+                    id: Some("c1".into()),
+                    name: "load_memory".into(),
+                    response: json!({"hits": []}),
+                }),
+                Part {
+                    inline_data: Some(InlineData {
+                        mime_type: "text/plain".into(),
+                        data: "aGk=".into(),
+                    }),
+                    ..Part::default()
+                },
+                Part::text("done"),
+            ],
+        }),
+        metadata: Some(json!({"k": [1, 2]}).as_object().unwrap().clone()),
+        actions: Actions {
+            context_effects: vec![json!({"kind": "memory_delta", "operation": "add"})],
+        },
+    }
+}
+
+fn text(id: &str, t: &str) -> SessionEvent {
+    SessionEvent::text(id, "user", 1, t)
+}
+
+pub async fn events_come_back_in_order_with_every_field(f: &dyn SessionStoreFactory) {
+    let s = f.open(SessionLimits::default()).await;
+    let sc = scope("app", "u1");
+    let ev = [text("b", "first"), full_event("a"), text("c", "third")];
+    for (i, e) in ev.iter().enumerate() {
+        let r = s.append(&sc, &sid("s1"), e).await.unwrap();
+        assert_eq!(r.index, i as u64);
+        assert!(!r.duplicate);
+    }
+    let got = s.get(&sc, &sid("s1")).await.unwrap();
+    assert_eq!(got.scope, sc);
+    assert_eq!(got.info.id, sid("s1"));
+    assert_eq!(got.info.events, 3);
+    assert_eq!(got.events, ev);
+    assert!(got.info.updated_at_ms >= got.info.created_at_ms);
+    if let Some(s) = f.reopen(s).await {
+        assert_eq!(s.get(&sc, &sid("s1")).await.unwrap().events, ev);
+    }
+}
+
+pub async fn a_repeated_event_is_a_duplicate_and_a_changed_one_is_refused(
+    f: &dyn SessionStoreFactory,
+) {
+    let s = f.open(SessionLimits::default()).await;
+    let sc = scope("app", "u1");
+    s.append(&sc, &sid("s"), &text("e1", "hello"))
+        .await
+        .unwrap();
+    let again = s
+        .append(&sc, &sid("s"), &text("e1", "hello"))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.index, 0);
+    let err = s
+        .append(&sc, &sid("s"), &text("e1", "changed"))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::InvalidArgument {
+            field: Field::EventId,
+            ..
+        }
+    ));
+    let got = s.get(&sc, &sid("s")).await.unwrap();
+    assert_eq!(got.events, vec![text("e1", "hello")]);
+}
+
+pub async fn scopes_never_see_each_other(f: &dyn SessionStoreFactory) {
+    let s = f.open(SessionLimits::default()).await;
+    let a = scope("app", "alice");
+    let b = scope("app", "bob");
+    let c = scope("other", "alice");
+    s.append(&a, &sid("s"), &text("e", "alice's"))
+        .await
+        .unwrap();
+    s.append(&b, &sid("s"), &text("e", "bob's")).await.unwrap();
+    assert_eq!(
+        s.get(&a, &sid("s")).await.unwrap().events[0].text_content(),
+        "alice's"
+    );
+    assert_eq!(
+        s.get(&b, &sid("s")).await.unwrap().events[0].text_content(),
+        "bob's"
+    );
+    assert!(matches!(
+        s.get(&c, &sid("s")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(s.list(&c, None, None).await.unwrap().items.is_empty());
+    assert!(!s.delete(&c, &sid("s")).await.unwrap());
+    assert_eq!(s.delete_user(&c).await.unwrap(), 0);
+    assert_eq!(s.delete_user(&a).await.unwrap(), 1);
+    assert!(matches!(
+        s.get(&a, &sid("s")).await,
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(s.get(&b, &sid("s")).await.unwrap().events.len(), 1);
+}
+
+pub async fn listing_pages_by_id(f: &dyn SessionStoreFactory) {
+    let s = f.open(SessionLimits::default()).await;
+    let sc = scope("app", "u");
+    for name in ["s3", "s1", "s2", "s4", "s5"] {
+        s.append(&sc, &sid(name), &text("e", name)).await.unwrap();
+    }
+    s.append(&scope("app", "v"), &sid("s0"), &text("e", "x"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s.list(&sc, after.as_ref(), Some(2)).await.unwrap();
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items.iter().map(|i| i.id.as_str().to_owned()));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["s1", "s2", "s3", "s4", "s5"]);
+    assert!(s.list(&sc, None, Some(0)).await.is_err());
+    assert!(s.list(&sc, None, Some(1_000_000)).await.is_err());
+}
+
+pub async fn deleting_a_session_leaves_the_others(f: &dyn SessionStoreFactory) {
+    let s = f.open(SessionLimits::default()).await;
+    let sc = scope("app", "u");
+    s.append(&sc, &sid("keep"), &text("e", "k")).await.unwrap();
+    s.append(&sc, &sid("drop"), &text("e", "d")).await.unwrap();
+    assert!(s.delete(&sc, &sid("drop")).await.unwrap());
+    assert!(!s.delete(&sc, &sid("drop")).await.unwrap());
+    let page = s.list(&sc, None, None).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.items[0].id, sid("keep"));
+    // A deleted session starts over: its old event ids are free.
+    let r = s
+        .append(&sc, &sid("drop"), &text("e", "new"))
+        .await
+        .unwrap();
+    assert_eq!(r.index, 0);
+    assert!(!r.duplicate);
+    let st = s.status().await.unwrap();
+    assert_eq!((st.sessions, st.events), (2, 2));
+    if let Some(s) = f.reopen(s).await {
+        let st = s.status().await.unwrap();
+        assert_eq!((st.sessions, st.events), (2, 2));
+        assert_eq!(
+            s.get(&sc, &sid("drop")).await.unwrap().events[0].text_content(),
+            "new"
+        );
+    }
+}
+
+pub async fn limits_refuse_and_change_nothing(f: &dyn SessionStoreFactory) {
+    let limits = SessionLimits {
+        max_event_bytes: 400,
+        max_events_per_session: 2,
+        max_sessions_per_user: 2,
+        ..SessionLimits::default()
+    };
+    let s = f.open(limits).await;
+    let sc = scope("app", "u");
+    s.append(&sc, &sid("a"), &text("1", "x")).await.unwrap();
+    s.append(&sc, &sid("a"), &text("2", "x")).await.unwrap();
+    assert!(matches!(
+        s.append(&sc, &sid("a"), &text("3", "x")).await,
+        Err(Error::QuotaExceeded {
+            limit: QuotaLimit::EventsPerSession(2)
+        })
+    ));
+    // A duplicate of a held event is still answered at the limit.
+    assert!(
+        s.append(&sc, &sid("a"), &text("2", "x"))
+            .await
+            .unwrap()
+            .duplicate
+    );
+    s.append(&sc, &sid("b"), &text("1", "x")).await.unwrap();
+    assert!(matches!(
+        s.append(&sc, &sid("c"), &text("1", "x")).await,
+        Err(Error::QuotaExceeded {
+            limit: QuotaLimit::SessionsPerUser(2)
+        })
+    ));
+    assert!(matches!(
+        s.append(&sc, &sid("b"), &text("big", &"y".repeat(500)))
+            .await,
+        Err(Error::InvalidArgument {
+            field: Field::Event,
+            ..
+        })
+    ));
+    let mut bad = text("", "x");
+    assert!(s.append(&sc, &sid("b"), &bad).await.is_err());
+    bad.id = "ok".into();
+    bad.timestamp_ms = -5;
+    assert!(s.append(&sc, &sid("b"), &bad).await.is_err());
+    // Another user has their own quota.
+    s.append(&scope("app", "v"), &sid("c"), &text("1", "x"))
+        .await
+        .unwrap();
+    let st = s.status().await.unwrap();
+    assert_eq!((st.sessions, st.events), (3, 4));
+    assert!(matches!(
+        s.get(&sc, &sid("c")).await,
+        Err(Error::NotFound(_))
+    ));
+    let caps = s.capabilities();
+    for key in SessionLimits::KEYS {
+        let name = format!("sessions.{key}");
+        assert!(
+            caps.limits.iter().any(|l| l.name == name),
+            "capabilities report {name}"
+        );
+    }
+}
+
+/// Random appends, deletes and user erasures over two users and two
+/// sessions each, checked against a map after every step.
+pub async fn model(f: &dyn SessionStoreFactory, ops: Vec<(u8, u8, u8, u8)>) {
+    let s = f.open(SessionLimits::default()).await;
+    let scopes = [scope("app", "u0"), scope("app", "u1")];
+    let mut want: BTreeMap<(usize, u8), Vec<SessionEvent>> = BTreeMap::new();
+    for (op, user, session, n) in ops {
+        let u = usize::from(user % 2);
+        let se = session % 2;
+        let id = sid(&format!("s{se}"));
+        match op % 6 {
+            0..=3 => {
+                let e = text(&format!("e{}", n % 8), &format!("t{}", n % 3));
+                let held = want.entry((u, se)).or_default();
+                let r = s.append(&scopes[u], &id, &e).await;
+                match held.iter().position(|x| x.id == e.id) {
+                    Some(i) if held[i] == e => {
+                        assert_eq!(r.unwrap().index, i as u64);
+                    }
+                    Some(_) => assert!(r.is_err()),
+                    None => {
+                        assert_eq!(r.unwrap().index, held.len() as u64);
+                        held.push(e);
+                    }
+                }
+                if held.is_empty() {
+                    want.remove(&(u, se));
+                }
+            }
+            4 => {
+                let existed = want.remove(&(u, se)).is_some();
+                assert_eq!(s.delete(&scopes[u], &id).await.unwrap(), existed);
+            }
+            _ => {
+                let n = want.keys().filter(|(x, _)| *x == u).count() as u64;
+                want.retain(|(x, _), _| *x != u);
+                assert_eq!(s.delete_user(&scopes[u]).await.unwrap(), n);
+            }
+        }
+        for (ui, sc) in scopes.iter().enumerate() {
+            for se in 0..2u8 {
+                let got = s.get(sc, &sid(&format!("s{se}"))).await;
+                match want.get(&(ui, se)) {
+                    Some(evs) => assert_eq!(&got.unwrap().events, evs),
+                    None => assert!(matches!(got, Err(Error::NotFound(_)))),
+                }
+            }
+        }
+    }
+}
+
+/// One test per scenario, plus the model test, for `$factory`.
+#[macro_export]
+macro_rules! session_store_conformance_tests {
+    ($factory:expr) => {
+        $crate::session_store_conformance_tests!(@each $factory;
+            events_come_back_in_order_with_every_field,
+            a_repeated_event_is_a_duplicate_and_a_changed_one_is_refused,
+            scopes_never_see_each_other,
+            listing_pages_by_id,
+            deleting_a_session_leaves_the_others,
+            limits_refuse_and_change_nothing,
+        );
+
+        ::proptest::proptest! {
+            #![proptest_config(::proptest::prelude::ProptestConfig::with_cases(24))]
+            #[test]
+            fn random_operations_match_the_model(
+                ops in ::proptest::collection::vec(
+                    (0u8..6, 0u8..2, 0u8..2, 0u8..16), 1..40)
+            ) {
+                let rt = ::tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on($crate::conformance::model(&$factory, ops));
+            }
+        }
+    };
+    (@each $factory:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[::tokio::test]
+            async fn $name() {
+                $crate::conformance::$name(&$factory).await;
+            }
+        )*
+    };
+}

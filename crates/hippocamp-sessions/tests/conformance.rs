@@ -1,0 +1,5 @@
+//! The in-memory store runs the conformance suite.
+
+hippocamp_sessions::session_store_conformance_tests!(
+    hippocamp_sessions::conformance::InMemoryFactory
+);
