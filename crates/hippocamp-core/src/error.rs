@@ -137,6 +137,10 @@ pub enum Stage {
     Transfer,
     /// Waiting for a storage backend (an object store, a blocking read).
     Backend,
+    /// Waiting for a model provider.
+    Model,
+    /// Running an agent's tool.
+    Tool,
 }
 
 impl Stage {
@@ -148,6 +152,8 @@ impl Stage {
             Stage::Commit => "commit",
             Stage::Transfer => "transfer",
             Stage::Backend => "backend",
+            Stage::Model => "model",
+            Stage::Tool => "tool",
         }
     }
 }
@@ -160,6 +166,8 @@ impl fmt::Display for Stage {
             Stage::Commit => "at the commit point",
             Stage::Transfer => "while transferring content",
             Stage::Backend => "while waiting for the storage backend",
+            Stage::Model => "while waiting for the model",
+            Stage::Tool => "while a tool ran",
         })
     }
 }
