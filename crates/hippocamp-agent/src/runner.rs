@@ -1,0 +1,625 @@
+//! The runner: an agent (model, instruction, tools) over a user's
+//! session, with hard bounds on every run.
+//!
+//! `run(app, user, session, message)`:
+//! 1. resolves the instruction's placeholders and appends the user event;
+//! 2. optionally preloads memory (first request only, never persisted);
+//! 3. loops model → tool calls → model: at most `max_model_calls` model
+//!    calls and `max_tool_calls_per_round` calls a round, each request at
+//!    most `max_request_bytes`, all by `deadline_ms`; every model answer
+//!    and every round's tool results are appended to the session;
+//!    attachments staged by `load_artifacts` reach the next request only;
+//! 4. returns the final answer, then hands the events to ingestion.
+//!
+//! Options are checked when the runner is built (unknown keys, ranges,
+//! and whether the services they need are there).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use hippocamp_artifacts::ArtifactScope;
+use hippocamp_core::{
+    Author, CallOptions, Deadline, Error, Field, LimitInfo, MemoryScope, Problem, SessionId, Stage,
+    limit_table,
+};
+use hippocamp_memory::Event;
+use hippocamp_models::{
+    Content, FunctionCall, FunctionResponse, InlineData, MODEL, Model, ModelRequest, Part,
+    ToolChoice, USER,
+};
+use hippocamp_sessions::{Actions, SessionEvent, check_session};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::capability::Capability;
+use crate::context::{Attachment, Invocation, ToolContext};
+use crate::error::{AgentError, Bound, Result};
+use crate::ingest::{Background, Ingestion, IngestionStats};
+use crate::instruction::Instruction;
+use crate::preload::{PreloadOptions, preload};
+use crate::services::AgentServices;
+use crate::tool::{Tool, ToolBox};
+
+limit_table! {
+    /// Hard bounds of every run.
+    pub struct RunLimits, prefix "runner." {
+        /// Model calls per run.
+        max_model_calls: default 8, min 1, max 64,
+            "model calls one run may make before it must answer";
+        /// Tool calls the model may ask for in one round.
+        max_tool_calls_per_round: default 8, min 1, max 64,
+            "tool calls one model answer may ask for";
+        /// Bytes of one model request (system, contents, tools as JSON).
+        max_request_bytes: default 1_048_576, min 1_024, max 67_108_864,
+            "bytes of one model request (instruction, history, tools, attachments as JSON)";
+        /// The run's deadline.
+        deadline_ms: default 120_000, min 1, max 600_000,
+            "milliseconds one run may take, model calls and tools included";
+        /// One tool call's timeout (also bounded by the run's deadline).
+        tool_timeout_ms: default 30_000, min 1, max 600_000,
+            "milliseconds one tool call may take";
+        /// Session events sent as history.
+        max_history_events: default 200, min 1, max 10_000,
+            "most recent session events sent to the model as history";
+        /// Bytes of the resolved instruction.
+        max_instruction_bytes: default 65_536, min 1, max 1_048_576,
+            "bytes of the instruction after its placeholders are resolved";
+    }
+}
+
+/// The runner's options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerOptions {
+    /// Hard bounds.
+    #[serde(default)]
+    pub limits: RunLimits,
+    /// Memory preload (off when absent).
+    #[serde(default)]
+    pub preload: Option<PreloadOptions>,
+    /// How the run's events reach memory.
+    #[serde(default)]
+    pub ingestion: Ingestion,
+    /// The tool choice of every round after the first.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// The first round's tool choice (default: `tool_choice`).
+    #[serde(default)]
+    pub first_tool_choice: Option<ToolChoice>,
+    /// Sampling temperature, 0..=2.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Most tokens per model answer.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+}
+
+/// An agent: who it is, its model, its instruction and its tools.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// The author of its events (not `user` or `tool`).
+    pub name: String,
+    /// The model.
+    pub model: Arc<dyn Model>,
+    /// The system instruction, with optional `{artifact.NAME}` placeholders.
+    pub instruction: String,
+    /// Its tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunOutcome {
+    /// The final answer.
+    pub answer: String,
+    /// The run's id (the `invocation_id` of its events).
+    pub invocation_id: String,
+    /// The ids of the events it appended, in order.
+    pub events: Vec<String>,
+    /// Model calls made.
+    pub model_calls: u64,
+    /// Tool calls run.
+    pub tool_calls: u64,
+    /// Memory hits preloaded into the first request.
+    pub preloaded: bool,
+}
+
+/// A tool as the runner reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolInfo {
+    /// Its name.
+    pub name: String,
+    /// What it declared.
+    pub capabilities: Vec<&'static str>,
+}
+
+/// What a runner is and which limits it enforces.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunnerCapabilities {
+    /// Every limit in force.
+    pub limits: Vec<LimitInfo>,
+    /// The agent's tools.
+    pub tools: Vec<ToolInfo>,
+}
+
+/// The runner.
+#[derive(Debug)]
+pub struct Runner {
+    name: String,
+    model: Arc<dyn Model>,
+    instruction: Instruction,
+    tools: ToolBox,
+    services: AgentServices,
+    options: RunnerOptions,
+    background: Option<Background>,
+}
+
+fn invalid(m: impl Into<String>) -> AgentError {
+    AgentError::InvalidOptions(m.into())
+}
+
+fn now() -> i64 {
+    i64::try_from(hippocamp_core::time::now_ms()).unwrap_or(i64::MAX)
+}
+
+/// The JSON size of a request: what the bound counts.
+fn request_bytes(r: &ModelRequest) -> u64 {
+    let size = |v: &dyn erased::Size| v.size();
+    size(&r.system) + size(&r.contents) + size(&r.tools)
+}
+
+mod erased {
+    /// JSON size of a serializable value.
+    pub(super) trait Size {
+        fn size(&self) -> u64;
+    }
+    impl<T: serde::Serialize> Size for T {
+        fn size(&self) -> u64 {
+            serde_json::to_vec(self).map_or(u64::MAX, |v| v.len() as u64)
+        }
+    }
+}
+
+fn error_result(e: &AgentError) -> Value {
+    json!({"success": false, "error": e.code(), "message": e.to_string()})
+}
+
+/// The conversation sent to the model: the last `max` events (never
+/// starting with orphaned tool results), the preload block just before
+/// the current user event, and the staged attachments at the end.
+fn contents(
+    history: &[SessionEvent],
+    max: usize,
+    current: &str,
+    preload: Option<&str>,
+    attachments: &[Attachment],
+) -> Vec<Content> {
+    let start = history.len().saturating_sub(max);
+    let mut window = &history[start..];
+    while window
+        .first()
+        .is_some_and(|e| e.author == hippocamp_sessions::event::TOOL)
+    {
+        window = &window[1..];
+    }
+    let mut out = Vec::with_capacity(window.len() + 2);
+    for e in window {
+        if e.partial {
+            continue;
+        }
+        let Some(c) = &e.content else { continue };
+        if let (Some(block), true) = (preload, e.id == current) {
+            out.push(Content {
+                role: Some(USER.into()),
+                parts: vec![Part::text(block)],
+            });
+        }
+        let role = if c.role.as_deref() == Some(MODEL) {
+            MODEL
+        } else {
+            USER
+        };
+        out.push(Content {
+            role: Some(role.into()),
+            parts: c.parts.clone(),
+        });
+    }
+    if !attachments.is_empty() {
+        let mut parts = Vec::new();
+        for a in attachments {
+            let m = &a.meta;
+            parts.push(Part::text(format!(
+                "Attached artifact name={} version={} mime_type={}",
+                m.name,
+                m.version,
+                m.mime_type.as_str()
+            )));
+            if a.bytes.is_empty() {
+                parts.push(Part::text("[artifact content is empty]"));
+            } else {
+                parts.push(Part {
+                    inline_data: Some(InlineData {
+                        mime_type: m.mime_type.as_str().to_owned(),
+                        data: base64::engine::general_purpose::STANDARD.encode(&a.bytes),
+                    }),
+                    ..Part::default()
+                });
+            }
+        }
+        out.push(Content {
+            role: Some(USER.into()),
+            parts,
+        });
+    }
+    out
+}
+
+impl Runner {
+    /// Builds a runner, checking every option against what it needs.
+    pub fn new(agent: Agent, services: AgentServices, options: RunnerOptions) -> Result<Self> {
+        Author::new(agent.name.as_str())?;
+        if agent.name == hippocamp_sessions::event::USER
+            || agent.name == hippocamp_sessions::event::TOOL
+        {
+            return Err(invalid(format!(
+                "the agent cannot be named `{}` (it names the user's and the tools' events)",
+                agent.name
+            )));
+        }
+        options.limits.check_ranges()?;
+        let model_max = agent.model.limits().max_request_bytes;
+        if options.limits.max_request_bytes > model_max {
+            return Err(invalid(format!(
+                "runner.max_request_bytes {} is above the model's max_request_bytes {model_max}",
+                options.limits.max_request_bytes
+            )));
+        }
+        if let Some(t) = options.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(invalid(format!("temperature {t} is not within 0..=2")));
+        }
+        if let Some(p) = &options.preload {
+            p.validate()?;
+            if services.memory.is_none() {
+                return Err(invalid("preload needs a memory store"));
+            }
+        }
+        options.ingestion.validate()?;
+        let background = match options.ingestion {
+            Ingestion::Disabled => None,
+            Ingestion::OnSuccess {
+                workers,
+                queue,
+                max_attempts,
+            } => {
+                let m = services
+                    .memory
+                    .clone()
+                    .ok_or_else(|| invalid("on_success ingestion needs a memory store"))?;
+                Some(Background::start(m, workers, queue, max_attempts)?)
+            }
+            Ingestion::Durable { .. } => {
+                if services.outbox.is_none() {
+                    return Err(invalid("durable ingestion needs the ingestion outbox"));
+                }
+                None
+            }
+        };
+        let tools = ToolBox::new(agent.tools)?;
+        for t in tools.iter() {
+            for c in t.capabilities.iter() {
+                let missing = if c.is_memory() {
+                    services.memory.is_none()
+                } else {
+                    services.artifacts.is_none()
+                };
+                if missing {
+                    return Err(invalid(format!(
+                        "tool `{}` declares `{c}` but the runner has no {} store",
+                        t.declaration.name,
+                        if c.is_memory() { "memory" } else { "artifact" }
+                    )));
+                }
+            }
+        }
+        let instruction = Instruction::compile(&agent.instruction)?;
+        if instruction.has_placeholders() && services.artifacts.is_none() {
+            return Err(invalid(
+                "the instruction has artifact placeholders but the runner has no artifact store",
+            ));
+        }
+        Ok(Self {
+            name: agent.name,
+            model: agent.model,
+            instruction,
+            tools,
+            services,
+            options,
+            background,
+        })
+    }
+
+    /// The services it runs over.
+    pub fn services(&self) -> &AgentServices {
+        &self.services
+    }
+
+    /// Its limits and tools.
+    pub fn capabilities(&self) -> RunnerCapabilities {
+        RunnerCapabilities {
+            limits: self.options.limits.describe(),
+            tools: self
+                .tools
+                .iter()
+                .map(|t| ToolInfo {
+                    name: t.declaration.name.clone(),
+                    capabilities: t.capabilities.iter().map(Capability::as_str).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Counters of background (`on_success`) ingestion.
+    pub fn ingestion_stats(&self) -> Option<IngestionStats> {
+        self.background.as_ref().map(Background::stats)
+    }
+
+    /// Waits up to `timeout` for background ingestion to finish what is
+    /// queued; whether it did.
+    pub async fn flush_ingestion(&self, timeout: Duration) -> bool {
+        match &self.background {
+            Some(b) => b.flush(timeout).await,
+            None => true,
+        }
+    }
+
+    /// One turn: `message` from the user, answered by the agent.
+    #[allow(clippy::too_many_lines)] // one loop, read top to bottom
+    pub async fn run(
+        &self,
+        app: &str,
+        user: &str,
+        session: &str,
+        message: &str,
+    ) -> Result<RunOutcome> {
+        let scope = MemoryScope::parse(app, user)?;
+        let session_id = SessionId::new(session)?;
+        if message.trim().is_empty() {
+            return Err(Error::invalid(Field::Content, Problem::Empty).into());
+        }
+        let limits = &self.options.limits;
+        let deadline = Deadline::after(Duration::from_millis(limits.deadline_ms));
+        let call = CallOptions::until(deadline);
+        let invocation_id = format!("inv-{:016x}", rand::random::<u64>());
+        let inv = Invocation::new(
+            scope.clone(),
+            session_id.clone(),
+            invocation_id.clone(),
+            deadline,
+            self.services.memory.clone(),
+            self.services.artifacts.clone(),
+        );
+        let instruction = self
+            .instruction
+            .resolve(
+                self.services.artifacts.as_deref(),
+                &ArtifactScope::session(app, user, session)?,
+                limits.max_instruction_bytes,
+                call,
+            )
+            .await?;
+
+        let sessions = &self.services.sessions;
+        let mut history = match sessions.get(&scope, &session_id).await {
+            Ok(s) => {
+                check_session(&scope, &session_id, &s)?;
+                s.events
+            }
+            Err(Error::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut ids = Vec::new();
+        let mut append = async |mut e: SessionEvent, history: &mut Vec<SessionEvent>| {
+            e.id = format!("{invocation_id}-{}", ids.len());
+            e.invocation_id = Some(invocation_id.clone());
+            sessions.append(&scope, &session_id, &e).await?;
+            ids.push(e.id.clone());
+            history.push(e);
+            Ok::<_, AgentError>(())
+        };
+        append(
+            SessionEvent::text("", hippocamp_sessions::event::USER, now(), message),
+            &mut history,
+        )
+        .await?;
+        let current = history.last().map(|e| e.id.clone()).unwrap_or_default();
+
+        let block = match (&self.options.preload, &self.services.memory) {
+            (Some(p), Some(m)) => preload(m.as_ref(), &scope, message, p, call).await?,
+            _ => None,
+        };
+        let declarations = self.tools.declarations();
+        let mut attachments: Vec<Attachment> = Vec::new();
+        let (mut model_calls, mut tool_calls) = (0u64, 0u64);
+        let answer = loop {
+            if model_calls == limits.max_model_calls {
+                return Err(AgentError::BoundExceeded(Bound::ModelCalls(model_calls)));
+            }
+            if deadline.expired() {
+                return Err(AgentError::BoundExceeded(Bound::Deadline));
+            }
+            let first = model_calls == 0;
+            let request = ModelRequest {
+                system: (!instruction.is_empty()).then(|| instruction.clone()),
+                contents: contents(
+                    &history,
+                    hippocamp_core::limits::to_usize(limits.max_history_events),
+                    &current,
+                    if first { block.as_deref() } else { None },
+                    &attachments,
+                ),
+                tools: declarations.clone(),
+                tool_choice: if first {
+                    self.options
+                        .first_tool_choice
+                        .unwrap_or(self.options.tool_choice)
+                } else {
+                    self.options.tool_choice
+                },
+                temperature: self.options.temperature,
+                max_output_tokens: self.options.max_output_tokens,
+            };
+            // Attachments reach this request only.
+            attachments.clear();
+            let bytes = request_bytes(&request);
+            if bytes > limits.max_request_bytes {
+                return Err(AgentError::BoundExceeded(Bound::RequestBytes {
+                    bytes,
+                    max: limits.max_request_bytes,
+                }));
+            }
+            model_calls += 1;
+            let mut reply = match self.model.generate(&request, deadline).await {
+                Err(Error::Timeout(Stage::Model)) if deadline.expired() => {
+                    return Err(AgentError::BoundExceeded(Bound::Deadline));
+                }
+                other => other?,
+            };
+            let round = model_calls - 1;
+            let mut n = 0;
+            for p in &mut reply.content.parts {
+                if let Some(c) = &mut p.function_call
+                    && c.id.as_deref().is_none_or(str::is_empty)
+                {
+                    c.id = Some(format!("{invocation_id}-r{round}-c{n}"));
+                    n += 1;
+                }
+            }
+            let calls: Vec<FunctionCall> = reply.function_calls().cloned().collect();
+            let mut event = SessionEvent::text("", &self.name, now(), "");
+            event.content = Some(reply.content.clone());
+            append(event, &mut history).await?;
+            if calls.is_empty() {
+                break reply.text();
+            }
+            if calls.len() as u64 > limits.max_tool_calls_per_round {
+                return Err(AgentError::BoundExceeded(Bound::ToolCallsPerRound(
+                    calls.len() as u64,
+                )));
+            }
+            let mut parts = Vec::with_capacity(calls.len());
+            let mut effects = Vec::new();
+            for c in &calls {
+                let id = c.id.clone().unwrap_or_default();
+                let (response, mut fx) = self.call_tool(&inv, c, &id).await;
+                tool_calls += 1;
+                effects.append(&mut fx);
+                parts.push(Part::response(FunctionResponse {
+                    id: Some(id),
+                    name: c.name.clone(),
+                    response,
+                }));
+            }
+            let mut event = SessionEvent::text("", hippocamp_sessions::event::TOOL, now(), "");
+            event.content = Some(Content {
+                role: Some(USER.into()),
+                parts,
+            });
+            event.actions = Actions {
+                context_effects: effects,
+            };
+            append(event, &mut history).await?;
+            attachments = inv.take_attachments();
+        };
+        let outcome = RunOutcome {
+            answer,
+            invocation_id: invocation_id.clone(),
+            events: ids,
+            model_calls,
+            tool_calls,
+            preloaded: block.is_some(),
+        };
+        self.ingest(&scope, &session_id, &history, &outcome).await?;
+        Ok(outcome)
+    }
+
+    /// Runs one call: looked up, its arguments checked against its schema,
+    /// executed with a context granting what it declared, bounded in
+    /// time. A failure becomes an error result the model reads.
+    async fn call_tool(
+        &self,
+        inv: &Arc<Invocation>,
+        call: &FunctionCall,
+        id: &str,
+    ) -> (Value, Vec<Value>) {
+        let reg = match self.tools.get(&call.name) {
+            Ok(r) => r,
+            Err(e) => return (error_result(&e), Vec::new()),
+        };
+        if let Err(e) = reg.check(&call.args) {
+            return (error_result(&e), Vec::new());
+        }
+        let ctx = ToolContext::new(Arc::clone(inv), &call.name, reg.capabilities, id);
+        let wait = Duration::from_millis(self.options.limits.tool_timeout_ms)
+            .min(inv.deadline.remaining());
+        let result = tokio::time::timeout(wait, reg.tool.execute(&ctx, call.args.clone())).await;
+        let value = match result {
+            Ok(Ok(v)) if v.is_object() => v,
+            Ok(Ok(v)) => json!({"result": v}),
+            Ok(Err(e)) => {
+                tracing::debug!(tool = %call.name, code = e.code(), "tool call failed");
+                error_result(&e)
+            }
+            Err(_) => error_result(&AgentError::Service(Error::Timeout(Stage::Tool))),
+        };
+        (value, ctx.take_effects())
+    }
+
+    async fn ingest(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        history: &[SessionEvent],
+        outcome: &RunOutcome,
+    ) -> Result<()> {
+        let to_memory = |events: &[SessionEvent]| -> Vec<Event> {
+            events
+                .iter()
+                .filter_map(|e| e.to_memory_event().ok())
+                .collect()
+        };
+        match self.options.ingestion {
+            Ingestion::Disabled => Ok(()),
+            Ingestion::OnSuccess { .. } => {
+                let run: Vec<SessionEvent> = history
+                    .iter()
+                    .filter(|e| e.invocation_id.as_deref() == Some(outcome.invocation_id.as_str()))
+                    .cloned()
+                    .collect();
+                if let Some(b) = &self.background {
+                    b.submit(scope.clone(), session.clone(), to_memory(&run));
+                }
+                Ok(())
+            }
+            Ingestion::Durable { max_attempts } => {
+                let Some((outbox, target)) = &self.services.outbox else {
+                    return Ok(());
+                };
+                // The whole session: the outbox's watermark skips what it
+                // already holds, and a run whose admission failed before is
+                // caught up by the next one.
+                let events = to_memory(history);
+                outbox
+                    .ingest(target, scope, session, &events, max_attempts)
+                    .await
+                    .map(drop)
+                    .map_err(|source| AgentError::IngestionNotAdmitted {
+                        answer: outcome.answer.clone(),
+                        source,
+                    })
+            }
+        }
+    }
+}
