@@ -450,3 +450,108 @@ pub(crate) async fn read_checked(
     }
     Ok((meta, bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use hippocamp_artifacts::{ArtifactLimits, InMemoryArtifacts};
+    use hippocamp_memory::{InMemoryStore, MemoryConfig};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Performs the operation `c` names; whether it was denied.
+    async fn attempt(ctx: &ToolContext, c: Capability, n: usize) -> bool {
+        let name = ArtifactName::new(format!("a{}.txt", n % 3)).unwrap();
+        let r: Result<()> = match c {
+            Capability::MemorySearch => ctx
+                .memory_search(&SearchRequest::new("fact"))
+                .await
+                .map(drop),
+            Capability::MemoryAdd => ctx
+                .memory_add(NewEntry::new(format!("fact {n}")))
+                .await
+                .map(drop),
+            Capability::MemoryDelete => ctx
+                .memory_forget_session(&SessionId::new("s").unwrap())
+                .await
+                .map(drop),
+            Capability::ArtifactPut => ctx
+                .artifact_put(None, &name, Bytes::from_static(b"x"), PutOptions::default())
+                .await
+                .map(drop),
+            Capability::ArtifactGet => ctx
+                .artifact_get(None, &name, Selector::Latest, 1 << 20)
+                .await
+                .map(drop),
+            Capability::ArtifactList => ctx
+                .artifact_list(None, &PageRequest::default())
+                .await
+                .map(drop),
+            Capability::ArtifactListVersions => ctx
+                .artifact_versions(None, &name, &PageRequest::default())
+                .await
+                .map(drop),
+            Capability::ArtifactDelete => ctx
+                .artifact_delete(None, &name, DeleteSelector::All)
+                .await
+                .map(drop),
+            Capability::ArtifactAttach => ctx
+                .artifact_attach(None, &name, Selector::Latest)
+                .await
+                .map(drop),
+        };
+        matches!(r, Err(AgentError::CapabilityDenied { capability, .. }) if capability == c)
+    }
+
+    async fn state(
+        m: &InMemoryStore,
+        a: &InMemoryArtifacts,
+        inv: &Invocation,
+    ) -> (u64, u64, usize) {
+        let mem = m.status().await.unwrap().entries;
+        let art = a.status().await.unwrap().artifacts.unwrap_or(0);
+        (mem, art, inv.attachments.lock().len())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random declarations and operation sequences: an undeclared
+        /// operation is always denied and changes nothing; a declared one
+        /// is never denied.
+        #[test]
+        fn undeclared_operations_are_never_performed(
+            declared in proptest::collection::vec(0usize..9, 0..9),
+            ops in proptest::collection::vec(0usize..9, 1..30),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let caps: Vec<Capability> = declared.iter().map(|&i| Capability::ALL[i]).collect();
+                let set = CapabilitySet::of(&caps);
+                let m = Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+                let a = Arc::new(InMemoryArtifacts::new(ArtifactLimits::default()).unwrap());
+                let inv = Invocation::new(
+                    MemoryScope::parse("app", "u").unwrap(),
+                    SessionId::new("s").unwrap(),
+                    "inv".into(),
+                    Deadline::after(std::time::Duration::from_secs(30)),
+                    Some(m.clone() as Arc<dyn MemoryStore>),
+                    Some(a.clone() as Arc<dyn ArtifactStore>),
+                );
+                let ctx = ToolContext::new(Arc::clone(&inv), "t", set, "c");
+                for (n, &op) in ops.iter().enumerate() {
+                    let c = Capability::ALL[op];
+                    let before = state(&m, &a, &inv).await;
+                    let effects_before = ctx.effects.lock().len();
+                    let denied = attempt(&ctx, c, n).await;
+                    assert_eq!(denied, !set.contains(c), "{c} declared={set:?}");
+                    if denied {
+                        assert_eq!(state(&m, &a, &inv).await, before, "{c} changed state");
+                        assert_eq!(ctx.effects.lock().len(), effects_before);
+                    }
+                }
+            });
+        }
+    }
+}
