@@ -37,6 +37,8 @@ pub use context::ToolContext;
 pub use error::{AgentError, Bound, Result};
 pub use ingest::{Ingestion, IngestionStats};
 pub use preload::{OnError, PreloadOptions};
-pub use runner::{Agent, RunLimits, RunOutcome, Runner, RunnerCapabilities, RunnerOptions};
+pub use runner::{
+    Agent, AgentConfig, RunLimits, RunOutcome, Runner, RunnerCapabilities, RunnerOptions,
+};
 pub use services::{AgentServices, UserErasure};
 pub use tool::Tool;

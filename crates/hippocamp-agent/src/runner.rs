@@ -623,3 +623,52 @@ impl Runner {
         }
     }
 }
+
+/// The agent of a configuration file's `[agent]` section (what
+/// `hippocamp chat` runs): every key optional, unknown keys refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// The author name of its events.
+    pub name: String,
+    /// The system instruction (`{artifact.NAME}` placeholders allowed).
+    pub instruction: String,
+    /// The model (the command line can give or override it).
+    pub model: Option<hippocamp_models::ModelConfig>,
+    /// Built-in tools by name (`all` for every one).
+    pub tools: Vec<String>,
+    /// Bounds, preload, ingestion, tool choice.
+    pub runner: RunnerOptions,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            name: "assistant".into(),
+            instruction: "You are a helpful assistant. Answer briefly.".into(),
+            model: None,
+            tools: Vec::new(),
+            runner: RunnerOptions::default(),
+        }
+    }
+}
+
+impl AgentConfig {
+    /// Checks what can be checked without the services (the runner
+    /// checks the rest when it is built).
+    pub fn validate(&self) -> Result<()> {
+        Author::new(self.name.as_str())?;
+        self.runner.limits.check_ranges()?;
+        if let Some(p) = &self.runner.preload {
+            p.validate()?;
+        }
+        self.runner.ingestion.validate()?;
+        let names: Vec<&str> = self.tools.iter().map(String::as_str).collect();
+        crate::builtin::builtins(&names)?;
+        Instruction::compile(&self.instruction)?;
+        if let Some(m) = &self.model {
+            m.limits.validate()?;
+        }
+        Ok(())
+    }
+}

@@ -8,13 +8,11 @@
 use std::sync::Arc;
 
 use hippocamp_artifacts::ArtifactStore;
-use hippocamp_core::{CallOptions, MemoryScope};
+use hippocamp_core::{CallOptions, MemoryScope, Result};
 use hippocamp_memory::{Erasure, MemoryStore};
 use hippocamp_outbox::{Outbox, TargetName};
 use hippocamp_sessions::{Session, SessionStore, check_session};
 use serde::Serialize;
-
-use crate::error::Result;
 
 /// What a runner works over.
 #[derive(Debug, Clone)]
@@ -50,9 +48,9 @@ impl AgentServices {
     }
 
     /// Erases the user's memory, then every session of the user.
-    pub async fn erase_user(&self, scope: &MemoryScope) -> Result<UserErasure> {
+    pub async fn erase_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<UserErasure> {
         let memory = match &self.memory {
-            Some(m) => Some(m.delete_user(scope, &CallOptions::default()).await?),
+            Some(m) => Some(m.delete_user(scope, call).await?),
             None => None,
         };
         let sessions = self.sessions.delete_user(scope).await?;

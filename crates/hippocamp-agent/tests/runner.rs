@@ -623,7 +623,11 @@ async fn erasing_a_user_erases_their_memory_and_sessions_together() {
     w.remember(&stranger(), "Mallory fact").await;
     let exported = r.services().export_sessions(&scope()).await.unwrap();
     assert_eq!(exported.len(), 2);
-    let gone = r.services().erase_user(&scope()).await.unwrap();
+    let gone = r
+        .services()
+        .erase_user(&scope(), &hippocamp_core::CallOptions::default())
+        .await
+        .unwrap();
     assert_eq!(gone.sessions, 2);
     assert_eq!(gone.memory.unwrap().deleted, 1);
     assert!(

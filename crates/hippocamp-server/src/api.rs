@@ -432,7 +432,28 @@ async fn delete_user(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let call = call_options(parse_query(q)?.timeout_ms)?;
-    json(timed("delete_user", memory(&s)?.delete_user(&m.scope, &call)).await?)
+    memory(&s)?;
+    // The user's memory and their agent sessions go in one step.
+    let agent = s.services.agent();
+    let gone = timed("delete_user", agent.erase_user(&m.scope, &call)).await?;
+    let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
+    json(UserErased {
+        deleted: memory.deleted,
+        epoch: memory.epoch,
+        sessions: gone.sessions,
+    })
+}
+
+/// What erasing a user removed.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+struct UserErased {
+    /// Memory entries removed (0 when the scope held none).
+    deleted: u64,
+    /// The scope's erasure epoch after this erasure: a write admitted
+    /// before it carries a smaller epoch and is refused.
+    epoch: u64,
+    /// Agent sessions of the user removed with it.
+    sessions: u64,
 }
 
 async fn erasure_epoch(
@@ -1183,14 +1204,11 @@ const MEMORY: &[Route] = &[
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/memory",
         id: "delete_user",
-        summary: "Erase the user: every entry, and advance the erasure epoch (returns both)",
+        summary: "Erase the user: every entry and every agent session, and advance the erasure epoch",
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
-        success: (
-            200,
-            Payload::Json("Erasure", schema::<hippocamp_memory::Erasure>),
-        ),
+        success: (200, Payload::Json("UserErased", schema::<UserErased>)),
         errors: MEM_SCOPED,
         handler: || delete(delete_user),
     },

@@ -116,6 +116,10 @@ pub struct Config {
     pub outbox: hippocamp_outbox::OutboxLimits,
     /// How the outbox's processor delivers.
     pub outbox_processor: hippocamp_outbox::ProcessorOptions,
+    /// Limits of the agent runner's session store.
+    pub sessions: hippocamp_sessions::SessionLimits,
+    /// The agent `hippocamp chat` runs.
+    pub agent: hippocamp_agent::AgentConfig,
 }
 
 impl Default for Config {
@@ -133,6 +137,8 @@ impl Default for Config {
             embedder: None,
             outbox: hippocamp_outbox::OutboxLimits::default(),
             outbox_processor: hippocamp_outbox::ProcessorOptions::default(),
+            sessions: hippocamp_sessions::SessionLimits::default(),
+            agent: hippocamp_agent::AgentConfig::default(),
         }
     }
 }
@@ -181,6 +187,10 @@ impl Config {
         self.http.validate()?;
         self.outbox.validate()?;
         self.outbox_processor.validate()?;
+        self.sessions.validate()?;
+        self.agent
+            .validate()
+            .map_err(|e| Error::config("agent", Problem::Malformed(e.to_string())))?;
         if let Some(e) = &self.embedder {
             e.validate()?;
         }

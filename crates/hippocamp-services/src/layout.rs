@@ -46,6 +46,11 @@ pub fn outbox_dir(data: &Path) -> Result<PathBuf> {
     folder(data, "outbox")
 }
 
+/// The sessions folder of a data directory (created).
+pub fn sessions_dir(data: &Path) -> Result<PathBuf> {
+    folder(data, "sessions")
+}
+
 /// The artifacts folder of a data directory (created), as the absolute
 /// path the filesystem store requires.
 pub fn artifacts_dir(data: &Path) -> Result<PathBuf> {

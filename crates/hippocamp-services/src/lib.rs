@@ -14,11 +14,11 @@
 //! - [`auth`]: tokens, grants and permissions.
 //! - [`embedder`]: the embedder a configuration names.
 //!
-//! | profile | memory | outbox | artifacts |
-//! |---|---|---|---|
-//! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory |
-//! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory |
-//! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory |
+//! | profile | memory | outbox | artifacts | sessions |
+//! |---|---|---|---|---|
+//! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory | redb, data directory |
+//! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory | in memory |
+//! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory | redb, data directory |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -38,6 +38,8 @@ use hippocamp_memory_redb::RedbMemoryStore;
 use hippocamp_outbox::{Erasing, Outbox, Processor, Target, TargetName};
 use hippocamp_outbox_redb::RedbJobStore;
 use hippocamp_router::{RouterConfig, Strategy};
+use hippocamp_sessions::{InMemorySessions, SessionStore};
+use hippocamp_sessions_redb::RedbSessions;
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -65,6 +67,8 @@ pub struct Services {
     pub outbox: Option<Outbox>,
     /// Artifacts (reply check, router, store).
     pub artifacts: Arc<dyn ArtifactStore>,
+    /// The agent runner's conversation sessions.
+    pub sessions: Arc<dyn SessionStore>,
     /// Tokens.
     pub tokens: Arc<TokenStore>,
     processor: Arc<Mutex<Option<Processor>>>,
@@ -181,10 +185,39 @@ impl Services {
             memory,
             outbox,
             artifacts: Self::artifacts(config)?,
+            sessions: Self::sessions(config)?,
             tokens: Arc::new(tokens),
             processor: Arc::new(Mutex::new(None)),
             processor_options: config.outbox_processor.clone(),
         })
+    }
+
+    /// The session store of `config`: in memory (ephemeral) or in the
+    /// data directory. Blocking.
+    pub fn sessions(config: &Config) -> Result<Arc<dyn SessionStore>> {
+        config.validate()?;
+        Ok(match config.profile {
+            Profile::Ephemeral => Arc::new(InMemorySessions::new(config.sessions.clone())?),
+            Profile::Durable | Profile::Disabled => Arc::new(RedbSessions::open(
+                &layout::sessions_dir(&config.data_dir)?,
+                config.sessions.clone(),
+            )?),
+            Profile::Distributed => return Err(unavailable_profile()),
+        })
+    }
+
+    /// What an agent runner works over: these services' memory,
+    /// artifacts, sessions and outbox (with the memory target).
+    pub fn agent(&self) -> hippocamp_agent::AgentServices {
+        hippocamp_agent::AgentServices {
+            sessions: Arc::clone(&self.sessions),
+            memory: self.memory.clone(),
+            artifacts: Some(Arc::clone(&self.artifacts)),
+            outbox: self
+                .outbox
+                .clone()
+                .and_then(|o| TargetName::new(MEMORY_TARGET).ok().map(|t| (o, t))),
+        }
     }
 
     /// The memory store callers use, or `MemoryDisabled`.
