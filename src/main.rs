@@ -2,6 +2,7 @@
 //! done by the library crates.
 
 mod artifacts_cli;
+mod chat_cli;
 mod memory_cli;
 mod outbox_cli;
 mod remote;
@@ -73,6 +74,10 @@ enum Command {
         #[command(subcommand)]
         cmd: memory_cli::MemoryCmd,
     },
+    /// Talk to an agent over a local data directory: the runner with
+    /// memory preload, built-in tools and ingestion, against an
+    /// OpenAI-compatible (or Gemini) model endpoint.
+    Chat(chat_cli::Chat),
     /// The ingestion outbox of a local data directory or a server.
     Outbox {
         #[command(flatten)]
@@ -811,6 +816,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 emit(&serde_json::to_string_pretty(&out)?)?;
                 Ok(())
             }
+            Command::Chat(args) => chat_cli::run(args).await,
             Command::Outbox { target, cmd } => {
                 let out = outbox_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;
