@@ -283,6 +283,14 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Memory preload (query shaping, search, checks, bounds, framing)
+    /// next to the plain search it wraps, on a 600-entry scope,
+    /// interleaved.
+    Preload {
+        /// Calls of each.
+        #[arg(long, default_value_t = 20_000)]
+        samples: usize,
+    },
     /// Open time of a durable store of scopes × entries (built in the
     /// folder on first use and reused after).
     Open {
@@ -377,6 +385,8 @@ fn workdir(dir: Option<PathBuf>) -> anyhow::Result<(PathBuf, Option<tempfile::Te
     Ok((t.path().to_owned(), Some(t)))
 }
 
+// One arm per benchmark: a dispatch table, read top to bottom.
+#[allow(clippy::too_many_lines)]
 async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
     Ok(match cmd {
         Bench::DurableWrite { samples, dir } => {
@@ -465,6 +475,9 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
                 hippocamp_bench::outbox::delivery(&d.join("delivery"), jobs, rounds).await?;
             let claim = hippocamp_bench::outbox::claim(&d.join("claim"), few, many, 200).await?;
             serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
+        }
+        Bench::Preload { samples } => {
+            serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?
         }
         Bench::Open {
             scopes,

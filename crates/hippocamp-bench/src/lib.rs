@@ -14,12 +14,14 @@
 //! - [`artifacts`]: artifact put/get against their floors, listing pages.
 //! - [`outbox`]: durable admission, delivery throughput and claim cost of
 //!   the ingestion outbox.
+//! - [`preload`]: memory preload next to the plain search it wraps.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod artifacts;
 pub mod outbox;
+pub mod preload;
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
