@@ -177,6 +177,33 @@ fn overrides(args: &Chat, agent: &mut hippocamp_agent::AgentConfig) -> anyhow::R
     Ok(model)
 }
 
+/// Waits up to [`FLUSH`] for the outbox to finish `jobs`; whether it did.
+async fn delivered(
+    services: &hippocamp_services::Services,
+    app: &str,
+    user: &str,
+    jobs: &[hippocamp_outbox::JobId],
+) -> anyhow::Result<bool> {
+    if jobs.is_empty() {
+        return Ok(true);
+    }
+    let outbox = services.outbox()?;
+    let scope = hippocamp_core::MemoryScope::parse(app, user)?;
+    let until = std::time::Instant::now() + FLUSH;
+    for id in jobs {
+        loop {
+            if outbox.job(&scope, id).await?.state.is_terminal() {
+                break;
+            }
+            if std::time::Instant::now() > until {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(true)
+}
+
 pub(crate) async fn run(args: Chat) -> anyhow::Result<()> {
     let mut config = crate::local_config(args.config.as_deref(), args.data_dir.as_deref())?;
     let model = overrides(&args, &mut config.agent)?;
@@ -209,6 +236,11 @@ pub(crate) async fn run(args: Chat) -> anyhow::Result<()> {
         if !runner.flush_ingestion(FLUSH).await {
             eprintln!("warning: background ingestion did not finish; that memory is lost");
         }
+        if !delivered(&services, app, user, &out.jobs).await? {
+            eprintln!(
+                "note: the run's memory is queued durably; the next `serve` or `chat --ingestion durable` delivers it"
+            );
+        }
     } else {
         let mut lines = std::io::stdin().lock().lines();
         while let Some(line) = lines.next().transpose()? {
@@ -220,6 +252,7 @@ pub(crate) async fn run(args: Chat) -> anyhow::Result<()> {
                 break;
             }
             match runner.run(app, user, session, line).await {
+                // The processor keeps delivering while the loop runs.
                 Ok(out) => print(&out, args.json)?,
                 Err(e) => eprintln!("error: {e} ({})", e.code()),
             }

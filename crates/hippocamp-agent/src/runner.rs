@@ -121,8 +121,11 @@ pub struct RunOutcome {
     pub model_calls: u64,
     /// Tool calls run.
     pub tool_calls: u64,
-    /// Memory hits preloaded into the first request.
+    /// Whether memory was preloaded into the first request.
     pub preloaded: bool,
+    /// The outbox jobs holding the session's events (durable ingestion).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<hippocamp_outbox::JobId>,
 }
 
 /// A tool as the runner reports it.
@@ -540,8 +543,10 @@ impl Runner {
             model_calls,
             tool_calls,
             preloaded: block.is_some(),
+            jobs: Vec::new(),
         };
-        self.ingest(&scope, &session_id, &history, &outcome).await?;
+        let mut outcome = outcome;
+        outcome.jobs = self.ingest(&scope, &session_id, &history, &outcome).await?;
         Ok(outcome)
     }
 
@@ -583,7 +588,7 @@ impl Runner {
         session: &SessionId,
         history: &[SessionEvent],
         outcome: &RunOutcome,
-    ) -> Result<()> {
+    ) -> Result<Vec<hippocamp_outbox::JobId>> {
         let to_memory = |events: &[SessionEvent]| -> Vec<Event> {
             events
                 .iter()
@@ -591,7 +596,7 @@ impl Runner {
                 .collect()
         };
         match self.options.ingestion {
-            Ingestion::Disabled => Ok(()),
+            Ingestion::Disabled => Ok(Vec::new()),
             Ingestion::OnSuccess { .. } => {
                 let run: Vec<SessionEvent> = history
                     .iter()
@@ -601,11 +606,11 @@ impl Runner {
                 if let Some(b) = &self.background {
                     b.submit(scope.clone(), session.clone(), to_memory(&run));
                 }
-                Ok(())
+                Ok(Vec::new())
             }
             Ingestion::Durable { max_attempts } => {
                 let Some((outbox, target)) = &self.services.outbox else {
-                    return Ok(());
+                    return Ok(Vec::new());
                 };
                 // The whole session: the outbox's watermark skips what it
                 // already holds, and a run whose admission failed before is
@@ -614,7 +619,7 @@ impl Runner {
                 outbox
                     .ingest(target, scope, session, &events, max_attempts)
                     .await
-                    .map(drop)
+                    .map(|i| i.jobs.into_iter().map(|j| j.id).collect())
                     .map_err(|source| AgentError::IngestionNotAdmitted {
                         answer: outcome.answer.clone(),
                         source,
