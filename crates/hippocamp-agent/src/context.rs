@@ -515,6 +515,89 @@ mod tests {
         (mem, art, inv.attachments.lock().len())
     }
 
+    #[tokio::test]
+    async fn attachments_are_bounded_in_count_and_bytes_and_replace_themselves() {
+        let limits = ArtifactLimits {
+            max_artifact_bytes: 16 << 20,
+            ..ArtifactLimits::default()
+        };
+        let a = Arc::new(InMemoryArtifacts::new(limits).unwrap());
+        let scope = ArtifactScope::user("app", "u").unwrap();
+        let put = |name: String, size: usize| {
+            let a = Arc::clone(&a);
+            let scope = scope.clone();
+            async move {
+                a.put(
+                    &scope,
+                    &ArtifactName::new(name).unwrap(),
+                    Body::from(vec![7u8; size]),
+                    &PutOptions::default(),
+                )
+                .await
+                .unwrap();
+            }
+        };
+        for i in 0..9 {
+            put(format!("small{i}"), 10).await;
+        }
+        put("big1".into(), 6 << 20).await;
+        put("big2".into(), 6 << 20).await;
+        let inv = Invocation::new(
+            MemoryScope::parse("app", "u").unwrap(),
+            SessionId::new("s").unwrap(),
+            "inv".into(),
+            Deadline::after(std::time::Duration::from_secs(30)),
+            None,
+            Some(a.clone() as Arc<dyn ArtifactStore>),
+        );
+        let ctx = ToolContext::new(
+            Arc::clone(&inv),
+            "t",
+            CapabilitySet::of(&[Capability::ArtifactAttach]),
+            "c",
+        );
+        let name = |n: &str| ArtifactName::new(n).unwrap();
+        ctx.artifact_attach(None, &name("big1"), Selector::Latest)
+            .await
+            .unwrap();
+        let e = ctx
+            .artifact_attach(None, &name("big2"), Selector::Latest)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, AgentError::BoundExceeded(Bound::AttachmentBytes(_))),
+            "{e}"
+        );
+        // Attaching the same version again replaces it.
+        ctx.artifact_attach(None, &name("big1"), Selector::Latest)
+            .await
+            .unwrap();
+        for i in 0..7 {
+            ctx.artifact_attach(None, &name(&format!("small{i}")), Selector::Latest)
+                .await
+                .unwrap();
+        }
+        let e = ctx
+            .artifact_attach(None, &name("small7"), Selector::Latest)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, AgentError::BoundExceeded(Bound::Attachments(9))),
+            "{e}"
+        );
+        let staged = inv.take_attachments();
+        assert_eq!(staged.len(), 8);
+        assert_eq!(
+            ctx.take_effects().len(),
+            9,
+            "one effect per successful attach"
+        );
+        assert!(
+            inv.take_attachments().is_empty(),
+            "taken once, for one request"
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Random declarations and operation sequences: an undeclared

@@ -349,10 +349,15 @@ impl Runner {
         &self.services
     }
 
-    /// Its limits and tools.
+    /// Its limits (the run's, the model's, the sessions', and the fixed
+    /// ones of tools and attachments) and tools.
     pub fn capabilities(&self) -> RunnerCapabilities {
+        let mut limits = self.options.limits.describe();
+        limits.extend(self.model.limits().describe());
+        limits.extend(self.services.sessions.capabilities().limits);
+        limits.extend(crate::builtin::fixed_limits());
         RunnerCapabilities {
-            limits: self.options.limits.describe(),
+            limits,
             tools: self
                 .tools
                 .iter()

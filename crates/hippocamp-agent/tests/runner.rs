@@ -614,6 +614,29 @@ async fn background_ingestion_stores_the_run_and_a_crash_loses_only_that_run() {
 }
 
 #[tokio::test]
+async fn a_full_background_queue_drops_and_counts_the_run() {
+    let w = World::new((0..3).map(|_| Reply::openai_text("ok")).collect()).await;
+    let opts = RunnerOptions {
+        ingestion: Ingestion::OnSuccess {
+            workers: 1,
+            queue: 1,
+            max_attempts: 1,
+        },
+        ..RunnerOptions::default()
+    };
+    let r = w.runner(vec![], opts);
+    w.memory.set(STUCK_EVENTS);
+    // The worker takes the first run and sticks; the second waits in the
+    // queue; the third finds it full.
+    r.run("app", "alice", "s", "one").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    r.run("app", "alice", "s", "two").await.unwrap();
+    r.run("app", "alice", "s", "three").await.unwrap();
+    let st = r.ingestion_stats().unwrap();
+    assert_eq!((st.dropped, st.pending), (1, 2), "{st:?}");
+}
+
+#[tokio::test]
 async fn erasing_a_user_erases_their_memory_and_sessions_together() {
     let w = World::new(vec![Reply::openai_text("a"), Reply::openai_text("b")]).await;
     let r = w.runner(vec![], RunnerOptions::default());
@@ -621,6 +644,16 @@ async fn erasing_a_user_erases_their_memory_and_sessions_together() {
     r.run("app", "alice", "s2", "two").await.unwrap();
     w.remember(&scope(), "Alice fact").await;
     w.remember(&stranger(), "Mallory fact").await;
+    let caps = r.capabilities();
+    for name in [
+        "runner.max_model_calls",
+        "model.max_request_bytes",
+        "sessions.max_event_bytes",
+        "attachments.max_bytes",
+        "tools.max_query_chars",
+    ] {
+        assert!(caps.limits.iter().any(|l| l.name == name), "{name}");
+    }
     let exported = r.services().export_sessions(&scope()).await.unwrap();
     assert_eq!(exported.len(), 2);
     let gone = r
