@@ -70,41 +70,7 @@ fn max_reply_bytes(limits: &EmbedLimits) -> u64 {
 }
 
 fn bad(detail: impl Into<String>) -> Error {
-    Error::InvalidReply {
-        service: SERVICE,
-        detail: detail.into(),
-    }
-}
-
-/// Reads a reply body of at most `max` bytes.
-async fn read_bounded(mut r: reqwest::Response, max: u64) -> Result<Vec<u8>> {
-    if r.content_length().is_some_and(|n| n > max) {
-        return Err(bad(format!("a reply of more than {max} bytes")));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = r
-        .chunk()
-        .await
-        .map_err(|e| Error::Unavailable(format!("{SERVICE} broke off its reply: {e}")))?
-    {
-        if (body.len() + chunk.len()) as u64 > max {
-            return Err(bad(format!("a reply of more than {max} bytes")));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// The first `max` bytes of a reply body (the rest is never read).
-async fn read_head(mut r: reqwest::Response, max: usize) -> Vec<u8> {
-    let mut head = Vec::new();
-    while head.len() < max {
-        match r.chunk().await {
-            Ok(Some(chunk)) => head.extend_from_slice(&chunk[..chunk.len().min(max - head.len())]),
-            _ => break,
-        }
-    }
-    head
+    hippocamp_http::bad(SERVICE, detail)
 }
 
 /// The vectors of a reply in input order: every index from 0 to n - 1
@@ -153,9 +119,7 @@ impl OpenAiEmbedder {
                 hippocamp_core::Problem::Malformed(e.to_string()),
             )
         })?;
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| Error::Unavailable(format!("cannot start an HTTP client: {e}")))?;
+        let http = hippocamp_http::client()?;
         let mut me = Self {
             dimension: config.dimension.unwrap_or(0),
             config,
@@ -187,49 +151,27 @@ impl OpenAiEmbedder {
     ) -> Result<Vec<Vector>> {
         check_request(&self.config.limits, texts)?;
         deadline.check(Stage::Embedding)?;
-        let mut rq = self.http.post(self.url.clone()).json(&json!({
+        let body = serde_json::to_vec(&json!({
             "model": self.config.model,
             "input": texts,
             "encoding_format": "float",
             "input_type": kind,
-        }));
+        }))
+        .map_err(|e| bad(format!("cannot encode the request: {e}")))?;
+        let mut rq = self.http.post(self.url.clone());
         if let Some(k) = &self.config.api_key {
             rq = rq.bearer_auth(k);
         }
-        // Dropping the request at the deadline cancels it.
-        let reply = tokio::time::timeout(deadline.remaining(), async {
-            let r = rq
-                .send()
-                .await
-                .map_err(|e| Error::Unavailable(format!("{SERVICE} did not answer: {e}")))?;
-            let status = r.status();
-            if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-                return Err(Error::Overloaded(
-                    "the embedding endpoint asks to slow down",
-                ));
-            }
-            if status.is_server_error() {
-                return Err(Error::Unavailable(format!(
-                    "{SERVICE} failed with HTTP {status}"
-                )));
-            }
-            if !status.is_success() {
-                let head = read_head(r, 4 << 10).await;
-                let text = String::from_utf8_lossy(&head);
-                return Err(Error::InvalidReply {
-                    service: SERVICE,
-                    detail: format!(
-                        "HTTP {status}: {}",
-                        text.chars().take(200).collect::<String>()
-                    ),
-                });
-            }
-            let body = read_bounded(r, max_reply_bytes(&self.config.limits)).await?;
-            serde_json::from_slice::<Reply>(&body)
-                .map_err(|e| bad(format!("not an embeddings reply: {e}")))
-        })
-        .await
-        .map_err(|_| Error::Timeout(Stage::Embedding))??;
+        let bounds = hippocamp_http::Bounds {
+            // `check_request` bounded the texts already.
+            max_request_bytes: None,
+            max_reply_bytes: max_reply_bytes(&self.config.limits),
+            wait: deadline.remaining(),
+            stage: Stage::Embedding,
+        };
+        let body = hippocamp_http::post_json(SERVICE, rq, body, bounds).await?;
+        let reply = serde_json::from_slice::<Reply>(&body)
+            .map_err(|e| bad(format!("not an embeddings reply: {e}")))?;
         let (model, raw) = ordered(reply, texts.len())?;
         #[allow(clippy::cast_possible_truncation)]
         let mut vectors: Vec<Vector> = raw
