@@ -3,6 +3,7 @@
 
 mod artifacts_cli;
 mod chat_cli;
+mod mcp_cli;
 mod memory_cli;
 mod outbox_cli;
 mod remote;
@@ -78,6 +79,9 @@ enum Command {
     /// memory preload, built-in tools and ingestion, against an
     /// OpenAI-compatible (or Gemini) model endpoint.
     Chat(chat_cli::Chat),
+    /// The MCP server over standard input and output for one user of a
+    /// local data directory (for clients that spawn a process).
+    Mcp(mcp_cli::Mcp),
     /// The ingestion outbox of a local data directory or a server.
     Outbox {
         #[command(flatten)]
@@ -830,6 +834,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Chat(args) => chat_cli::run(args).await,
+            Command::Mcp(args) => mcp_cli::run(args).await,
             Command::Outbox { target, cmd } => {
                 let out = outbox_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;

@@ -148,6 +148,31 @@ impl ToolContext {
         }
     }
 
+    /// A context outside a runner (the MCP server's): bound to `scope`
+    /// and `session`, granting `declared` for `tool`, until `deadline`.
+    /// Its stores are put behind their reply checks like a runner's.
+    #[allow(clippy::too_many_arguments)] // each is one piece of the authority
+    pub fn standalone(
+        scope: MemoryScope,
+        session: SessionId,
+        memory: Option<Arc<dyn MemoryStore>>,
+        artifacts: Option<Arc<dyn ArtifactStore>>,
+        tool: &str,
+        declared: CapabilitySet,
+        call_id: &str,
+        deadline: Deadline,
+    ) -> Self {
+        let inv = Invocation::new(
+            scope,
+            session,
+            call_id.to_owned(),
+            deadline,
+            memory,
+            artifacts,
+        );
+        Self::new(inv, tool, declared, call_id)
+    }
+
     /// The exact memory scope of the invocation.
     pub fn scope(&self) -> &MemoryScope {
         &self.invocation.scope

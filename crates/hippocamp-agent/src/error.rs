@@ -74,13 +74,8 @@ pub enum AgentError {
     },
     /// The run answered, but its events were not admitted to the durable
     /// ingestion outbox (the answer and its events are in the session).
-    #[error("the run's events were not admitted for durable ingestion: {source}")]
-    IngestionNotAdmitted {
-        /// The final answer.
-        answer: String,
-        /// Why.
-        source: ServiceError,
-    },
+    #[error("the run's events were not admitted for durable ingestion: {}", .0.source)]
+    IngestionNotAdmitted(Box<NotAdmitted>),
 }
 
 impl AgentError {
@@ -96,9 +91,18 @@ impl AgentError {
             AgentError::InvalidOptions(_) => "invalid_options",
             AgentError::InstructionArtifactNotFound(_) => "instruction_artifact_not_found",
             AgentError::InvalidInstructionArtifact { .. } => "invalid_instruction_artifact",
-            AgentError::IngestionNotAdmitted { .. } => "ingestion_not_admitted",
+            AgentError::IngestionNotAdmitted(_) => "ingestion_not_admitted",
         }
     }
+}
+
+/// A run whose durable ingestion was refused.
+#[derive(Debug)]
+pub struct NotAdmitted {
+    /// The final answer.
+    pub answer: String,
+    /// Why the outbox refused.
+    pub source: ServiceError,
 }
 
 /// The runner's result type.

@@ -41,4 +41,4 @@ pub use runner::{
     Agent, AgentConfig, RunLimits, RunOutcome, Runner, RunnerCapabilities, RunnerOptions,
 };
 pub use services::{AgentServices, UserErasure};
-pub use tool::Tool;
+pub use tool::{Registered, Tool, ToolSet};

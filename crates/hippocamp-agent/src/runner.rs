@@ -39,7 +39,7 @@ use crate::ingest::{Background, Ingestion, IngestionStats};
 use crate::instruction::Instruction;
 use crate::preload::{PreloadOptions, preload};
 use crate::services::AgentServices;
-use crate::tool::{Tool, ToolBox};
+use crate::tool::{Tool, ToolSet};
 
 limit_table! {
     /// Hard bounds of every run.
@@ -152,7 +152,7 @@ pub struct Runner {
     name: String,
     model: Arc<dyn Model>,
     instruction: Instruction,
-    tools: ToolBox,
+    tools: ToolSet,
     services: AgentServices,
     options: RunnerOptions,
     background: Option<Background>,
@@ -310,7 +310,7 @@ impl Runner {
                 None
             }
         };
-        let tools = ToolBox::new(agent.tools)?;
+        let tools = ToolSet::new(agent.tools)?;
         for t in tools.iter() {
             for c in t.capabilities.iter() {
                 let missing = if c.is_memory() {
@@ -625,9 +625,11 @@ impl Runner {
                     .ingest(target, scope, session, &events, max_attempts)
                     .await
                     .map(|i| i.jobs.into_iter().map(|j| j.id).collect())
-                    .map_err(|source| AgentError::IngestionNotAdmitted {
-                        answer: outcome.answer.clone(),
-                        source,
+                    .map_err(|source| {
+                        AgentError::IngestionNotAdmitted(Box::new(crate::error::NotAdmitted {
+                            answer: outcome.answer.clone(),
+                            source,
+                        }))
                     })
             }
         }

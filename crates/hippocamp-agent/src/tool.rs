@@ -37,7 +37,8 @@ pub trait Tool: Send + Sync + fmt::Debug {
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<Value>;
 }
 
-pub(crate) struct Registered {
+/// A tool of a [`ToolSet`], with its compiled schema.
+pub struct Registered {
     pub(crate) tool: Arc<dyn Tool>,
     pub(crate) declaration: ToolDeclaration,
     pub(crate) capabilities: CapabilitySet,
@@ -53,9 +54,10 @@ impl fmt::Debug for Registered {
     }
 }
 
-/// The agent's tools, each with its compiled schema.
+/// A validated set of tools (unique names, strict schemas compiled
+/// once): the runner's, and the MCP server's.
 #[derive(Debug, Default)]
-pub(crate) struct ToolBox {
+pub struct ToolSet {
     tools: Vec<Registered>,
     by_name: HashMap<String, usize>,
 }
@@ -94,8 +96,9 @@ fn check_declaration(d: &ToolDeclaration) -> Result<jsonschema::Validator> {
     })
 }
 
-impl ToolBox {
-    pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self> {
+impl ToolSet {
+    /// Checks and compiles `tools`.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Result<Self> {
         if tools.len() > MAX_TOOLS {
             return Err(invalid(format!("at most {MAX_TOOLS} tools")));
         }
@@ -120,15 +123,18 @@ impl ToolBox {
         Ok(b)
     }
 
-    pub(crate) fn declarations(&self) -> Vec<ToolDeclaration> {
+    /// Every declaration, in order.
+    pub fn declarations(&self) -> Vec<ToolDeclaration> {
         self.tools.iter().map(|t| t.declaration.clone()).collect()
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Registered> {
+    /// Every tool, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Registered> {
         self.tools.iter()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Result<&Registered> {
+    /// The tool named `name`, or `UnknownTool`.
+    pub fn get(&self, name: &str) -> Result<&Registered> {
         self.by_name
             .get(name)
             .map(|&i| &self.tools[i])
@@ -137,8 +143,23 @@ impl ToolBox {
 }
 
 impl Registered {
+    /// The tool.
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    /// Its declaration.
+    pub fn declaration(&self) -> &ToolDeclaration {
+        &self.declaration
+    }
+
+    /// What it declared.
+    pub fn capabilities(&self) -> CapabilitySet {
+        self.capabilities
+    }
+
     /// Checks `args` against the schema (the first violation is named).
-    pub(crate) fn check(&self, args: &Value) -> Result<()> {
+    pub fn check(&self, args: &Value) -> Result<()> {
         self.validator
             .validate(args)
             .map_err(|e| AgentError::InvalidToolArguments {

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod error;
+mod mcp;
 pub mod openapi;
 pub mod transfer;
 pub mod ui;
@@ -182,8 +183,11 @@ pub fn app(state: AppState) -> axum::Router {
         // scope's hash.
         tracing::info_span!("request", method = %req.method(), route, scope = tracing::field::Empty)
     });
-    axum::Router::new()
-        .merge(api::router())
+    let mut router = axum::Router::new().merge(api::router());
+    if let Some(m) = mcp::service(&state) {
+        router = router.nest("/mcp", m);
+    }
+    router
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_page))

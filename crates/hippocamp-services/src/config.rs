@@ -85,6 +85,31 @@ impl HttpConfig {
     }
 }
 
+/// The MCP endpoint (`/mcp`) of the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSettings {
+    /// `Host` values accepted (default: loopback only); a server reached
+    /// under another name lists it here.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted when a request carries one (scheme, host,
+    /// `:*` for any port); any other origin is refused.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+            ],
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -120,6 +145,8 @@ pub struct Config {
     pub sessions: hippocamp_sessions::SessionLimits,
     /// The agent `hippocamp chat` runs.
     pub agent: hippocamp_agent::AgentConfig,
+    /// The MCP endpoint.
+    pub mcp: McpSettings,
 }
 
 impl Default for Config {
@@ -139,6 +166,7 @@ impl Default for Config {
             outbox_processor: hippocamp_outbox::ProcessorOptions::default(),
             sessions: hippocamp_sessions::SessionLimits::default(),
             agent: hippocamp_agent::AgentConfig::default(),
+            mcp: McpSettings::default(),
         }
     }
 }

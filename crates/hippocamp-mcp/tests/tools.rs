@@ -1,0 +1,301 @@
+//! Every tool in process: called for one user through the same function
+//! the MCP handler uses, over in-memory stores; the list follows the
+//! permissions; another user sees nothing of the first.
+
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use hippocamp_artifacts::{ArtifactLimits, ArtifactStore, InMemoryArtifacts};
+use hippocamp_core::MemoryScope;
+use hippocamp_mcp::tools::{Tools, call, list};
+use hippocamp_mcp::{Authority, Backends};
+use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore};
+use hippocamp_services::auth::Permission;
+use serde_json::{Value, json};
+
+fn who(user: &str, perms: &[Permission]) -> Authority {
+    Authority {
+        scope: MemoryScope::parse("demo", user).unwrap(),
+        permissions: perms.iter().copied().collect::<BTreeSet<_>>(),
+        base_url: "http://127.0.0.1:8765".into(),
+    }
+}
+
+fn backends() -> Backends {
+    Backends {
+        memory: Some(
+            Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap()) as Arc<dyn MemoryStore>,
+        ),
+        artifacts: Some(
+            Arc::new(InMemoryArtifacts::new(ArtifactLimits::default()).unwrap())
+                as Arc<dyn ArtifactStore>,
+        ),
+    }
+}
+
+async fn ok(tools: &Tools, a: &Authority, b: &Backends, name: &str, args: Value) -> Value {
+    let r = call(tools, a, b, name, args.as_object().cloned())
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{name}: {r:?}");
+    r.structured_content.unwrap()
+}
+
+#[tokio::test]
+async fn every_tool_works_for_its_user_and_only_for_them() {
+    let tools = Tools::new().unwrap();
+    let b = backends();
+    let alice = who("alice", &[Permission::Admin]);
+    let bob = who("bob", &[Permission::Admin]);
+    let names: Vec<String> = list(&alice, &b)
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "memory_search",
+            "load_memory",
+            "memory_add",
+            "memory_ingest",
+            "memory_delete",
+            "memory_forget_session",
+            "artifact_list",
+            "artifact_versions",
+            "artifact_get",
+            "artifact_put",
+            "artifact_delete"
+        ]
+    );
+    let added = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_add",
+        json!({"content": "Alice keeps bees"}),
+    )
+    .await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_ingest",
+        json!({"events": [
+        {"id": "t1", "author": "user", "text": "I also grow tomatoes"}]}),
+    )
+    .await;
+    for search in ["memory_search", "load_memory"] {
+        let r = ok(
+            &tools,
+            &alice,
+            &b,
+            search,
+            json!({"query": "bees tomatoes", "limit": 5}),
+        )
+        .await;
+        assert_eq!(r["hits"].as_array().unwrap().len(), 2, "{search}");
+        let theirs = ok(&tools, &bob, &b, search, json!({"query": "bees tomatoes"})).await;
+        assert!(theirs["hits"].as_array().unwrap().is_empty(), "{search}");
+    }
+    // Bob cannot delete Alice's entry: it is not in his scope.
+    assert_eq!(
+        ok(&tools, &bob, &b, "memory_delete", json!({"id": id})).await["deleted"],
+        0
+    );
+    assert_eq!(
+        ok(&tools, &alice, &b, "memory_delete", json!({"id": id})).await["deleted"],
+        1
+    );
+    assert_eq!(
+        ok(&tools, &alice, &b, "memory_forget_session", json!({})).await["deleted"],
+        1,
+        "ingested turns went to the `mcp` session"
+    );
+
+    let put = ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_put",
+        json!({"name": "notes/a.txt", "text": "hello"}),
+    )
+    .await;
+    assert_eq!(put["version"], 1);
+    ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_put",
+        json!({"name": "pic.bin", "data_base64": "AAEC", "mime_type": "image/png"}),
+    )
+    .await;
+    ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_put",
+        json!({"name": "s.txt", "text": "in a session", "session": "s1"}),
+    )
+    .await;
+    let names = ok(&tools, &alice, &b, "artifact_list", json!({})).await;
+    assert_eq!(names["names"], json!(["notes/a.txt", "pic.bin"]));
+    assert_eq!(
+        ok(
+            &tools,
+            &alice,
+            &b,
+            "artifact_list",
+            json!({"session": "s1"})
+        )
+        .await["names"],
+        json!(["s.txt"])
+    );
+    assert!(
+        ok(&tools, &bob, &b, "artifact_list", json!({})).await["names"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let versions = ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_versions",
+        json!({"name": "notes/a.txt"}),
+    )
+    .await;
+    assert_eq!(versions["versions"][0]["version"], 1);
+
+    // Text comes back as text, other types as an embedded blob resource
+    // whose URI is the version's API v1 URL.
+    let text = call(
+        &tools,
+        &alice,
+        &b,
+        "artifact_get",
+        json!({"name": "notes/a.txt"}).as_object().cloned(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text.content[0].as_text().unwrap().text, "hello");
+    let blob = call(
+        &tools,
+        &alice,
+        &b,
+        "artifact_get",
+        json!({"name": "pic.bin"}).as_object().cloned(),
+    )
+    .await
+    .unwrap();
+    let v = serde_json::to_value(&blob.content[0]).unwrap();
+    assert_eq!(v["type"], "resource");
+    assert_eq!(v["resource"]["blob"], "AAEC");
+    assert_eq!(v["resource"]["mimeType"], "image/png");
+    assert_eq!(
+        v["resource"]["uri"],
+        "http://127.0.0.1:8765/v1/apps/demo/users/alice/artifacts/pic.bin?version=1"
+    );
+    let missing = call(
+        &tools,
+        &bob,
+        &b,
+        "artifact_get",
+        json!({"name": "notes/a.txt"}).as_object().cloned(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(missing.is_error, Some(true));
+    assert_eq!(missing.structured_content.unwrap()["error"], "not_found");
+
+    let gone = ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_delete",
+        json!({"name": "notes/a.txt", "version": "all"}),
+    )
+    .await;
+    assert_eq!(gone["deleted"], json!([1]));
+
+    // Bad arguments are a tool error with the typed code, not a panic.
+    let bad = call(
+        &tools,
+        &alice,
+        &b,
+        "memory_search",
+        json!({"query": "x", "user": "bob"}).as_object().cloned(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    assert_eq!(
+        bad.structured_content.unwrap()["error"],
+        "invalid_arguments"
+    );
+    // An unknown tool, or the runner-only one, is not offered at all.
+    assert!(
+        call(&tools, &alice, &b, "load_artifacts", None)
+            .await
+            .is_none()
+    );
+    assert!(
+        call(&tools, &alice, &b, "no_such_tool", None)
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn the_tool_list_follows_the_permissions() {
+    let tools = Tools::new().unwrap();
+    let b = backends();
+    let reader = who(
+        "alice",
+        &[Permission::MemoryRead, Permission::ArtifactsRead],
+    );
+    let names: Vec<String> = list(&reader, &b)
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "memory_search",
+            "load_memory",
+            "artifact_list",
+            "artifact_versions",
+            "artifact_get"
+        ]
+    );
+    // A write tool is not even callable for a reader.
+    assert!(
+        call(
+            &tools,
+            &reader,
+            &b,
+            "memory_add",
+            json!({"content": "x"}).as_object().cloned()
+        )
+        .await
+        .is_none()
+    );
+    assert_eq!(
+        b.memory.as_ref().unwrap().status().await.unwrap().entries,
+        0
+    );
+    let nothing = who("alice", &[]);
+    assert!(list(&nothing, &b).is_empty());
+    let no_artifacts = Backends {
+        artifacts: None,
+        ..b.clone()
+    };
+    let admin = who("alice", &[Permission::Admin]);
+    assert!(
+        list(&admin, &no_artifacts)
+            .iter()
+            .all(|t| t.name.starts_with("memory") || t.name == "load_memory")
+    );
+}
