@@ -118,7 +118,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
     // One line per request (route, status, latency, scope hash; never
     // content or names) unless RUST_LOG says otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
