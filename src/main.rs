@@ -287,6 +287,13 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// An MCP memory_search round trip over HTTP next to the API v1
+    /// search round trip, interleaved, on one server.
+    Mcp {
+        /// Calls of each.
+        #[arg(long, default_value_t = 5_000)]
+        samples: usize,
+    },
     /// Memory preload (query shaping, search, checks, bounds, framing)
     /// next to the plain search it wraps, on a 600-entry scope,
     /// interleaved.
@@ -480,6 +487,7 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             let claim = hippocamp_bench::outbox::claim(&d.join("claim"), few, many, 200).await?;
             serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
         }
+        Bench::Mcp { samples } => serde_json::to_value(hippocamp_bench::mcp::mcp(samples).await?)?,
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?
         }

@@ -15,11 +15,13 @@
 //! - [`outbox`]: durable admission, delivery throughput and claim cost of
 //!   the ingestion outbox.
 //! - [`preload`]: memory preload next to the plain search it wraps.
+//! - [`mcp`]: an MCP `memory_search` round trip next to the API's.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod artifacts;
+pub mod mcp;
 pub mod outbox;
 pub mod preload;
 
