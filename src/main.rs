@@ -107,6 +107,12 @@ enum Eval {
         #[arg(long)]
         long_queries: bool,
     },
+    /// Print LoCoMo as `eval locomo` ingests and asks it (JSON), for
+    /// other clients to replay.
+    LocomoExport {
+        /// A LoCoMo JSON file.
+        path: PathBuf,
+    },
     /// Cranfield: graded nDCG@10, MAP@100 and MRR.
     Cranfield {
         /// The folder holding cran.all.1400, cran.qry and cranqrel.
@@ -772,6 +778,10 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             };
             let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;
             print(&report, common.json)
+        }
+        Eval::LocomoExport { path } => {
+            let samples = hippocamp_datasets::locomo::load(&path)?;
+            emit(&locomo::export(&samples).to_string())
         }
         Eval::Cranfield { dir, common } => {
             let collection = hippocamp_datasets::cranfield::load(&dir)?;

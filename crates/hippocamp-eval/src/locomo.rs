@@ -181,6 +181,30 @@ pub fn query_text(sample: &Sample, q: &hippocamp_datasets::locomo::Question, lon
     }
 }
 
+/// The conversations exactly as [`run`] ingests and asks them: per
+/// sample its scope's user, each session's id and events (the JSON
+/// `add_events` takes), and the questions with their evidence. Other
+/// clients (the ADK services) replay it to compare with the eval.
+pub fn export(samples: &[Sample]) -> serde_json::Value {
+    let out: Vec<serde_json::Value> = samples
+        .iter()
+        .map(|s| {
+            let sessions: Vec<serde_json::Value> = s
+                .sessions
+                .iter()
+                .map(|x| json!({"id": format!("{}-s{}", s.sample_id, x.number), "events": session_events(x)}))
+                .collect();
+            let questions: Vec<serde_json::Value> = s
+                .questions
+                .iter()
+                .map(|q| json!({"text": q.text, "category": q.category, "evidence": q.evidence}))
+                .collect();
+            json!({"app": "locomo", "user": s.sample_id, "sessions": sessions, "questions": questions})
+        })
+        .collect();
+    json!({"samples": out})
+}
+
 fn scope_of(sample: &Sample) -> Result<MemoryScope, EvalError> {
     Ok(MemoryScope::parse("locomo", &sample.sample_id)?)
 }

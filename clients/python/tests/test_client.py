@@ -1,0 +1,88 @@
+"""The typed client against a live server, blocking and async."""
+
+import asyncio
+
+import pytest
+from conftest import APP
+
+import hippocamp
+from hippocamp import AsyncClient, Client
+
+
+def test_memory_round_trip_and_typed_errors(url, token, user):
+    with Client(url, token) as c:
+        added = c.add_entry(APP, user, "Prefers window seats", metadata={"topic": "travel"})
+        entry = added["entry"]
+        assert entry["scope"] == {"app": APP, "user": user}
+        keyed = c.add_entry(APP, user, "Likes aisle seats too", idempotency_key="k1")
+        again = c.add_entry(APP, user, "Likes aisle seats too", idempotency_key="k1")
+        assert again["duplicate"] and again["entry"]["id"] == keyed["entry"]["id"]
+        hits = c.search(APP, user, "window seat", limit=5)["hits"]
+        assert hits and hits[0]["content"] == "Prefers window seats"
+        assert c.get_entry(APP, user, entry["id"])["content"] == "Prefers window seats"
+        assert c.delete_entry(APP, user, entry["id"])["deleted"] == 1
+        with pytest.raises(hippocamp.NotFound) as e:
+            c.get_entry(APP, user, entry["id"])
+        assert e.value.code == "not_found" and e.value.status == 404
+        with pytest.raises(hippocamp.InvalidArgument):
+            c.search(APP, user, "")
+        r = c.add_events(
+            APP,
+            user,
+            "s1",
+            [
+                {
+                    "id": "e1",
+                    "author": "user",
+                    "timestamp_ms": 1,
+                    "content": {"parts": [{"text": "I keep bees"}]},
+                }
+            ],
+        )
+        assert len(r["added"]) == 1
+        # Another user of the app sees nothing of this one.
+        assert c.search(APP, user + "-other", "bees")["hits"] == []
+        erased = c.delete_user(APP, user)
+        assert erased["epoch"] == 1
+    with pytest.raises(hippocamp.Unauthorized):
+        Client(url, "hct_not_a_token").search(APP, user, "x")
+    with pytest.raises(hippocamp.Forbidden):
+        Client(url, token).search("another-app", user, "x")
+
+
+def test_artifacts_stream_both_ways(url, token, user):
+    with Client(url, token) as c:
+        chunks = [b"a" * 70_000, b"b" * 70_000, b"c"]
+        meta = c.put_artifact(
+            APP, user, "logs/run.txt", iter(chunks), mime_type="text/plain", metadata={"run": 7}
+        )
+        assert meta["version"] == 1 and meta["size"] == 140_001
+        c.put_artifact(APP, user, "logs/run.txt", b"second", session="s9")
+        assert c.get_artifact(APP, user, "logs/run.txt") == b"".join(chunks)
+        assert b"".join(c.stream_artifact(APP, user, "logs/run.txt")) == b"".join(chunks)
+        assert c.artifact_meta(APP, user, "logs/run.txt")["metadata"] == {"run": 7}
+        assert c.list_names(APP, user)["items"] == ["logs/run.txt"]
+        assert c.list_names(APP, user, session="s9")["items"] == ["logs/run.txt"]
+        assert [v["version"] for v in c.list_versions(APP, user, "logs/run.txt")["items"]] == [1]
+        assert c.delete_artifact(APP, user, "logs/run.txt")["removed"] == [1]
+        with pytest.raises(hippocamp.NotFound):
+            c.get_artifact(APP, user, "logs/run.txt")
+
+
+def test_the_async_client_does_the_same(url, token, user):
+    async def go():
+        async with AsyncClient(url, token) as c:
+            await c.add_entry(APP, user, "Allergic to peanuts")
+            hits = (await c.search(APP, user, "peanut allergy"))["hits"]
+            assert hits[0]["content"] == "Allergic to peanuts"
+
+            async def body():
+                yield b"hello "
+                yield b"world"
+
+            await c.put_artifact(APP, user, "greeting.txt", body(), mime_type="text/plain")
+            parts = [x async for x in c.stream_artifact(APP, user, "greeting.txt")]
+            assert b"".join(parts) == b"hello world"
+            assert await c.all_names(APP, user) == ["greeting.txt"]
+
+    asyncio.run(go())

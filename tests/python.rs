@@ -1,0 +1,118 @@
+//! The Python package (`clients/python`: the typed client and the ADK
+//! services) with pytest and ruff, against a real `hippocamp serve` on
+//! loopback and google-adk from PyPI (pinned; `scripts/python-env.sh
+//! install`), so `cargo test --workspace` stays the one test command.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn hippocamp() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hippocamp"))
+}
+
+fn token(data: &Path, app: &str) -> String {
+    let out = hippocamp()
+        .args(["token", "--data-dir"])
+        .arg(data)
+        .args(["create", "--app", app, "--permissions"])
+        .arg(
+            "memory:read,memory:write,memory:erase,artifacts:read,artifacts:write,artifacts:delete",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
+    let Some(python) = hippocamp_testkit::env(
+        "HIPPOCAMP_TEST_PYTHON",
+        "eval \"$(scripts/python-env.sh install)\"",
+    ) else {
+        return;
+    };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python");
+    let bin = Path::new(&python).parent().unwrap();
+    let ruff = Command::new(bin.join("ruff"))
+        .arg("check")
+        .arg(&here)
+        .output()
+        .unwrap();
+    assert!(
+        ruff.status.success(),
+        "ruff:\n{}",
+        String::from_utf8_lossy(&ruff.stdout)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // Tokens first: the server reads the file it finds at start (and
+    // watches it after).
+    std::fs::create_dir_all(&data).unwrap();
+    let adk = token(&data, "adk");
+    let locomo = token(&data, "locomo");
+    let mut child = hippocamp()
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.rsplit("http://").next().unwrap().to_owned();
+    std::thread::spawn(move || for _ in lines {});
+
+    // LoCoMo: the data exported as the eval reads it, and the eval's own R@10.
+    let mut envs = vec![
+        ("HIPPOCAMP_URL".to_owned(), format!("hippocamp://{addr}")),
+        ("HIPPOCAMP_TOKEN".to_owned(), adk),
+    ];
+    if let Some(shared) = hippocamp_testkit::shared_data() {
+        let file = shared.join("locomo/locomo-dev.json");
+        let export = dir.path().join("export.json");
+        let eval = dir.path().join("eval.json");
+        for (args, out) in [
+            (vec!["eval", "locomo-export"], &export),
+            (vec!["eval", "locomo", "--json", "--no-isolation"], &eval),
+        ] {
+            let o = hippocamp().args(&args).arg(&file).output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            std::fs::write(out, o.stdout).unwrap();
+        }
+        envs.push((
+            "HIPPOCAMP_LOCOMO_EXPORT".into(),
+            export.display().to_string(),
+        ));
+        envs.push(("HIPPOCAMP_LOCOMO_EVAL".into(), eval.display().to_string()));
+        envs.push(("HIPPOCAMP_LOCOMO_TOKEN".into(), locomo));
+    }
+    let out = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-s"])
+        .arg(here.join("tests"))
+        .current_dir(&here)
+        .envs(envs)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success(),
+        "pytest:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every test ran (none skipped for a missing variable).
+    assert!(!text.contains("skipped"), "{text}");
+}
