@@ -403,4 +403,39 @@ fn bad_origins_hosts_and_tokens_are_refused() {
     assert_eq!(status("/mcp/apps/other/users/bob", &app_wide, &[]), 403);
     // A user-bound token cannot name another user.
     assert_eq!(status("/mcp/apps/demo/users/bob", &token, &[]), 403);
+    // Hostile bodies get errors, and the server keeps serving.
+    let auth = format!("Authorization: Bearer {token}");
+    let json_headers = |extra: &str| {
+        vec![
+            "Content-Type: application/json".to_owned(),
+            "Accept: application/json, text/event-stream".to_owned(),
+            auth.clone(),
+            extra.to_owned(),
+        ]
+    };
+    for body in [
+        "not json",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":5}",
+        "[]",
+        "{}",
+    ] {
+        let s = status_of(
+            &server.base,
+            "POST",
+            "/mcp",
+            &json_headers("X-Test: 1"),
+            body,
+        );
+        assert!((200..500).contains(&s), "{body}: {s}");
+    }
+    let huge = "x".repeat(9 << 20);
+    let s = status_of(
+        &server.base,
+        "POST",
+        "/mcp",
+        &json_headers("X-Test: 2"),
+        &huge,
+    );
+    assert!((400..500).contains(&s) || s == 0, "{s}");
+    assert_eq!(status("/mcp", &token, &[]), 200);
 }

@@ -42,8 +42,24 @@ def test_memory_round_trip_and_typed_errors(url, token, user):
         assert len(r["added"]) == 1
         # Another user of the app sees nothing of this one.
         assert c.search(APP, user + "-other", "bees")["hits"] == []
+        queued = c.ingest(
+            APP,
+            user,
+            "s2",
+            [
+                {
+                    "id": "q1",
+                    "author": "user",
+                    "timestamp_ms": 2,
+                    "content": {"parts": [{"text": "I also keep a goat"}]},
+                }
+            ],
+        )
+        job = queued["jobs"][0]["id"]
+        assert c.job(APP, user, job)["id"] == job
+        assert c.memory_capabilities()["limits"]
         erased = c.delete_user(APP, user)
-        assert erased["epoch"] == 1
+        assert erased["epoch"] == 1 and "sessions" in erased
     with pytest.raises(hippocamp.Unauthorized):
         Client(url, "hct_not_a_token").search(APP, user, "x")
     with pytest.raises(hippocamp.Forbidden):
@@ -61,6 +77,9 @@ def test_artifacts_stream_both_ways(url, token, user):
         assert c.get_artifact(APP, user, "logs/run.txt") == b"".join(chunks)
         assert b"".join(c.stream_artifact(APP, user, "logs/run.txt")) == b"".join(chunks)
         assert c.artifact_meta(APP, user, "logs/run.txt")["metadata"] == {"run": 7}
+        head = c.head_artifact(APP, user, "logs/run.txt")
+        assert head["content-length"] == "140001"
+        assert c.artifact_capabilities()
         assert c.list_names(APP, user)["items"] == ["logs/run.txt"]
         assert c.list_names(APP, user, session="s9")["items"] == ["logs/run.txt"]
         assert [v["version"] for v in c.list_versions(APP, user, "logs/run.txt")["items"]] == [1]

@@ -299,3 +299,56 @@ async fn the_tool_list_follows_the_permissions() {
             .all(|t| t.name.starts_with("memory") || t.name == "load_memory")
     );
 }
+
+#[tokio::test]
+async fn resources_page_through_the_user_scope_only() {
+    let b = backends();
+    let store = b.artifacts.clone().unwrap();
+    let alice = who("alice", &[Permission::ArtifactsRead]);
+    let scope = hippocamp_artifacts::ArtifactScope::user("demo", "alice").unwrap();
+    for i in 0..60 {
+        let name = hippocamp_artifacts::ArtifactName::new(format!("f{i:02}.txt")).unwrap();
+        store
+            .put(
+                &scope,
+                &name,
+                b"x".as_slice().into(),
+                &hippocamp_artifacts::PutOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let first = hippocamp_mcp::resources::list(store.as_ref(), &alice, None)
+        .await
+        .unwrap();
+    assert_eq!(first.resources.len(), 50);
+    let next = first.next_cursor.clone().unwrap();
+    let second = hippocamp_mcp::resources::list(store.as_ref(), &alice, Some(next))
+        .await
+        .unwrap();
+    assert_eq!(second.resources.len(), 10);
+    assert!(second.next_cursor.is_none());
+    assert_eq!(second.resources[9].name, "f59.txt");
+    let bob = who("bob", &[Permission::ArtifactsRead]);
+    assert!(
+        hippocamp_mcp::resources::list(store.as_ref(), &bob, None)
+            .await
+            .unwrap()
+            .resources
+            .is_empty()
+    );
+    // A URI of Alice's read as Bob names nothing.
+    let uri = first.resources[0].uri.clone();
+    assert!(
+        hippocamp_mcp::resources::read(&b, &alice, &uri)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        hippocamp_mcp::resources::read(&b, &bob, &uri)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -153,6 +153,36 @@ class _Api:
         return _Call("GET", [*scope_path(app, user), "memory", "jobs", job_id])
 
     @staticmethod
+    def cancel_job(app: str, user: str, job_id: str) -> _Call:
+        return _Call("POST", [*scope_path(app, user), "memory", "jobs", job_id, "cancel"])
+
+    @staticmethod
+    def artifact_capabilities() -> _Call:
+        return _Call("GET", ["v1", "artifacts", "capabilities"])
+
+    @staticmethod
+    def outbox_stats() -> _Call:
+        return _Call("GET", ["v1", "outbox", "stats"])
+
+    @staticmethod
+    def outbox_prune(limit: int | None = None) -> _Call:
+        return _Call(
+            "POST", ["v1", "outbox", "prune"], params={} if limit is None else {"limit": limit}
+        )
+
+    @staticmethod
+    def head_artifact(
+        app: str, user: str | None, session: str | None, name: str, version: int | None
+    ) -> _Call:
+        params = {} if version is None else {"version": version}
+        return _Call(
+            "HEAD",
+            [*scope_path(app, user, session), "artifacts", *name.split("/")],
+            params=params,
+            read=lambda r: dict(r.headers),
+        )
+
+    @staticmethod
     def delete_session(app: str, user: str, session: str) -> _Call:
         return _Call("DELETE", [*scope_path(app, user), "memory", "sessions", session])
 
@@ -314,6 +344,30 @@ class AsyncClient:
 
     async def job(self, app: str, user: str, job_id: str) -> JSON:
         return await self._run(_Api.job(app, user, job_id))
+
+    async def cancel_job(self, app: str, user: str, job_id: str) -> JSON:
+        return await self._run(_Api.cancel_job(app, user, job_id))
+
+    async def artifact_capabilities(self) -> JSON:
+        return await self._run(_Api.artifact_capabilities())
+
+    async def outbox_stats(self) -> JSON:
+        return await self._run(_Api.outbox_stats())
+
+    async def outbox_prune(self, limit: int | None = None) -> JSON:
+        return await self._run(_Api.outbox_prune(limit))
+
+    async def head_artifact(
+        self,
+        app: str,
+        user: str | None,
+        name: str,
+        *,
+        session: str | None = None,
+        version: int | None = None,
+    ) -> JSON:
+        """The version's headers (size, type, digest as ETag, version)."""
+        return await self._run(_Api.head_artifact(app, user, session, name, version))
 
     async def delete_session(self, app: str, user: str, session: str) -> JSON:
         return await self._run(_Api.delete_session(app, user, session))
@@ -508,6 +562,30 @@ class Client:
 
     def job(self, app: str, user: str, job_id: str) -> JSON:
         return self._run(_Api.job(app, user, job_id))
+
+    def cancel_job(self, app: str, user: str, job_id: str) -> JSON:
+        return self._run(_Api.cancel_job(app, user, job_id))
+
+    def artifact_capabilities(self) -> JSON:
+        return self._run(_Api.artifact_capabilities())
+
+    def outbox_stats(self) -> JSON:
+        return self._run(_Api.outbox_stats())
+
+    def outbox_prune(self, limit: int | None = None) -> JSON:
+        return self._run(_Api.outbox_prune(limit))
+
+    def head_artifact(
+        self,
+        app: str,
+        user: str | None,
+        name: str,
+        *,
+        session: str | None = None,
+        version: int | None = None,
+    ) -> JSON:
+        """The version's headers (size, type, digest as ETag, version)."""
+        return self._run(_Api.head_artifact(app, user, session, name, version))
 
     def delete_session(self, app: str, user: str, session: str) -> JSON:
         return self._run(_Api.delete_session(app, user, session))
