@@ -93,6 +93,37 @@ pub(crate) fn latency(mut us: Vec<f64>) -> Latency {
     }
 }
 
+/// Fills `scope` of `store` with `n` LoCoMo turns (one event each, one
+/// session) and returns the LoCoMo questions to search it with: the
+/// scope the latency benchmarks share.
+pub(crate) async fn locomo_scope(
+    store: &dyn MemoryStore,
+    scope: &MemoryScope,
+    n: usize,
+) -> Result<Vec<String>> {
+    let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
+    let texts = hippocamp_datasets::corpus::texts(&dir, n)?;
+    let session = SessionId::new("s")?;
+    let events: Vec<Event> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Event::text(
+                format!("e{i}"),
+                "user",
+                i64::try_from(i).unwrap_or(0),
+                t.clone(),
+            )
+        })
+        .collect();
+    for chunk in events.chunks(500) {
+        store
+            .add_events(scope, &session, chunk, &WriteOptions::default())
+            .await?;
+    }
+    Ok(hippocamp_datasets::corpus::queries(&dir)?)
+}
+
 /// ~200-byte conversation turns from the evaluation data.
 pub fn turns(n: usize) -> Result<Vec<String>> {
     let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;

@@ -7,8 +7,7 @@
 
 use std::time::Instant;
 
-use hippocamp_core::{MemoryScope, SessionId};
-use hippocamp_memory::{Event, WriteOptions};
+use hippocamp_core::MemoryScope;
 use hippocamp_services::{Config, Profile};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -34,9 +33,6 @@ fn fail(e: impl std::fmt::Display) -> BenchError {
 
 /// Runs `samples` interleaved pairs after a warm-up.
 pub async fn mcp(samples: usize) -> Result<McpBench> {
-    let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
-    let texts = hippocamp_datasets::corpus::texts(&dir, 600)?;
-    let queries = hippocamp_datasets::corpus::queries(&dir)?;
     let config = Config {
         profile: Profile::Ephemeral,
         bind: ([127, 0, 0, 1], 0).into(),
@@ -48,25 +44,7 @@ pub async fn mcp(samples: usize) -> Result<McpBench> {
     let grant = hippocamp_services::auth::grant(Some("bench"), Some("user"), "memory:read")?;
     let (token, _) = services.tokens.create("bench", grant)?;
     let scope = MemoryScope::parse("bench", "user")?;
-    let session = SessionId::new("s")?;
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            Event::text(
-                format!("e{i}"),
-                "user",
-                i64::try_from(i).unwrap_or(0),
-                t.clone(),
-            )
-        })
-        .collect();
-    for chunk in events.chunks(500) {
-        services
-            .memory_store()?
-            .add_events(&scope, &session, chunk, &WriteOptions::default())
-            .await?;
-    }
+    let queries = crate::locomo_scope(services.memory_store()?.as_ref(), &scope, 600).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(bound.serve(async {
         let _ = stopped.await;

@@ -7,13 +7,14 @@
 use std::time::Instant;
 
 use hippocamp_agent::PreloadOptions;
-use hippocamp_core::{CallOptions, MemoryScope, SessionId};
-use hippocamp_memory::{
-    Event, InMemoryStore, MemoryConfig, MemoryStore, SearchRequest, WriteOptions,
-};
+use hippocamp_core::{CallOptions, MemoryScope};
+use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore, SearchRequest};
 use serde::Serialize;
 
 use crate::{BenchError, Latency, Result, latency};
+
+/// Entries in the scope.
+const ENTRIES: usize = 600;
 
 /// `preload` results.
 #[derive(Debug, Clone, Serialize)]
@@ -34,29 +35,9 @@ pub struct PreloadBench {
 
 /// Runs `samples` interleaved pairs.
 pub async fn preload(samples: usize) -> Result<PreloadBench> {
-    let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
-    let texts = hippocamp_datasets::corpus::texts(&dir, 600)?;
-    let queries = hippocamp_datasets::corpus::queries(&dir)?;
     let store = InMemoryStore::new(MemoryConfig::default())?;
     let scope = MemoryScope::parse("bench", "user")?;
-    let session = SessionId::new("s")?;
-    let events: Vec<Event> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            Event::text(
-                format!("e{i}"),
-                "user",
-                i64::try_from(i).unwrap_or(0),
-                t.clone(),
-            )
-        })
-        .collect();
-    for chunk in events.chunks(500) {
-        store
-            .add_events(&scope, &session, chunk, &WriteOptions::default())
-            .await?;
-    }
+    let queries = crate::locomo_scope(&store, &scope, ENTRIES).await?;
     let opts = PreloadOptions::default();
     let call = CallOptions::default();
     let (mut plain, mut framed) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
@@ -85,7 +66,7 @@ pub async fn preload(samples: usize) -> Result<PreloadBench> {
     }
     let (search, preload) = (latency(plain), latency(framed));
     Ok(PreloadBench {
-        entries: texts.len(),
+        entries: ENTRIES,
         samples,
         limit: opts.limit,
         overhead_p50_us: preload.p50_us - search.p50_us,
