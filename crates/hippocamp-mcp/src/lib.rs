@@ -55,6 +55,32 @@ pub const PERMISSIONS: &[(Capability, Option<Permission>)] = &[
     (Capability::ArtifactAttach, None),
 ];
 
+/// The MCP server's fixed limits, as `capabilities()` reports them (the
+/// tools' own are `hippocamp_agent::builtin::fixed_limits`).
+pub fn fixed_limits() -> Vec<hippocamp_core::LimitInfo> {
+    use hippocamp_core::LimitInfo;
+    vec![
+        LimitInfo::fixed(
+            "mcp.resources_page",
+            resources::PAGE,
+            1,
+            "resources one resources/list page returns",
+        ),
+        LimitInfo::fixed(
+            "mcp.max_read_bytes",
+            resources::MAX_READ_BYTES,
+            1,
+            "bytes one resources/read returns",
+        ),
+        LimitInfo::fixed(
+            "mcp.call_timeout_ms",
+            u64::try_from(tools::CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+            1,
+            "milliseconds one MCP tool call may take",
+        ),
+    ]
+}
+
 /// The permission `c` needs, if it is offered at all.
 pub fn permission_for(c: Capability) -> Option<Permission> {
     PERMISSIONS

@@ -306,9 +306,13 @@ fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::MemoryStore>> {
 /// A store's capabilities with the server's own bounds in force (`http`):
 /// every limit a client meets is reported, with the value that applies.
 fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> {
+    let mut agent = s.config.sessions.describe();
+    agent.extend(hippocamp_agent::builtin::fixed_limits());
+    agent.extend(hippocamp_mcp::fixed_limits());
     json(WithHttp {
         store,
         http: s.config.http.describe(),
+        agent,
     })
 }
 
@@ -994,6 +998,10 @@ pub struct WithHttp<T> {
     pub store: T,
     /// The HTTP bounds in force (`http.*`).
     pub http: Vec<hippocamp_core::LimitInfo>,
+    /// The agent surfaces' bounds in force: sessions (`sessions.*`), the
+    /// built-in tools (`tools.*`, `attachments.*`) and the MCP server
+    /// (`mcp.*`).
+    pub agent: Vec<hippocamp_core::LimitInfo>,
 }
 
 /// One route of API v1.

@@ -1082,6 +1082,7 @@ async fn capabilities_report_the_values_in_force() {
     let s = TestServer::start(Profile::Ephemeral, |c| {
         c.memory.limits.call_timeout_ms = 1_234;
         c.http.transfer_timeout_ms = 4_321;
+        c.sessions.max_events_per_session = 77;
     })
     .await;
     let t = s.all_permissions("shop", Some("alice"));
@@ -1103,6 +1104,18 @@ async fn capabilities_report_the_values_in_force() {
         value(&caps["http"], "http.transfer_timeout_ms"),
         Some(json!(4_321))
     );
+    // The agent surfaces' bounds: sessions as configured, tools and MCP fixed.
+    assert_eq!(
+        value(&caps["agent"], "sessions.max_events_per_session"),
+        Some(json!(77))
+    );
+    for name in [
+        "tools.max_query_chars",
+        "attachments.max_bytes",
+        "mcp.max_read_bytes",
+    ] {
+        assert!(value(&caps["agent"], name).is_some(), "{name}");
+    }
     let (_, _, b) = send(
         &s,
         Method::GET,

@@ -275,6 +275,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_agent_sessions_and_mcp_sections_refuse_unknown_keys() {
+        let ok = Config::from_toml(
+            "[sessions]\nmax_events_per_session = 5\n[mcp]\nallowed_hosts = [\"mem.example\"]\n[agent]\nname = \"bot\"\ntools = [\"load_memory\"]\n[agent.runner.limits]\nmax_model_calls = 3\n",
+        )
+        .unwrap();
+        assert_eq!(ok.sessions.max_events_per_session, 5);
+        assert_eq!(ok.mcp.allowed_hosts, ["mem.example"]);
+        assert_eq!(ok.agent.runner.limits.max_model_calls, 3);
+        for bad in [
+            "[sessions]\nmax_event = 5\n",
+            "[mcp]\nallowed_host = []\n",
+            "[agent]\nnmae = \"x\"\n",
+            "[agent]\ntools = [\"no_such_tool\"]\n",
+            "[agent.runner.limits]\nmax_model_calls = 0\n",
+            "[sessions]\nmax_events_per_session = 0\n",
+        ] {
+            assert!(Config::from_toml(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn defaults_are_valid_and_empty_text_gives_them() {
         assert_eq!(Config::from_toml("").unwrap(), Config::default());
     }
