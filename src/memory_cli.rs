@@ -185,7 +185,18 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             let session = SessionId::new(session)?;
             json!({"deleted": store.delete_session(&scope, &session, &c).await?})
         }
-        MemoryCmd::DeleteUser => serde_json::to_value(store.delete_user(&scope, &c).await?)?,
+        MemoryCmd::DeleteUser => {
+            // The user's agent sessions go with their memory, as over HTTP.
+            let cfg = config.clone();
+            let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
+            let agent = hippocamp_agent::AgentServices {
+                memory: Some(std::sync::Arc::clone(&services.memory)),
+                ..hippocamp_agent::AgentServices::new(sessions)
+            };
+            let gone = agent.erase_user(&scope, &c).await?;
+            let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
+            json!({"deleted": memory.deleted, "epoch": memory.epoch, "sessions": gone.sessions})
+        }
         MemoryCmd::Import { file, session, .. } => {
             let session = SessionId::new(session)?;
             let (scope, session) = (&scope, &session);

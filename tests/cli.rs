@@ -181,8 +181,12 @@ fn memory_commands_round_trip_on_a_data_directory() {
     assert_eq!(n["deleted"], 0);
     let (_, n, _) = memory(d, &["delete-user"]);
     assert_eq!(
-        (n["deleted"].as_u64(), n["epoch"].as_u64()),
-        (Some(0), Some(1))
+        (
+            n["deleted"].as_u64(),
+            n["epoch"].as_u64(),
+            n["sessions"].as_u64()
+        ),
+        (Some(0), Some(1), Some(0))
     );
     // Bad input: a clear error and a non-zero exit, nothing else.
     let (ok, _, err) = memory(d, &["get", "not-an-id"]);
