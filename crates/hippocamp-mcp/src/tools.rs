@@ -161,7 +161,8 @@ pub async fn call(
         backends.artifacts.clone(),
         name,
         caps,
-        "mcp-call",
+        // Unique per call: turns ingested without ids are named after it.
+        &format!("mcp-{:016x}", rand::random::<u64>()),
         Deadline::after(CALL_TIMEOUT),
     );
     let out = tokio::time::timeout(CALL_TIMEOUT, tool.tool().execute(&ctx, args)).await;

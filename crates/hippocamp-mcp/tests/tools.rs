@@ -87,6 +87,12 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
         {"id": "t1", "author": "user", "text": "I also grow tomatoes"}]}),
     )
     .await;
+    // Turns without ids, in two calls, are two turns (ids are per call).
+    for text in ["I keep a rain barrel", "I compost kitchen scraps"] {
+        let events = json!({"events": [{"author": "user", "text": text}]});
+        let r = ok(&tools, &alice, &b, "memory_ingest", events).await;
+        assert_eq!(r["added"], 1, "{r}");
+    }
     for search in ["memory_search", "load_memory"] {
         let r = ok(
             &tools,
@@ -111,7 +117,7 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
     );
     assert_eq!(
         ok(&tools, &alice, &b, "memory_forget_session", json!({})).await["deleted"],
-        1,
+        3,
         "ingested turns went to the `mcp` session"
     );
 
