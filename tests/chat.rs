@@ -227,8 +227,10 @@ async fn the_real_small_model_gets_the_framed_fact_and_calls_load_memory() {
             "required",
             "--temperature",
             "0",
+            // Room for a `query` at its 256-character bound: the prompt
+            // changes with every nonce, and so does what the model writes.
             "--max-output-tokens",
-            "160",
+            "400",
             "--json",
             "--message",
             "Where do I live?",
