@@ -439,7 +439,8 @@ fn selector(v: Option<&Value>) -> Selector {
     }
 }
 
-fn is_text(mime: &str) -> bool {
+/// Whether a MIME type is text (returned as text, not base64).
+pub fn is_text(mime: &str) -> bool {
     mime.starts_with("text/")
         || mime.starts_with("application/json")
         || mime.starts_with("application/xml")

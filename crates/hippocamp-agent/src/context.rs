@@ -436,8 +436,9 @@ impl ToolContext {
 }
 
 /// Reads a version of at most `max_bytes`, checking the record against
-/// the request and the bytes against its size and SHA-256.
-pub(crate) async fn read_checked(
+/// the request and the bytes against its size and SHA-256 (tools,
+/// placeholders and MCP resources all read through it).
+pub async fn read_checked(
     store: &dyn ArtifactStore,
     scope: &ArtifactScope,
     name: &ArtifactName,

@@ -202,21 +202,28 @@ pub fn nonce() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Searches for `message` and frames what fits; `None` when there is
+/// The store's `max_query_bytes` (what [`preload`] cuts the message to),
+/// from its capabilities: read it once, not per run.
+pub fn max_query_bytes(memory: &dyn MemoryStore) -> usize {
+    memory
+        .capabilities()
+        .limits
+        .iter()
+        .find(|l| l.name == "max_query_bytes")
+        .map_or(4_096, |l| hippocamp_core::limits::to_usize(l.value))
+}
+
+/// Searches for `message` (cut to `max_query` bytes, see
+/// [`max_query_bytes`]) and frames what fits; `None` when there is
 /// nothing to add (no query, no hit kept, or an ignored error).
 pub async fn preload(
     memory: &dyn MemoryStore,
     scope: &MemoryScope,
     message: &str,
     opts: &PreloadOptions,
+    max_query: usize,
     call: CallOptions,
 ) -> Result<Option<String>> {
-    let max_query = memory
-        .capabilities()
-        .limits
-        .iter()
-        .find(|l| l.name == "max_query_bytes")
-        .map_or(4_096, |l| hippocamp_core::limits::to_usize(l.value));
     let Some(query) = shape_query(message, max_query) else {
         return Ok(None);
     };

@@ -156,6 +156,8 @@ pub struct Runner {
     services: AgentServices,
     options: RunnerOptions,
     background: Option<Background>,
+    /// The memory store's `max_query_bytes`, read once (preload cuts to it).
+    max_query: usize,
 }
 
 fn invalid(m: impl Into<String>) -> AgentError {
@@ -168,20 +170,12 @@ fn now() -> i64 {
 
 /// The JSON size of a request: what the bound counts.
 fn request_bytes(r: &ModelRequest) -> u64 {
-    let size = |v: &dyn erased::Size| v.size();
-    size(&r.system) + size(&r.contents) + size(&r.tools)
-}
-
-mod erased {
-    /// JSON size of a serializable value.
-    pub(super) trait Size {
-        fn size(&self) -> u64;
+    fn len(v: &impl Serialize) -> u64 {
+        serde_json::to_vec(v).map_or(u64::MAX, |v| v.len() as u64)
     }
-    impl<T: serde::Serialize> Size for T {
-        fn size(&self) -> u64 {
-            serde_json::to_vec(self).map_or(u64::MAX, |v| v.len() as u64)
-        }
-    }
+    len(&r.system)
+        .saturating_add(len(&r.contents))
+        .saturating_add(len(&r.tools))
 }
 
 fn error_result(e: &AgentError) -> Value {
@@ -333,7 +327,12 @@ impl Runner {
                 "the instruction has artifact placeholders but the runner has no artifact store",
             ));
         }
+        let max_query = services
+            .memory
+            .as_deref()
+            .map_or(0, crate::preload::max_query_bytes);
         Ok(Self {
+            max_query,
             name: agent.name,
             model: agent.model,
             instruction,
@@ -445,7 +444,9 @@ impl Runner {
         let current = history.last().map(|e| e.id.clone()).unwrap_or_default();
 
         let block = match (&self.options.preload, &self.services.memory) {
-            (Some(p), Some(m)) => preload(m.as_ref(), &scope, message, p, call).await?,
+            (Some(p), Some(m)) => {
+                preload(m.as_ref(), &scope, message, p, self.max_query, call).await?
+            }
             _ => None,
         };
         let declarations = self.tools.declarations();

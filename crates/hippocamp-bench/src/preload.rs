@@ -39,6 +39,7 @@ pub async fn preload(samples: usize) -> Result<PreloadBench> {
     let scope = MemoryScope::parse("bench", "user")?;
     let queries = crate::locomo_scope(&store, &scope, ENTRIES).await?;
     let opts = PreloadOptions::default();
+    let max_query = hippocamp_agent::preload::max_query_bytes(&store);
     let call = CallOptions::default();
     let (mut plain, mut framed) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
     // Warm both paths first.
@@ -54,7 +55,7 @@ pub async fn preload(samples: usize) -> Result<PreloadBench> {
         let searched = started.elapsed();
         std::hint::black_box(hits);
         let started = Instant::now();
-        let block = hippocamp_agent::preload::preload(&store, &scope, q, &opts, call)
+        let block = hippocamp_agent::preload::preload(&store, &scope, q, &opts, max_query, call)
             .await
             .map_err(|e| BenchError::Store(hippocamp_core::Error::Unavailable(e.to_string())))?;
         let preloaded = started.elapsed();

@@ -152,38 +152,26 @@ pub async fn read(
     let Some((scope, name, version)) = parse(who, uri_text) else {
         return Ok(None);
     };
-    let call = CallOptions::default();
-    let head = match store
-        .head(&scope, &name, Selector::Version(version), &call)
-        .await
-    {
-        Ok(h) => h,
-        Err(hippocamp_core::Error::NotFound(_)) => return Ok(None),
-        Err(e) => return Err(e),
+    let read = hippocamp_agent::context::read_checked(
+        store.as_ref(),
+        &scope,
+        &name,
+        Selector::Version(version),
+        MAX_READ_BYTES,
+        CallOptions::default(),
+    )
+    .await;
+    let (meta, bytes) = match read {
+        Ok(r) => r,
+        Err(hippocamp_agent::AgentError::Service(hippocamp_core::Error::NotFound(_))) => {
+            return Ok(None);
+        }
+        Err(hippocamp_agent::AgentError::Service(e)) => return Err(e),
+        Err(e) => return Err(hippocamp_core::Error::Unavailable(e.to_string())),
     };
-    if head.size > MAX_READ_BYTES {
-        return Err(hippocamp_core::Error::invalid(
-            hippocamp_core::Field::Body,
-            hippocamp_core::Problem::TooLong {
-                len: hippocamp_core::limits::to_usize(head.size),
-                max: hippocamp_core::limits::to_usize(MAX_READ_BYTES),
-            },
-        ));
-    }
-    let read = store
-        .get(&scope, &name, Selector::Version(version), None, &call)
-        .await?;
-    let meta = read.meta.clone();
-    if meta.scope != scope || meta.name != name || meta.version != version {
-        return Err(hippocamp_core::Error::foreign_record(
-            "the artifact store",
-            "a version record",
-        ));
-    }
-    let bytes = read.bytes().await?;
     let mime = meta.mime_type.as_str();
     let contents = match std::str::from_utf8(&bytes) {
-        Ok(t) if mime.starts_with("text/") || mime.contains("json") || mime.contains("xml") => {
+        Ok(t) if hippocamp_agent::builtin::is_text(mime) => {
             ResourceContents::text(t, uri_text).with_mime_type(mime)
         }
         _ => ResourceContents::blob(
