@@ -66,10 +66,92 @@ impl Deadline {
     }
 }
 
-/// Options every scoped operation takes: how long the caller will wait.
+/// Options every scoped operation takes: how long the caller will wait,
+/// and who is asking (for the governance policy and the audit log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallOptions {
     when: When,
+    caller: Caller,
+}
+
+/// Who made a call, as the policy and the audit log see it: the kind of
+/// caller and, for a token, its public id (never its secret). Set by the
+/// entry point that authenticated the caller (server, CLI, outbox, runner),
+/// never taken from request data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Caller {
+    /// What kind of caller.
+    pub kind: CallerKind,
+    /// A token's public id (12 hex characters), when a token made the call.
+    pub token_id: Option<[u8; 12]>,
+}
+
+/// The kind of a [`Caller`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum CallerKind {
+    /// Not stated (a library caller).
+    #[default]
+    Library,
+    /// An HTTP client with a bearer token.
+    Token,
+    /// The command line, on its own authority.
+    Cli,
+    /// The outbox delivering a queued job.
+    Outbox,
+    /// The background sweeper.
+    Sweeper,
+    /// The agent runner or a tool it runs.
+    Runner,
+}
+
+impl CallerKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerKind::Library => "library",
+            CallerKind::Token => "token",
+            CallerKind::Cli => "cli",
+            CallerKind::Outbox => "outbox",
+            CallerKind::Sweeper => "sweeper",
+            CallerKind::Runner => "runner",
+        }
+    }
+}
+
+impl Caller {
+    /// A caller of `kind` without a token.
+    pub const fn of(kind: CallerKind) -> Self {
+        Self {
+            kind,
+            token_id: None,
+        }
+    }
+
+    /// A token caller; `id` is the token's public id. An id that is not
+    /// 12 ASCII bytes is kept as its first 12 bytes (ids are made here).
+    pub fn token(id: &str) -> Self {
+        let mut out = [b'?'; 12];
+        for (o, b) in out.iter_mut().zip(id.bytes()) {
+            *o = if b.is_ascii_alphanumeric() { b } else { b'?' };
+        }
+        Self {
+            kind: CallerKind::Token,
+            token_id: Some(out),
+        }
+    }
+
+    /// A bounded description: `token:ab12…` or the kind's name.
+    pub fn describe(&self) -> String {
+        match &self.token_id {
+            Some(id) => format!(
+                "{}:{}",
+                self.kind.as_str(),
+                String::from_utf8_lossy(id.as_slice())
+            ),
+            None => self.kind.as_str().to_owned(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +166,7 @@ impl Default for CallOptions {
     fn default() -> Self {
         Self {
             when: When::StoreDefault,
+            caller: Caller::default(),
         }
     }
 }
@@ -114,6 +197,7 @@ impl CallOptions {
         }
         Ok(Self {
             when: When::Timeout(timeout),
+            caller: Caller::default(),
         })
     }
 
@@ -127,6 +211,30 @@ impl CallOptions {
     pub fn until(deadline: Deadline) -> Self {
         Self {
             when: When::Deadline(deadline),
+            caller: Caller::default(),
+        }
+    }
+
+    /// The same options made on behalf of `caller`.
+    #[must_use]
+    pub fn on_behalf_of(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Who is asking.
+    pub fn caller(&self) -> Caller {
+        self.caller
+    }
+
+    /// These options with the deadline made absolute (now, for a timeout),
+    /// keeping the caller: what a wrapper forwards after it started the
+    /// clock.
+    #[must_use]
+    pub fn fixed(&self, store_default: Duration) -> Self {
+        Self {
+            when: When::Deadline(self.deadline(store_default)),
+            caller: self.caller,
         }
     }
 

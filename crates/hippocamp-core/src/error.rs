@@ -121,6 +121,32 @@ pub enum Error {
     /// An I/O or storage-engine failure.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// The governance policy refused the operation (or could not answer in
+    /// time, which refuses too: fail closed); nothing was touched.
+    #[error("refused by policy ({reason})")]
+    PolicyDenied {
+        /// The policy's reason code (snake_case, bounded).
+        reason: String,
+    },
+    /// The app requires a recorded consent for this user before anything
+    /// is ingested; nothing was written.
+    #[error("the user has no recorded consent for {0}; nothing was written")]
+    ConsentRequired(&'static str),
+    /// The record must be retained until `until_ms`; nothing was deleted.
+    #[error("retained until {until_ms} (ms since the Unix epoch); nothing was deleted")]
+    Retention {
+        /// When deletion becomes possible.
+        until_ms: u64,
+    },
+    /// The record or scope is under a legal hold; nothing was deleted.
+    #[error("under legal hold; nothing was deleted")]
+    LegalHold,
+    /// A whole-scope erasure must name the scope it erases (`?confirm=`).
+    #[error("confirmation required: pass confirm={expected} to erase this scope")]
+    ConfirmationRequired {
+        /// The confirmation the request must carry.
+        expected: String,
+    },
 }
 
 /// Where a deadline ran out (named in [`Error::Timeout`]).
@@ -223,6 +249,11 @@ impl Error {
             Error::OutboxUnavailable(_) => "outbox_unavailable",
             Error::LeaseLost(_) => "lease_lost",
             Error::Storage(_) => "storage",
+            Error::PolicyDenied { .. } => "policy_denied",
+            Error::ConsentRequired(_) => "consent_required",
+            Error::Retention { .. } => "retention",
+            Error::LegalHold => "legal_hold",
+            Error::ConfirmationRequired { .. } => "confirmation_required",
         }
     }
 }

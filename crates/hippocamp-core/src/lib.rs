@@ -20,7 +20,7 @@ pub mod limits;
 pub mod secrets;
 pub mod time;
 
-pub use deadline::{CallOptions, Deadline};
+pub use deadline::{CallOptions, Caller, CallerKind, Deadline};
 pub use digest::Sha256Digest;
 pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
 pub use filter::Filter;
@@ -30,3 +30,4 @@ pub use ident::{
 pub use json::{JsonLimits, Metadata};
 pub use limits::{LimitInfo, MemoryLimits};
 pub use secrets::SecretKind;
+pub use time::{Clock, ManualClock, SystemClock};

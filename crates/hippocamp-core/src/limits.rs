@@ -151,6 +151,9 @@ limit_table! {
         /// Bytes of hits one search may return.
         max_result_bytes: default 262_144, min 1, max 1_048_576,
             "bytes of hits one search may return (each hit counts content + JSON metadata + JSON provenance + 256)";
+        /// Entries one listing page may return.
+        max_page_entries: default 100, min 1, max 1_000,
+            "entries one listing page may return (the default limit); a page also stops at max_result_bytes";
         /// Events in one `add_events` call.
         max_events_per_request: default 1_000, min 1, max 10_000,
             "events in one add_events call";

@@ -8,6 +8,8 @@
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
 //! | `vectors` | scope hash ‖ entry id (32 bytes) | the entry's unit vector, f32 LE; written and deleted in the entry's transactions |
 //! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event that would make it again is skipped (erasure is sticky); never removed |
+//! | `obligations` | scope hash ‖ entry id (32 bytes) | the entry's [`Obligations`] when it has any; written and deleted in the entry's transactions |
+//! | `expiry` | expiry ms (u64 BE) ‖ scope hash ‖ entry id (40 bytes) | `()`: entries by expiry, for the sweeper |
 //!
 //! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
 //! has embedded: its vectors are only comparable with that model's, so
@@ -23,7 +25,7 @@
 use hippocamp_core::{
     Author, EntryId, Error, EventId, MemoryScope, Result, SessionId, Sha256Digest,
 };
-use hippocamp_memory::{MemoryEntry, Provenance};
+use hippocamp_memory::{MemoryEntry, Obligations, Provenance};
 use hippocamp_search::TermFreqs;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,17 @@ pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::n
 pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
 pub(crate) const VECTORS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("vectors");
 pub(crate) const ERASED: TableDefinition<&[u8; 48], ()> = TableDefinition::new("erased");
+pub(crate) const OBLIGATIONS: TableDefinition<&[u8; 32], &[u8]> =
+    TableDefinition::new("obligations");
+pub(crate) const EXPIRY: TableDefinition<&[u8; 40], ()> = TableDefinition::new("expiry");
+
+/// The `expiry` key of an entry that expires at `at`.
+pub(crate) fn expiry_key(at: u64, entry_key: &[u8; 32]) -> [u8; 40] {
+    let mut k = [0u8; 40];
+    k[..8].copy_from_slice(&at.to_be_bytes());
+    k[8..].copy_from_slice(entry_key);
+    k
+}
 
 /// The `meta` key of the embedder the vectors were made with.
 pub(crate) const EMBEDDER_KEY: &str = "embedder";
@@ -184,6 +197,11 @@ pub(crate) enum Mutation {
     DelVector(Vec<u8>),
     DelVectors(Vec<u8>, Vec<u8>),
     PutErased(Vec<u8>),
+    PutObligations(Vec<u8>, Vec<u8>),
+    DelObligations(Vec<u8>),
+    DelObligationsIn(Vec<u8>, Vec<u8>),
+    PutExpiry(Vec<u8>),
+    DelExpiry(Vec<u8>),
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -258,6 +276,8 @@ impl EntryRecord {
             digest,
             timestamp_ms: self.timestamp_ms,
             epoch: self.epoch,
+            // Kept in their own table; the reader attaches them.
+            obligations: Obligations::default(),
         };
         let terms = TermFreqs {
             terms: self.terms,
@@ -265,4 +285,30 @@ impl EntryRecord {
         };
         Ok((entry, self.storage_bytes, terms))
     }
+}
+
+/// An entry's obligations as stored: every field always present (the
+/// wire type skips empty fields, which postcard cannot read back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct ObligationsRecord {
+    expires_at_ms: Option<u64>,
+    retain_until_ms: Option<u64>,
+    legal_hold: bool,
+}
+
+pub(crate) fn encode_obligations(o: &Obligations) -> Result<Vec<u8>> {
+    encode(&ObligationsRecord {
+        expires_at_ms: o.expires_at_ms,
+        retain_until_ms: o.retain_until_ms,
+        legal_hold: o.legal_hold,
+    })
+}
+
+pub(crate) fn decode_obligations(bytes: &[u8]) -> Result<Obligations> {
+    let r: ObligationsRecord = decode(bytes, "obligations")?;
+    Ok(Obligations {
+        expires_at_ms: r.expires_at_ms,
+        retain_until_ms: r.retain_until_ms,
+        legal_hold: r.legal_hold,
+    })
 }

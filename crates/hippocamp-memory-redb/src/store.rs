@@ -12,11 +12,14 @@ use hippocamp_core::{
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
 use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, plan_events};
+use hippocamp_memory::list::{check_sweep_batch, prepare_list};
+use hippocamp_memory::mem::list_page;
 use hippocamp_memory::scope::ScopeData;
 use hippocamp_memory::search::prepare_search;
 use hippocamp_memory::{
-    AddOutcome, Capabilities, Erasure, MemoryConfig, MemoryEntry, MemoryStore, NewEntry,
-    SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryConfig, MemoryEntry,
+    MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus, Sweep,
+    WriteOptions,
 };
 use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::Mutex;
@@ -25,11 +28,12 @@ use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    EMBEDDER_KEY, ENTRIES, ERASED, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation, SCOPES,
-    SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode, decode_vector, entry_key,
-    entry_range, scope_hash, session_hash, session_key,
+    EMBEDDER_KEY, ENTRIES, ERASED, EXPIRY, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation,
+    OBLIGATIONS, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode,
+    decode_obligations, decode_vector, entry_key, entry_range, scope_hash, session_hash,
+    session_key,
 };
-use crate::writer::{Admission, Committer, Embedded, Op, Writer};
+use crate::writer::{Admission, Committer, Embedded, Moment, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 
 /// The database file inside a store's directory.
@@ -68,6 +72,7 @@ pub struct RedbMemoryStore {
     cache: Arc<ScopeCache>,
     committer: Arc<Committer>,
     totals: Arc<Mutex<Totals>>,
+    clock: hippocamp_memory::config::StoreClock,
     _lock: Option<DirLock>,
 }
 
@@ -179,6 +184,7 @@ impl RedbMemoryStore {
             published: Arc::clone(&published),
         };
         Ok(Self {
+            clock: config.clock.clone(),
             config,
             embedder: None,
             analyzer: Analyzer::english(),
@@ -201,6 +207,14 @@ impl RedbMemoryStore {
 
     fn deadline(&self, opts: &CallOptions) -> Deadline {
         opts.deadline(self.config.limits.call_timeout())
+    }
+
+    /// A deletion's deadline and the moment its checks use.
+    fn moment(&self, opts: &CallOptions) -> Moment {
+        Moment {
+            deadline: self.deadline(opts),
+            now_ms: self.clock.now_ms(),
+        }
     }
 
     async fn submit<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op) -> Result<T> {
@@ -323,6 +337,8 @@ fn init_format(db: &Database) -> Result<()> {
             txn.open_table(SESSIONS).map_err(storage)?;
             txn.open_table(VECTORS).map_err(storage)?;
             txn.open_table(ERASED).map_err(storage)?;
+            txn.open_table(OBLIGATIONS).map_err(storage)?;
+            txn.open_table(EXPIRY).map_err(storage)?;
             Ok(())
         },
     )
@@ -344,73 +360,14 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
             ),
             None => 0,
         };
-        let mut scopes = txn.open_table(SCOPES).map_err(storage)?;
-        let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
-        let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
-        let mut vectors = txn.open_table(VECTORS).map_err(storage)?;
-        let mut erased = txn.open_table(ERASED).map_err(storage)?;
+        let mut tables = Replayed::open(&txn)?;
         let mut last = applied;
-        let key = |k: &[u8]| Error::Corrupt(format!("a log record has a key of {} bytes", k.len()));
         for (seq, mutations) in records {
             if seq <= applied {
                 continue;
             }
             for m in mutations {
-                match m {
-                    Mutation::PutEntry(k, v) => {
-                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        entries.insert(&k, v.as_slice()).map_err(storage)?;
-                    }
-                    Mutation::DelEntry(k) => {
-                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        entries.remove(&k).map_err(storage)?;
-                    }
-                    Mutation::DelEntries(lo, hi) => {
-                        let lo: [u8; 32] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
-                        let hi: [u8; 32] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
-                        entries
-                            .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)
-                            .map_err(storage)?;
-                    }
-                    Mutation::PutSession(k) => {
-                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        sessions.insert(&k, ()).map_err(storage)?;
-                    }
-                    Mutation::DelSession(k) => {
-                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        sessions.remove(&k).map_err(storage)?;
-                    }
-                    Mutation::DelSessions(lo, hi) => {
-                        let lo: [u8; 48] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
-                        let hi: [u8; 48] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
-                        sessions
-                            .retain_in::<&[u8; 48], _>(&lo..=&hi, |_, ()| false)
-                            .map_err(storage)?;
-                    }
-                    Mutation::PutScope(k, v) => {
-                        let k: [u8; 16] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        scopes.insert(&k, v.as_slice()).map_err(storage)?;
-                    }
-                    Mutation::PutVector(k, v) => {
-                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        vectors.insert(&k, v.as_slice()).map_err(storage)?;
-                    }
-                    Mutation::DelVector(k) => {
-                        let k: [u8; 32] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        vectors.remove(&k).map_err(storage)?;
-                    }
-                    Mutation::DelVectors(lo, hi) => {
-                        let lo: [u8; 32] = lo.as_slice().try_into().map_err(|_| key(&lo))?;
-                        let hi: [u8; 32] = hi.as_slice().try_into().map_err(|_| key(&hi))?;
-                        vectors
-                            .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)
-                            .map_err(storage)?;
-                    }
-                    Mutation::PutErased(k) => {
-                        let k: [u8; 48] = k.as_slice().try_into().map_err(|_| key(&k))?;
-                        erased.insert(&k, ()).map_err(storage)?;
-                    }
-                }
+                tables.apply(m)?;
             }
             last = seq;
         }
@@ -421,6 +378,69 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
     txn.commit().map_err(storage)?;
     wal.truncate().map_err(storage)?;
     Ok(last)
+}
+
+/// The tables a replay writes to.
+struct Replayed<'t> {
+    scopes: redb::Table<'t, &'static [u8; 16], &'static [u8]>,
+    entries: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    sessions: redb::Table<'t, &'static [u8; 48], ()>,
+    vectors: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    erased: redb::Table<'t, &'static [u8; 48], ()>,
+    obligations: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    expiry: redb::Table<'t, &'static [u8; 40], ()>,
+}
+
+fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
+    k.try_into()
+        .map_err(|_| Error::Corrupt(format!("a log record has a key of {} bytes", k.len())))
+}
+
+impl<'t> Replayed<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(Self {
+            scopes: txn.open_table(SCOPES).map_err(storage)?,
+            entries: txn.open_table(ENTRIES).map_err(storage)?,
+            sessions: txn.open_table(SESSIONS).map_err(storage)?,
+            vectors: txn.open_table(VECTORS).map_err(storage)?,
+            erased: txn.open_table(ERASED).map_err(storage)?,
+            obligations: txn.open_table(OBLIGATIONS).map_err(storage)?,
+            expiry: txn.open_table(EXPIRY).map_err(storage)?,
+        })
+    }
+
+    /// Applies one logged mutation.
+    fn apply(&mut self, m: Mutation) -> Result<()> {
+        let written = match m {
+            Mutation::PutEntry(k, v) => self.entries.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::DelEntry(k) => self.entries.remove(&fixed(&k)?).map(drop),
+            Mutation::DelEntries(lo, hi) => self
+                .entries
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutSession(k) => self.sessions.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::DelSession(k) => self.sessions.remove(&fixed(&k)?).map(drop),
+            Mutation::DelSessions(lo, hi) => self
+                .sessions
+                .retain_in::<&[u8; 48], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, ()| false),
+            Mutation::PutScope(k, v) => self.scopes.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::PutVector(k, v) => self.vectors.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::DelVector(k) => self.vectors.remove(&fixed(&k)?).map(drop),
+            Mutation::DelVectors(lo, hi) => self
+                .vectors
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutErased(k) => self.erased.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::PutObligations(k, v) => {
+                self.obligations.insert(&fixed(&k)?, v.as_slice()).map(drop)
+            }
+            Mutation::DelObligations(k) => self.obligations.remove(&fixed(&k)?).map(drop),
+            Mutation::DelObligationsIn(lo, hi) => self
+                .obligations
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutExpiry(k) => self.expiry.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::DelExpiry(k) => self.expiry.remove(&fixed(&k)?).map(drop),
+        };
+        written.map_err(storage)
+    }
 }
 
 /// Sums the scope rows into the store-wide counters.
@@ -443,11 +463,20 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
     let txn = db.begin_read().map_err(storage)?;
     let entries = txn.open_table(ENTRIES).map_err(storage)?;
     let (lo, hi) = entry_range(&scope_hash(scope));
+    let mut bound: HashMap<[u8; 32], Obligations> = HashMap::new();
+    let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
+    for item in obligations.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        bound.insert(*k.value(), decode_obligations(v.value())?);
+    }
     let mut data = ScopeData::default();
     for item in entries.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
-        let (_, v) = item.map_err(storage)?;
+        let (k, v) = item.map_err(storage)?;
         let rec: EntryRecord = decode(v.value(), "entry")?;
-        let (entry, bytes, terms) = rec.into_entry(scope)?;
+        let (mut entry, bytes, terms) = rec.into_entry(scope)?;
+        if let Some(o) = bound.remove(k.value()) {
+            entry.obligations = o;
+        }
         data.insert(entry, bytes, &terms);
     }
     let vectors = txn.open_table(VECTORS).map_err(storage)?;
@@ -493,6 +522,7 @@ impl MemoryStore for RedbMemoryStore {
                 .pop();
         }
         let fence = opts.epoch;
+        let obligations = opts.obligations;
         let submit = |prepared: PreparedEntry, terms: TermFreqs, vector: Option<Vec<f32>>| {
             let scope = scope.clone();
             self.submit(move |reply| Op::AddEntry {
@@ -504,6 +534,7 @@ impl MemoryStore for RedbMemoryStore {
                     fence,
                     embeds: embedder.is_some(),
                     deadline,
+                    obligations,
                 },
                 reply,
             })
@@ -561,6 +592,7 @@ impl MemoryStore for RedbMemoryStore {
             vectors = embed_plan(embedder, &plan, &need, deadline).await?;
         }
         let fence = opts.epoch;
+        let obligations = opts.obligations;
         let submit = |plan: EventPlan, terms: HashMap<usize, TermFreqs>, vectors| {
             let scope = scope.clone();
             self.submit(move |reply| Op::AddEvents {
@@ -572,6 +604,7 @@ impl MemoryStore for RedbMemoryStore {
                     fence,
                     embeds: embedder.is_some(),
                     deadline,
+                    obligations,
                 },
                 reply,
             })
@@ -607,7 +640,7 @@ impl MemoryStore for RedbMemoryStore {
         opts: &CallOptions,
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
-        let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mut prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
         let mode = hippocamp_memory::search::resolve_mode(prepared.mode, self.embedder.is_some())?;
         let query_vector = hippocamp_memory::embedding::embed_query(
             self.embedder.as_deref(),
@@ -623,6 +656,7 @@ impl MemoryStore for RedbMemoryStore {
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        prepared.now_ms = self.clock.now_ms();
         Ok(match &query_vector {
             None => data.search(&prepared, self.config.bm25),
             Some(v) => {
@@ -647,9 +681,19 @@ impl MemoryStore for RedbMemoryStore {
             return Err(Error::NotFound("entry"));
         };
         let rec: EntryRecord = decode(v.value(), "entry")?;
-        let (entry, _, _) = rec.into_entry(scope)?;
+        let (mut entry, _, _) = rec.into_entry(scope)?;
         if entry.id != *id {
             return Err(Error::Corrupt("entry stored under another id".into()));
+        }
+        let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
+        if let Some(v) = obligations
+            .get(&entry_key(&scope_hash(scope), id))
+            .map_err(storage)?
+        {
+            entry.obligations = decode_obligations(v.value())?;
+        }
+        if entry.obligations.expired(self.clock.now_ms()) {
+            return Err(Error::NotFound("entry"));
         }
         Ok(entry)
     }
@@ -660,12 +704,12 @@ impl MemoryStore for RedbMemoryStore {
         id: &EntryId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        let deadline = self.deadline(opts);
+        let at = self.moment(opts);
         let (scope, id) = (scope.clone(), *id);
         self.submit(|reply| Op::DeleteEntry {
             scope,
             id,
-            deadline,
+            at,
             reply,
         })
         .await
@@ -677,26 +721,22 @@ impl MemoryStore for RedbMemoryStore {
         session: &SessionId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        let deadline = self.deadline(opts);
+        let at = self.moment(opts);
         let (scope, session) = (scope.clone(), session.clone());
         self.submit(|reply| Op::DeleteSession {
             scope,
             session,
-            deadline,
+            at,
             reply,
         })
         .await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
-        let deadline = self.deadline(opts);
+        let at = self.moment(opts);
         let scope = scope.clone();
-        self.submit(|reply| Op::DeleteUser {
-            scope,
-            deadline,
-            reply,
-        })
-        .await
+        self.submit(|reply| Op::DeleteUser { scope, at, reply })
+            .await
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
@@ -713,6 +753,30 @@ impl MemoryStore for RedbMemoryStore {
                 Ok(row.epoch)
             }
         }
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let deadline = self.deadline(opts);
+        let prepared = prepare_list(request, &self.config.limits)?;
+        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))??;
+        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read())
+            .await
+            .map_err(|_| Error::Timeout(Stage::Queueing))?
+            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        Ok(list_page(&data, &prepared, self.clock.now_ms()))
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        let max = check_sweep_batch(max)?;
+        let at = self.moment(opts);
+        self.submit(|reply| Op::Sweep { max, at, reply }).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {

@@ -19,19 +19,21 @@ use hippocamp_core::{
     Deadline, EntryId, Error, MemoryLimits, MemoryScope, QuotaLimit, SessionId, Stage,
 };
 use hippocamp_memory::entry::PreparedEntry;
+use hippocamp_memory::entry::check_deletes;
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
-use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry};
+use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep};
 use hippocamp_search::TermFreqs;
 use redb::{Database, Durability, ReadableTable, Table};
 use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, ERASED, EntryRecord, META, Mutation, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS,
-    WAL_SEQ_KEY, decode, encode, encode_vector, entry_key, entry_range, scope_hash, session_hash,
-    session_key, session_range,
+    ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, SCOPES, SESSIONS, ScopeRow,
+    Totals, VECTORS, WAL_SEQ_KEY, decode, decode_obligations, encode, encode_obligations,
+    encode_vector, entry_key, entry_range, expiry_key, scope_hash, session_hash, session_key,
+    session_range,
 };
 use hippocamp_durable::{WalStorage, encode_record};
 
@@ -58,6 +60,8 @@ pub(crate) struct Admission {
     /// The store embeds: a new entry without a vector is not written.
     pub(crate) embeds: bool,
     pub(crate) deadline: Deadline,
+    /// What every new entry of the write carries.
+    pub(crate) obligations: Obligations,
 }
 
 /// A queued mutation with its reply channel.
@@ -81,20 +85,34 @@ pub(crate) enum Op {
     DeleteEntry {
         scope: MemoryScope,
         id: EntryId,
-        deadline: Deadline,
+        at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<u64>>,
     },
     DeleteSession {
         scope: MemoryScope,
         session: SessionId,
-        deadline: Deadline,
+        at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<u64>>,
     },
     DeleteUser {
         scope: MemoryScope,
-        deadline: Deadline,
+        at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<Erasure>>,
     },
+    Sweep {
+        max: usize,
+        at: Moment,
+        reply: oneshot::Sender<hippocamp_core::Result<Sweep>>,
+    },
+}
+
+/// When a deletion runs: its deadline, and the wall-clock moment its
+/// retention and expiry checks use (read from the store's clock when the
+/// operation was submitted).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Moment {
+    pub(crate) deadline: Deadline,
+    pub(crate) now_ms: u64,
 }
 
 /// Why an operation did not write: its own problem, or the transaction's.
@@ -127,6 +145,9 @@ impl<T> OpResult<T> for hippocamp_core::Result<T> {
 }
 
 /// An operation's reply, held until the group commits.
+// Replies live only in one group's vector until it commits; boxing the
+// largest would add an allocation per write for no measurable saving.
+#[allow(clippy::large_enum_variant)]
 enum Reply {
     Add(
         oneshot::Sender<hippocamp_core::Result<Embedded<AddOutcome>>>,
@@ -144,6 +165,10 @@ enum Reply {
         oneshot::Sender<hippocamp_core::Result<Erasure>>,
         hippocamp_core::Result<Erasure>,
     ),
+    Swept(
+        oneshot::Sender<hippocamp_core::Result<Sweep>>,
+        hippocamp_core::Result<Sweep>,
+    ),
 }
 
 impl Reply {
@@ -153,6 +178,7 @@ impl Reply {
             Reply::Events(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Count(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Erased(_, r @ Ok(_)) => *r = Err(e.clone()),
+            Reply::Swept(_, r @ Ok(_)) => *r = Err(e.clone()),
             _ => {}
         }
     }
@@ -164,6 +190,7 @@ impl Reply {
             Reply::Events(tx, r) => drop(tx.send(r)),
             Reply::Count(tx, r) => drop(tx.send(r)),
             Reply::Erased(tx, r) => drop(tx.send(r)),
+            Reply::Swept(tx, r) => drop(tx.send(r)),
         }
     }
 }
@@ -174,6 +201,8 @@ struct Tx<'t> {
     sessions: Table<'t, &'static [u8; 48], ()>,
     vectors: Table<'t, &'static [u8; 32], &'static [u8]>,
     erased: Table<'t, &'static [u8; 48], ()>,
+    obligations: Table<'t, &'static [u8; 32], &'static [u8]>,
+    expiry: Table<'t, &'static [u8; 40], ()>,
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
@@ -208,13 +237,35 @@ impl Tx<'_> {
         scope: &MemoryScope,
         id: &EntryId,
     ) -> Result<Option<MemoryEntry>, Fail> {
-        match self.entries.get(&entry_key(h, id))? {
+        let key = entry_key(h, id);
+        match self.entries.get(&key)? {
             None => Ok(None),
             Some(v) => {
                 let rec: EntryRecord = decode(v.value(), "entry").op()?;
-                Ok(Some(rec.into_entry(scope).op()?.0))
+                let mut entry = rec.into_entry(scope).op()?.0;
+                entry.obligations = self.obligations_of(&key)?;
+                Ok(Some(entry))
             }
         }
+    }
+
+    /// The obligations stored for an entry (none when it has no row).
+    fn obligations_of(&self, key: &[u8; 32]) -> Result<Obligations, Fail> {
+        match self.obligations.get(key)? {
+            None => Ok(Obligations::default()),
+            Some(v) => decode_obligations(v.value()).op(),
+        }
+    }
+
+    /// Whether deleting the entries under `keys` at `now_ms` is allowed.
+    fn check_deletes(&self, keys: &[[u8; 32]], now_ms: u64) -> Result<(), Fail> {
+        let mut found = Vec::new();
+        for k in keys {
+            if self.obligations.get(k)?.is_some() {
+                found.push(self.obligations_of(k)?);
+            }
+        }
+        check_deletes(&found, now_ms).op()
     }
 
     fn check_global(&self, entries: u64, bytes: u64) -> Result<(), Fail> {
@@ -256,6 +307,16 @@ impl Tx<'_> {
             self.sessions.insert(&key, ())?;
             self.log.push(Mutation::PutSession(key.to_vec()));
         }
+        if !entry.obligations.is_empty() {
+            let bytes = encode_obligations(&entry.obligations).txn()?;
+            self.obligations.insert(&key, bytes.as_slice())?;
+            self.log.push(Mutation::PutObligations(key.to_vec(), bytes));
+            if let Some(at) = entry.obligations.expires_at_ms {
+                let k = expiry_key(at, &key);
+                self.expiry.insert(&k, ())?;
+                self.log.push(Mutation::PutExpiry(k.to_vec()));
+            }
+        }
         if row.entries == 0 {
             self.totals.scopes += 1;
         }
@@ -286,10 +347,20 @@ impl Tx<'_> {
         if rec.app != scope.app().as_str() || rec.user != scope.user().as_str() {
             return Err(Fail::Txn(Error::Corrupt("entry key collision".into())));
         }
+        let obligations = self.obligations_of(&key)?;
         self.entries.remove(&key)?;
         self.log.push(Mutation::DelEntry(key.to_vec()));
         if self.vectors.remove(&key)?.is_some() {
             self.log.push(Mutation::DelVector(key.to_vec()));
+        }
+        if !obligations.is_empty() {
+            self.obligations.remove(&key)?;
+            self.log.push(Mutation::DelObligations(key.to_vec()));
+            if let Some(at) = obligations.expires_at_ms {
+                let k = expiry_key(at, &key);
+                self.expiry.remove(&k)?;
+                self.log.push(Mutation::DelExpiry(k.to_vec()));
+            }
         }
         if let Some(s) = &rec.session_id {
             let s = SessionId::new(s.as_str()).txn()?;
@@ -350,10 +421,13 @@ impl Tx<'_> {
             fence,
             embeds,
             deadline,
+            obligations,
         } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
+        let mut prepared = prepared;
+        prepared.entry.obligations = obligations;
         if prepared.keyed
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
@@ -406,6 +480,7 @@ impl Tx<'_> {
             fence,
             embeds,
             deadline,
+            obligations,
         } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
@@ -432,27 +507,18 @@ impl Tx<'_> {
         for p in new {
             let t = terms.remove(&p.index).unwrap_or_default();
             let v = vectors.remove(&p.index);
-            self.insert(
-                &h,
-                &mut row,
-                p.prepared.entry,
-                p.prepared.storage_bytes,
-                t,
-                v,
-            )?;
+            let mut entry = p.prepared.entry;
+            entry.obligations = obligations;
+            self.insert(&h, &mut row, entry, p.prepared.storage_bytes, t, v)?;
         }
         self.put_row(&h, &row)?;
         Ok(Embedded::Done(report))
     }
 
-    fn delete_entry(
-        &mut self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        deadline: Deadline,
-    ) -> Result<u64, Fail> {
-        deadline.check(Stage::Commit).op()?;
+    fn delete_entry(&mut self, scope: &MemoryScope, id: &EntryId, at: Moment) -> Result<u64, Fail> {
+        at.deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
+        self.check_deletes(&[entry_key(&h, id)], at.now_ms)?;
         let mut row = self.row(&h, scope)?;
         let removed = self.remove(&h, scope, &mut row, id)?;
         if removed {
@@ -465,9 +531,9 @@ impl Tx<'_> {
         &mut self,
         scope: &MemoryScope,
         session: &SessionId,
-        deadline: Deadline,
+        at: Moment,
     ) -> Result<u64, Fail> {
-        deadline.check(Stage::Commit).op()?;
+        at.deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
         let mut prefix = [0u8; 32];
         prefix[..16].copy_from_slice(&h);
@@ -480,6 +546,8 @@ impl Tx<'_> {
             id.copy_from_slice(&k.value()[32..]);
             ids.push(EntryId::from_bytes(id));
         }
+        let keys: Vec<[u8; 32]> = ids.iter().map(|id| entry_key(&h, id)).collect();
+        self.check_deletes(&keys, at.now_ms)?;
         let mut row = self.row(&h, scope)?;
         let mut n = 0;
         for id in ids {
@@ -493,11 +561,32 @@ impl Tx<'_> {
         Ok(n)
     }
 
-    fn delete_user(&mut self, scope: &MemoryScope, deadline: Deadline) -> Result<Erasure, Fail> {
-        deadline.check(Stage::Commit).op()?;
+    fn delete_user(&mut self, scope: &MemoryScope, at: Moment) -> Result<Erasure, Fail> {
+        at.deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         let (lo, hi) = entry_range(&h);
+        // Every obligation of the scope, checked before anything goes.
+        let mut bound = Vec::new();
+        for item in self.obligations.range::<&[u8; 32]>(&lo..=&hi)? {
+            let (k, v) = item?;
+            let o: Obligations = decode_obligations(v.value()).op()?;
+            bound.push((*k.value(), o));
+        }
+        check_deletes(bound.iter().map(|(_, o)| o), at.now_ms).op()?;
+        for (k, o) in &bound {
+            if let Some(at) = o.expires_at_ms {
+                let k = expiry_key(at, k);
+                self.expiry.remove(&k)?;
+                self.log.push(Mutation::DelExpiry(k.to_vec()));
+            }
+        }
+        if !bound.is_empty() {
+            self.obligations
+                .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
+            self.log
+                .push(Mutation::DelObligationsIn(lo.to_vec(), hi.to_vec()));
+        }
         self.entries
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
         self.log
@@ -535,6 +624,61 @@ impl Tx<'_> {
             deleted: removed,
             epoch: row.epoch,
         })
+    }
+}
+
+impl Tx<'_> {
+    /// Removes up to `max` sweepable entries, earliest expiry first.
+    fn sweep(&mut self, max: usize, at: Moment) -> Result<Sweep, Fail> {
+        at.deadline.check(Stage::Commit).op()?;
+        let mut hi = [0xffu8; 40];
+        hi[..8].copy_from_slice(&at.now_ms.to_be_bytes());
+        let lo = [0u8; 40];
+        let mut due: Vec<[u8; 32]> = Vec::new();
+        let mut more = false;
+        for item in self.expiry.range::<&[u8; 40]>(&lo..=&hi)? {
+            let (k, _) = item?;
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&k.value()[8..]);
+            // Held or retained entries stay (their expiry key too): they
+            // are invisible, and go once nothing guards them.
+            if !self.obligations_of(&key)?.sweepable(at.now_ms) {
+                continue;
+            }
+            if due.len() == max {
+                more = true;
+                break;
+            }
+            due.push(key);
+        }
+        let mut by_scope: HashMap<[u8; 16], Vec<EntryId>> = HashMap::new();
+        for key in &due {
+            let mut h = [0u8; 16];
+            h.copy_from_slice(&key[..16]);
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&key[16..]);
+            by_scope.entry(h).or_default().push(EntryId::from_bytes(id));
+        }
+        let mut deleted = 0;
+        for (h, ids) in by_scope {
+            let row: ScopeRow = match self.scopes.get(&h)? {
+                Some(v) => decode(v.value(), "scope").txn()?,
+                None => {
+                    return Err(Fail::Txn(Error::Corrupt(
+                        "an expiring entry has no scope".into(),
+                    )));
+                }
+            };
+            let scope = MemoryScope::parse(&row.app, &row.user).txn()?;
+            let mut row = self.row(&h, &scope)?;
+            for id in ids {
+                if self.remove(&h, &scope, &mut row, &id)? {
+                    deleted += 1;
+                }
+            }
+            self.put_row(&h, &row)?;
+        }
+        Ok(Sweep { deleted, more })
     }
 }
 
@@ -652,6 +796,8 @@ impl Writer {
                 sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
                 vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
                 erased: txn.open_table(ERASED).map_err(Error::storage)?,
+                obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
+                expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
                 totals,
                 limits: &self.limits,
                 changes: Vec::new(),
@@ -760,28 +906,28 @@ impl Writer {
             Op::DeleteEntry {
                 scope,
                 id,
-                deadline,
+                at,
                 reply,
             } => {
-                let r = tx.delete_entry(&scope, &id, deadline);
+                let r = tx.delete_entry(&scope, &id, at);
                 Self::collect(fatal, r, |r| Reply::Count(reply, r))
             }
             Op::DeleteSession {
                 scope,
                 session,
-                deadline,
+                at,
                 reply,
             } => {
-                let r = tx.delete_session(&scope, &session, deadline);
+                let r = tx.delete_session(&scope, &session, at);
                 Self::collect(fatal, r, |r| Reply::Count(reply, r))
             }
-            Op::DeleteUser {
-                scope,
-                deadline,
-                reply,
-            } => {
-                let r = tx.delete_user(&scope, deadline);
+            Op::DeleteUser { scope, at, reply } => {
+                let r = tx.delete_user(&scope, at);
                 Self::collect(fatal, r, |r| Reply::Erased(reply, r))
+            }
+            Op::Sweep { max, at, reply } => {
+                let r = tx.sweep(max, at);
+                Self::collect(fatal, r, |r| Reply::Swept(reply, r))
             }
         }
     }
@@ -812,6 +958,7 @@ impl Writer {
                 Reply::Count(reply, Err(e))
             }
             Op::DeleteUser { reply, .. } => Reply::Erased(reply, Err(e)),
+            Op::Sweep { reply, .. } => Reply::Swept(reply, Err(e)),
         }
     }
 }

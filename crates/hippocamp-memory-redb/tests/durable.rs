@@ -500,3 +500,71 @@ async fn erased_events_stay_erased_after_a_reopen_and_a_replay() {
             .all(|k| k.reason == hippocamp_memory::SkipReason::Erased)
     );
 }
+
+/// Obligations and the expiry index are logged with their entries: after a
+/// reopen (which replays the log) a retained entry still refuses deletion,
+/// an expired one is still hidden, and the sweeper still finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obligations_survive_a_reopen() {
+    use hippocamp_core::ManualClock;
+    use hippocamp_memory::Obligations;
+    use hippocamp_memory::config::StoreClock;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::at(1_000));
+    let config = || MemoryConfig {
+        clock: StoreClock(clock.clone()),
+        ..MemoryConfig::default()
+    };
+    let s = scope("obliged");
+    let (retained, expiring) = {
+        let store = RedbMemoryStore::open(dir.path(), config()).unwrap();
+        let write = |o: Obligations| WriteOptions::default().obligations(o);
+        let retained = store
+            .add_entry(
+                &s,
+                NewEntry::new("kept for audit"),
+                &write(Obligations {
+                    retain_until_ms: Some(5_000),
+                    ..Obligations::default()
+                }),
+            )
+            .await
+            .unwrap()
+            .entry;
+        let expiring = store
+            .add_entry(
+                &s,
+                NewEntry::new("short lived"),
+                &write(Obligations {
+                    expires_at_ms: Some(2_000),
+                    ..Obligations::default()
+                }),
+            )
+            .await
+            .unwrap()
+            .entry;
+        (retained, expiring)
+    };
+    clock.set(2_000);
+    let store = RedbMemoryStore::open(dir.path(), config()).unwrap();
+    assert_eq!(
+        store.get_entry(&s, &retained.id, &c()).await.unwrap(),
+        retained
+    );
+    assert!(matches!(
+        store.delete_entry(&s, &retained.id, &c()).await,
+        Err(Error::Retention { until_ms: 5_000 })
+    ));
+    assert!(matches!(
+        store.get_entry(&s, &expiring.id, &c()).await,
+        Err(Error::NotFound(_))
+    ));
+    assert!(search(&store, &s, "short lived").await.hits.is_empty());
+    assert_eq!(store.sweep_expired(10, &c()).await.unwrap().deleted, 1);
+    drop(store);
+    let store = RedbMemoryStore::open(dir.path(), config()).unwrap();
+    assert_eq!(store.status().await.unwrap().entries, 1);
+    assert_eq!(store.sweep_expired(10, &c()).await.unwrap().deleted, 0);
+}

@@ -19,8 +19,8 @@ use hippocamp_core::{CallOptions, EntryId, Error, IdempotencyKey, MemoryScope, R
 use crate::entry::{MemoryEntry, NewEntry};
 use crate::event::{Event, IngestReport, IngestedEvent};
 use crate::store::{
-    AddOutcome, Capabilities, Erasure, MemoryStore, SearchRequest, SearchResults, StoreStatus,
-    WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, SearchRequest,
+    SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// Checks every returned record against the requested scope.
@@ -184,6 +184,30 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let page = self.inner.list_entries(scope, request, opts).await?;
+        for entry in &page.entries {
+            own(scope, entry)?;
+        }
+        Ok(page)
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        let sweep = self.inner.sweep_expired(max, opts).await?;
+        if sweep.deleted > max {
+            return Err(bad(format!(
+                "a sweep of at most {max} removed {}",
+                sweep.deleted
+            )));
+        }
+        Ok(sweep)
     }
 
     async fn status(&self) -> Result<StoreStatus> {

@@ -1,6 +1,8 @@
 //! Store configuration and the capability report built from it.
 
-use hippocamp_core::{Error, MemoryLimits, Problem, Result};
+use std::sync::Arc;
+
+use hippocamp_core::{Clock, Error, MemoryLimits, Problem, Result};
 use hippocamp_search::{Bm25Params, FusionParams};
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,40 @@ pub struct MemoryConfig {
     pub bm25: Bm25Params,
     /// How hybrid search fuses BM25 and vector scores.
     pub fusion: FusionParams,
+    /// Where the store reads "now" for expiry and retention (the system
+    /// clock unless a test or the services bundle installs another).
+    #[serde(skip)]
+    pub clock: StoreClock,
+}
+
+/// The clock of a store's configuration: not configuration data, so it
+/// compares equal to any other and is never serialised.
+#[derive(Clone)]
+pub struct StoreClock(pub Arc<dyn Clock>);
+
+impl StoreClock {
+    /// Milliseconds since the Unix epoch, by this clock.
+    pub fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+impl Default for StoreClock {
+    fn default() -> Self {
+        Self(hippocamp_core::time::system_clock())
+    }
+}
+
+impl PartialEq for StoreClock {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for StoreClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl MemoryConfig {
@@ -72,6 +108,8 @@ impl MemoryConfig {
             async_ingestion: false,
             delete: vec!["entry".to_owned(), "session".to_owned(), "user".to_owned()],
             per_scope_quota: true,
+            obligations: true,
+            listing: true,
             global_quota: true,
             limits: self.limits.describe_all(),
             routing: None,

@@ -36,7 +36,10 @@ use crate::event::{Content, Event, Part, SkipReason};
 use crate::store::{MemoryStore, ScoreType, SearchRequest, WriteOptions};
 use crate::{InMemoryStore, MemoryConfig};
 
+pub mod lifecycle;
 pub mod model;
+
+pub use lifecycle::*;
 
 /// Creates fresh, empty stores for the suite.
 #[async_trait]
@@ -181,6 +184,11 @@ macro_rules! memory_conformance_tests {
             concurrent_keyed_adds_make_one_entry,
             readd_after_delete,
             search_modes_match_capabilities,
+            expiry_hides_an_entry_at_the_exact_moment,
+            sweeps_are_bounded_and_spare_guarded_entries,
+            retention_and_legal_hold_refuse_deletion,
+            duplicates_keep_their_obligations,
+            listing_pages_with_cursors,
         );
         #[test]
         fn model_test() {

@@ -101,6 +101,86 @@ pub struct MemoryEntry {
     /// The scope's erasure epoch when the entry was written: a fence, never
     /// part of the id.
     pub epoch: u64,
+    /// What governance attached when it was written: expiry, retention,
+    /// legal hold. Stored with the entry and enforced by the store.
+    #[serde(default, skip_serializing_if = "Obligations::is_empty")]
+    pub obligations: Obligations,
+}
+
+/// Lifecycle obligations of an entry, decided by the policy when the entry
+/// is written and enforced by every store from then on: an entry whose
+/// `expires_at_ms` has come is never returned (whether or not the sweeper
+/// has removed it yet); an entry with `retain_until_ms` in the future, or
+/// under `legal_hold`, cannot be deleted.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Obligations {
+    /// From this moment (ms since the Unix epoch) the entry is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+    /// Until this moment the entry cannot be deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_until_ms: Option<u64>,
+    /// Whether a legal hold forbids deleting it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
+}
+
+impl Obligations {
+    /// Whether there is nothing to enforce.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether the entry has expired at `now_ms` (expiry is inclusive: at
+    /// the exact moment it is gone).
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+
+    /// Whether deleting the entry at `now_ms` is allowed: a legal hold
+    /// refuses with `LegalHold`, a retention in the future with
+    /// `Retention`.
+    pub fn check_delete(&self, now_ms: u64) -> Result<()> {
+        if self.legal_hold {
+            return Err(Error::LegalHold);
+        }
+        match self.retain_until_ms {
+            Some(until) if until > now_ms => Err(Error::Retention { until_ms: until }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the sweeper may remove the entry at `now_ms`: expired, and
+    /// neither held nor retained.
+    pub fn sweepable(&self, now_ms: u64) -> bool {
+        self.expired(now_ms) && self.check_delete(now_ms).is_ok()
+    }
+}
+
+/// The first refusal among `obligations` for a deletion at `now_ms`: a
+/// legal hold anywhere wins over a retention, so a whole-scope erasure
+/// reports the stronger reason.
+pub fn check_deletes<'a>(
+    obligations: impl IntoIterator<Item = &'a Obligations>,
+    now_ms: u64,
+) -> Result<()> {
+    let mut retention: Option<u64> = None;
+    for o in obligations {
+        match o.check_delete(now_ms) {
+            Ok(()) => {}
+            Err(Error::Retention { until_ms }) => {
+                retention = Some(retention.map_or(until_ms, |r| r.max(until_ms)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match retention {
+        Some(until_ms) => Err(Error::Retention { until_ms }),
+        None => Ok(()),
+    }
 }
 
 impl MemoryEntry {
@@ -220,6 +300,7 @@ pub fn prepare_entry(
         metadata,
         provenance,
         epoch: 0,
+        obligations: Obligations::default(),
     };
     Ok(PreparedEntry {
         storage_bytes: entry.storage_bytes(),

@@ -34,6 +34,7 @@ pub mod config;
 pub mod embedding;
 pub mod entry;
 pub mod event;
+pub mod list;
 pub mod mem;
 pub mod quota;
 pub mod routed;
@@ -46,13 +47,14 @@ pub mod conformance;
 
 pub use checked::ScopeChecked;
 pub use config::MemoryConfig;
-pub use entry::{MemoryEntry, NewEntry, Provenance};
+pub use entry::{MemoryEntry, NewEntry, Obligations, Provenance};
 pub use event::{Event, IngestReport, SkipReason};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
-    AddOutcome, Capabilities, EmbedderInfo, Erasure, MemoryStore, ScoreDetails, ScoreType,
-    SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ListOrder, ListRequest,
+    MemoryStore, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchRequest, SearchResults,
+    StoreStatus, Sweep, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

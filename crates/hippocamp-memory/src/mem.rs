@@ -19,10 +19,11 @@ use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::RwLock;
 use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::config::MemoryConfig;
+use crate::config::{MemoryConfig, StoreClock};
 use crate::embedding::{embed_passages, embed_plan};
 use crate::entry::{MemoryEntry, NewEntry, PreparedEntry, prepare_entry};
 use crate::event::{Decision, Event, IngestReport, plan_events};
+use crate::list::{EntryPage, ListRequest, PreparedList, Sweep, check_sweep_batch, prepare_list};
 use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
 use crate::search::{prepare_search, resolve_mode};
@@ -30,6 +31,23 @@ use crate::store::{
     AddOutcome, Capabilities, Erasure, MemoryStore, SearchRequest, SearchResults, StoreStatus,
     WriteOptions,
 };
+
+/// One listing page of `data` at `now_ms`, as every store that keeps a
+/// scope in memory answers it.
+pub fn list_page(data: &ScopeData, list: &PreparedList, now_ms: u64) -> EntryPage {
+    let (entries, last) = data.list(
+        list.newest_first,
+        list.after,
+        list.limit,
+        list.max_bytes,
+        now_ms,
+        |e| list.keeps(e),
+    );
+    EntryPage {
+        entries: entries.iter().map(|e| (**e).clone()).collect(),
+        next_cursor: last.map(|l| list.cursor(l)),
+    }
+}
 
 #[derive(Debug, Default)]
 struct Shell {
@@ -70,6 +88,7 @@ pub struct InMemoryStore {
     analyzer: Analyzer,
     scopes: RwLock<HashMap<MemoryScope, ShellRef>>,
     quota: Arc<GlobalQuota>,
+    clock: StoreClock,
 }
 
 /// Checks a write's epoch fence against the scope's epoch: an older one
@@ -105,6 +124,7 @@ impl InMemoryStore {
 
     fn build(config: MemoryConfig, quota: Arc<GlobalQuota>) -> Self {
         Self {
+            clock: config.clock.clone(),
             config,
             embedder: None,
             analyzer: Analyzer::english(),
@@ -240,6 +260,7 @@ impl MemoryStore for InMemoryStore {
         reservation.commit();
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
+        entry.obligations = opts.obligations;
         let id = entry.id;
         s.data.insert(entry.clone(), prepared.storage_bytes, &terms);
         if let Some(v) = vector {
@@ -301,6 +322,7 @@ impl MemoryStore for InMemoryStore {
         for planned in new {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
+            entry.obligations = opts.obligations;
             let terms = terms.remove(&planned.index).unwrap_or_default();
             let id = entry.id;
             s.data.insert(entry, planned.prepared.storage_bytes, &terms);
@@ -318,7 +340,7 @@ impl MemoryStore for InMemoryStore {
         opts: &CallOptions,
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
-        let prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mut prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
         let mode = resolve_mode(prepared.mode, self.embedder.is_some())?;
         let query_vector =
             crate::embedding::embed_query(self.embedder.as_deref(), mode, &request.query, deadline)
@@ -327,6 +349,7 @@ impl MemoryStore for InMemoryStore {
             return Ok(SearchResults::default());
         };
         let s = Self::read(&shell, deadline).await?;
+        prepared.now_ms = self.clock.now_ms();
         Ok(match &query_vector {
             None => s.data.search(&prepared, self.config.bm25),
             Some(v) => {
@@ -345,7 +368,10 @@ impl MemoryStore for InMemoryStore {
         let deadline = self.deadline(opts);
         let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
         let s = Self::read(&shell, deadline).await?;
-        s.data.get(id).cloned().ok_or(Error::NotFound("entry"))
+        s.data
+            .get_live(id, self.clock.now_ms())
+            .cloned()
+            .ok_or(Error::NotFound("entry"))
     }
 
     async fn delete_entry(
@@ -359,6 +385,7 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         let mut s = Self::write(&shell, deadline).await?;
+        s.data.check_deletes([id], self.clock.now_ms())?;
         Ok(match s.erase(id) {
             Some(bytes) => {
                 self.release((1, bytes));
@@ -379,8 +406,10 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         let mut s = Self::write(&shell, deadline).await?;
+        let ids = s.data.session_entries(session);
+        s.data.check_deletes(&ids, self.clock.now_ms())?;
         let mut removed = (0, 0);
-        for id in s.data.session_entries(session) {
+        for id in ids {
             if let Some(bytes) = s.erase(&id) {
                 removed.0 += 1;
                 removed.1 += bytes;
@@ -396,6 +425,7 @@ impl MemoryStore for InMemoryStore {
         // no entries, so work queued before the erasure stays fenced.
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
+        s.data.check_delete_all(self.clock.now_ms())?;
         let mut released = (0, 0);
         for id in s.data.ids() {
             if let Some(bytes) = s.erase(&id) {
@@ -418,6 +448,49 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         Ok(Self::read(&shell, deadline).await?.epoch)
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let deadline = self.deadline(opts);
+        let prepared = prepare_list(request, &self.config.limits)?;
+        let Some(shell) = self.find(scope) else {
+            return Ok(EntryPage::default());
+        };
+        let s = Self::read(&shell, deadline).await?;
+        Ok(list_page(&s.data, &prepared, self.clock.now_ms()))
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        let deadline = self.deadline(opts);
+        let max = check_sweep_batch(max)?;
+        let now = self.clock.now_ms();
+        let shells: Vec<ShellRef> = self.scopes.read().values().cloned().collect();
+        let mut sweep = Sweep::default();
+        for shell in shells {
+            let mut s = Self::write(&shell, deadline).await?;
+            let left = max - usize::try_from(sweep.deleted).unwrap_or(max);
+            // One more than fits, to know whether more are due.
+            let due = s.data.sweepable(now, left + 1);
+            sweep.more |= due.len() > left;
+            let mut released = (0, 0);
+            for id in due.into_iter().take(left) {
+                if let Some(bytes) = s.erase(&id) {
+                    released.0 += 1;
+                    released.1 += bytes;
+                }
+            }
+            self.release(released);
+            sweep.deleted += released.0;
+            if sweep.more {
+                break;
+            }
+        }
+        Ok(sweep)
     }
 
     async fn status(&self) -> Result<StoreStatus> {

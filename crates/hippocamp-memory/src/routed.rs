@@ -20,8 +20,8 @@ use hippocamp_router::{Access, RouterConfig, RouterStats, ScopeRouter, ScopeStat
 use crate::entry::{MemoryEntry, NewEntry};
 use crate::event::{Event, IngestReport};
 use crate::store::{
-    AddOutcome, Capabilities, Erasure, MemoryStore, RouterStatus, RoutingInfo, SearchRequest,
-    SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, RouterStatus,
+    RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 struct Adapter {
@@ -82,8 +82,9 @@ impl RoutedMemory {
     }
 }
 
-fn forwarded(deadline: Deadline) -> CallOptions {
-    CallOptions::until(deadline)
+/// The caller's options with the deadline the router started.
+fn forwarded(opts: &CallOptions, deadline: Deadline) -> CallOptions {
+    CallOptions::until(deadline).on_behalf_of(opts.caller())
 }
 
 #[async_trait]
@@ -111,8 +112,8 @@ impl MemoryStore for RoutedMemory {
         let deadline = self.deadline(&opts.call);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         let opts = WriteOptions {
-            call: forwarded(deadline),
-            epoch: opts.epoch,
+            call: forwarded(&opts.call, deadline),
+            ..*opts
         };
         self.inner.add_entry(scope, entry, &opts).await
     }
@@ -127,8 +128,8 @@ impl MemoryStore for RoutedMemory {
         let deadline = self.deadline(&opts.call);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         let opts = WriteOptions {
-            call: forwarded(deadline),
-            epoch: opts.epoch,
+            call: forwarded(&opts.call, deadline),
+            ..*opts
         };
         self.inner.add_events(scope, session, events, &opts).await
     }
@@ -142,7 +143,7 @@ impl MemoryStore for RoutedMemory {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Read).await?;
         self.inner
-            .search(scope, request, &forwarded(deadline))
+            .search(scope, request, &forwarded(opts, deadline))
             .await
     }
 
@@ -154,7 +155,9 @@ impl MemoryStore for RoutedMemory {
     ) -> Result<MemoryEntry> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Read).await?;
-        self.inner.get_entry(scope, id, &forwarded(deadline)).await
+        self.inner
+            .get_entry(scope, id, &forwarded(opts, deadline))
+            .await
     }
 
     async fn delete_entry(
@@ -166,7 +169,7 @@ impl MemoryStore for RoutedMemory {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         self.inner
-            .delete_entry(scope, id, &forwarded(deadline))
+            .delete_entry(scope, id, &forwarded(opts, deadline))
             .await
     }
 
@@ -179,20 +182,43 @@ impl MemoryStore for RoutedMemory {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         self.inner
-            .delete_session(scope, session, &forwarded(deadline))
+            .delete_session(scope, session, &forwarded(opts, deadline))
             .await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
-        self.inner.delete_user(scope, &forwarded(deadline)).await
+        self.inner
+            .delete_user(scope, &forwarded(opts, deadline))
+            .await
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Read).await?;
-        self.inner.erasure_epoch(scope, &forwarded(deadline)).await
+        self.inner
+            .erasure_epoch(scope, &forwarded(opts, deadline))
+            .await
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Read).await?;
+        self.inner
+            .list_entries(scope, request, &forwarded(opts, deadline))
+            .await
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        // Across scopes: no one scope's worker to enter; the store orders
+        // it with each scope's writes itself.
+        self.inner.sweep_expired(max, opts).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {

@@ -44,6 +44,13 @@ pub struct ScopeData {
     /// Unit vectors of the entries, when the store embeds (created with
     /// the first vector; its width is the embedder's).
     vectors: Option<VectorSet<EntryId>>,
+    /// Every entry by (timestamp, id): the order of listings.
+    by_time: BTreeSet<(u64, EntryId)>,
+    /// Entries with an expiry, by (expiry, id): what the sweeper looks at.
+    expiring: BTreeSet<(u64, EntryId)>,
+    /// Entries that cannot be deleted now or later (legal hold or
+    /// retention), so an erasure checks them without walking the scope.
+    guarded: BTreeSet<EntryId>,
 }
 
 /// A scored candidate on its way to a hit.
@@ -72,9 +79,97 @@ impl ScopeData {
         self.bytes
     }
 
-    /// One entry.
+    /// One entry, expired or not (for the store's own bookkeeping).
     pub fn get(&self, id: &EntryId) -> Option<&MemoryEntry> {
         self.entries.get(id).map(|s| &*s.entry)
+    }
+
+    /// One entry as a caller may see it at `now_ms`: not expired.
+    pub fn get_live(&self, id: &EntryId, now_ms: u64) -> Option<&MemoryEntry> {
+        self.get(id).filter(|e| !e.obligations.expired(now_ms))
+    }
+
+    /// Whether deleting `ids` at `now_ms` is allowed (see
+    /// [`check_deletes`](crate::entry::check_deletes)).
+    pub fn check_deletes<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a EntryId>,
+        now_ms: u64,
+    ) -> hippocamp_core::Result<()> {
+        crate::entry::check_deletes(
+            ids.into_iter()
+                .filter(|id| self.guarded.contains(id))
+                .filter_map(|id| self.get(id))
+                .map(|e| &e.obligations),
+            now_ms,
+        )
+    }
+
+    /// Whether deleting every entry at `now_ms` is allowed.
+    pub fn check_delete_all(&self, now_ms: u64) -> hippocamp_core::Result<()> {
+        let guarded: Vec<EntryId> = self.guarded.iter().copied().collect();
+        self.check_deletes(&guarded, now_ms)
+    }
+
+    /// Up to `max` entries the sweeper may remove at `now_ms` (expired,
+    /// neither held nor retained), earliest expiry first.
+    pub fn sweepable(&self, now_ms: u64, max: usize) -> Vec<EntryId> {
+        self.expiring
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .filter(|(_, id)| {
+                self.get(id)
+                    .is_some_and(|e| e.obligations.sweepable(now_ms))
+            })
+            .map(|(_, id)| *id)
+            .take(max)
+            .collect()
+    }
+
+    /// The earliest expiry among the entries, if any.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.expiring.first().map(|(at, _)| *at)
+    }
+
+    /// One page of live entries at `now_ms` in `order`, starting after
+    /// `after` (a (timestamp, id) position), keeping those `keep` accepts,
+    /// at most `limit` of them and at most `max_bytes` (at least one
+    /// entry). Returns the entries and, when more may follow, the position
+    /// of the last one.
+    pub fn list(
+        &self,
+        newest_first: bool,
+        after: Option<(u64, EntryId)>,
+        limit: usize,
+        max_bytes: u64,
+        now_ms: u64,
+        keep: impl Fn(&MemoryEntry) -> bool,
+    ) -> (Vec<Arc<MemoryEntry>>, Option<(u64, EntryId)>) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let range: Box<dyn Iterator<Item = &(u64, EntryId)>> = match (newest_first, after) {
+            (true, None) => Box::new(self.by_time.iter().rev()),
+            (true, Some(a)) => Box::new(self.by_time.range((Unbounded, Excluded(a))).rev()),
+            (false, None) => Box::new(self.by_time.iter()),
+            (false, Some(a)) => Box::new(self.by_time.range((Excluded(a), Unbounded))),
+        };
+        let mut out = Vec::new();
+        let mut used = 0u64;
+        let mut last = None;
+        for pos in range {
+            let Some(stored) = self.entries.get(&pos.1) else {
+                continue;
+            };
+            if stored.entry.obligations.expired(now_ms) || !keep(&stored.entry) {
+                continue;
+            }
+            if out.len() == limit || (!out.is_empty() && used + stored.bytes > max_bytes) {
+                return (out, last);
+            }
+            used += stored.bytes;
+            out.push(Arc::clone(&stored.entry));
+            last = Some(*pos);
+        }
+        (out, None)
     }
 
     /// Compares `entry` with what is stored under its id.
@@ -102,6 +197,14 @@ impl ScopeData {
         self.index.insert(entry.id, terms, recency(&entry));
         if let Some(s) = &entry.provenance.session_id {
             self.sessions.entry(s.clone()).or_default().insert(entry.id);
+        }
+        self.by_time.insert((entry.timestamp_ms, entry.id));
+        let o = &entry.obligations;
+        if let Some(at) = o.expires_at_ms {
+            self.expiring.insert((at, entry.id));
+        }
+        if o.legal_hold || o.retain_until_ms.is_some() {
+            self.guarded.insert(entry.id);
         }
         self.bytes += bytes;
         self.entries.insert(
@@ -134,6 +237,11 @@ impl ScopeData {
     pub fn remove(&mut self, id: &EntryId) -> Option<(Arc<MemoryEntry>, u64)> {
         let stored = self.entries.remove(id)?;
         self.index.remove(id);
+        self.by_time.remove(&(stored.entry.timestamp_ms, *id));
+        if let Some(at) = stored.entry.obligations.expires_at_ms {
+            self.expiring.remove(&(at, *id));
+        }
+        self.guarded.remove(id);
         if let Some(v) = &mut self.vectors {
             v.remove(id);
         }
@@ -268,11 +376,11 @@ impl ScopeData {
         }
     }
 
-    /// Whether entry `key` passes the search's filter.
+    /// Whether entry `key` is live and passes the search's filter.
     fn matches(&self, key: &EntryId, q: &PreparedSearch) -> bool {
-        self.entries
-            .get(key)
-            .is_some_and(|s| q.filter.matches(&s.entry.metadata))
+        self.entries.get(key).is_some_and(|s| {
+            !s.entry.obligations.expired(q.now_ms) && q.filter.matches(&s.entry.metadata)
+        })
     }
 
     /// Walks ranked candidates applying the filter, limit and byte budget.
@@ -296,7 +404,9 @@ impl ScopeData {
             let Some(stored) = self.entries.get(&c.key) else {
                 continue;
             };
-            if !q.filter.matches(&stored.entry.metadata) {
+            if stored.entry.obligations.expired(q.now_ms)
+                || !q.filter.matches(&stored.entry.metadata)
+            {
                 continue;
             }
             if used + stored.bytes > q.max_bytes {

@@ -21,6 +21,9 @@ pub struct PreparedSearch {
     pub max_bytes: u64,
     /// The mode asked for (the store resolves the default).
     pub mode: Option<SearchMode>,
+    /// The moment the search runs at (ms since the Unix epoch): entries
+    /// expired by then are never hits. The store sets it from its clock.
+    pub now_ms: u64,
 }
 
 fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
@@ -83,6 +86,7 @@ pub fn prepare_search(
         limit: to_usize(limit),
         max_bytes,
         mode: req.mode,
+        now_ms: 0,
     })
 }
 

@@ -11,13 +11,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, EntryId, LimitInfo, MemoryScope, Result, SessionId};
+use hippocamp_core::{CallOptions, EntryId, Error, LimitInfo, MemoryScope, Result, SessionId};
 use hippocamp_search::Bm25Params;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::entry::{MemoryEntry, NewEntry};
+use crate::entry::{MemoryEntry, NewEntry, Obligations};
 use crate::event::{Event, IngestReport};
+pub use crate::list::{EntryPage, ListOrder, ListRequest, Sweep};
 
 /// The version of this contract, reported by `capabilities`.
 pub const CONTRACT_VERSION: u32 = 1;
@@ -31,12 +32,27 @@ pub struct WriteOptions {
     /// If the scope has since been erased (its epoch advanced), the write is
     /// refused with `StaleEpoch`. `None` writes at the current epoch.
     pub epoch: Option<u64>,
+    /// Obligations every new entry of the write carries (expiry,
+    /// retention, legal hold), as the policy decided them. A duplicate
+    /// keeps the obligations it was stored with.
+    pub obligations: Obligations,
 }
 
 impl WriteOptions {
     /// Options with `call` and no epoch fence.
     pub fn new(call: CallOptions) -> Self {
-        Self { call, epoch: None }
+        Self {
+            call,
+            epoch: None,
+            obligations: Obligations::default(),
+        }
+    }
+
+    /// Sets the obligations of the write's new entries.
+    #[must_use]
+    pub fn obligations(mut self, obligations: Obligations) -> Self {
+        self.obligations = obligations;
+        self
     }
 
     /// Sets the epoch fence.
@@ -280,6 +296,11 @@ pub struct Capabilities {
     pub delete: Vec<String>,
     /// Per-scope quotas are enforced.
     pub per_scope_quota: bool,
+    /// Entries carry obligations (expiry, retention, legal hold) that the
+    /// store enforces, and expired entries can be swept.
+    pub obligations: bool,
+    /// A scope's entries can be listed page by page.
+    pub listing: bool,
     /// Store-wide quotas are enforced.
     pub global_quota: bool,
     /// Every limit with its value, default and range.
@@ -395,6 +416,30 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// The scope's current erasure epoch (0 until its first erasure).
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
 
+    /// One page of the scope's live entries, newest or oldest first, with
+    /// an opaque cursor to the next page.
+    async fn list_entries(
+        &self,
+        _scope: &MemoryScope,
+        _request: &ListRequest,
+        _opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        Err(Error::Unsupported {
+            operation: "list_entries",
+            backend: "this store",
+        })
+    }
+
+    /// Deletes up to `max` expired entries (neither held nor retained),
+    /// across scopes, earliest expiry first, in one durable step each
+    /// batch; reports how many and whether more are due.
+    async fn sweep_expired(&self, _max: u64, _opts: &CallOptions) -> Result<Sweep> {
+        Err(Error::Unsupported {
+            operation: "sweep_expired",
+            backend: "this store",
+        })
+    }
+
     /// Content-free counters.
     async fn status(&self) -> Result<StoreStatus>;
 
@@ -444,6 +489,12 @@ macro_rules! forward {
             }
             async fn erasure_epoch(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
                 (**self).erasure_epoch(scope, opts).await
+            }
+            async fn list_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ListRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
+                (**self).list_entries(scope, request, opts).await
+            }
+            async fn sweep_expired(&self, max: u64, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
+                (**self).sweep_expired(max, opts).await
             }
             async fn status(&self) -> ::hippocamp_core::Result<$crate::store::StoreStatus> {
                 (**self).status().await

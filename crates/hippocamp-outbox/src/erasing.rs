@@ -50,6 +50,7 @@ impl<S: MemoryStore> Erasing<S> {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl<S: MemoryStore> MemoryStore for Erasing<S> {
     fn capabilities(&self) -> Capabilities {
         // An outbox runs in front of this store: its limits are this
@@ -126,7 +127,11 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         self.outbox.erased(scope, Some(session), None).await?;
         self.outbox.quiesce(scope, session, deadline).await?;
         self.inner
-            .delete_session(scope, session, &CallOptions::until(deadline))
+            .delete_session(
+                scope,
+                session,
+                &CallOptions::until(deadline).on_behalf_of(opts.caller()),
+            )
             .await
     }
 
@@ -138,6 +143,19 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &hippocamp_memory::ListRequest,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::EntryPage> {
+        self.inner.list_entries(scope, request, opts).await
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<hippocamp_memory::Sweep> {
+        self.inner.sweep_expired(max, opts).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {

@@ -329,8 +329,8 @@ async fn add_entry(
     let q = parse_query(q)?;
     let entry: NewEntry = json_body(&s, body).await?;
     let opts = WriteOptions {
-        call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
+        ..WriteOptions::new(call_options(q.timeout_ms)?)
     };
     let out = timed("add_entry", memory(&s)?.add_entry(&m.scope, entry, &opts)).await?;
     let status = if out.duplicate {
@@ -362,8 +362,8 @@ async fn add_events(
     let q = parse_query(q)?;
     let b: EventsBody = json_body(&s, body).await?;
     let opts = WriteOptions {
-        call: call_options(q.timeout_ms)?,
         epoch: q.epoch,
+        ..WriteOptions::new(call_options(q.timeout_ms)?)
     };
     let (events, positions, malformed) = parse_events(b.events);
     let report = timed(

@@ -37,6 +37,11 @@ pub const CODES: &[Code] = &[
         "a parameter, query key or body is not what the route takes; nothing was done",
     ),
     code(
+        "confirmation_required",
+        400,
+        "a whole-scope erasure needs ?confirm= naming the exact scope ({app}/{user} or {app}/{user}/{session}); nothing was erased",
+    ),
+    code(
         "invalid_config",
         400,
         "a configuration value is out of range",
@@ -52,6 +57,16 @@ pub const CODES: &[Code] = &[
         403,
         "the token does not grant this permission on this scope; nothing was touched",
     ),
+    code(
+        "policy_denied",
+        403,
+        "the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched",
+    ),
+    code(
+        "consent_required",
+        403,
+        "the app requires a recorded consent for this user before ingestion; nothing was written",
+    ),
     code("not_found", 404, "no such record, or no such route"),
     code(
         "method_not_allowed",
@@ -62,6 +77,16 @@ pub const CODES: &[Code] = &[
         "idempotency_conflict",
         409,
         "the idempotency key was used for other data in this scope",
+    ),
+    code(
+        "retention",
+        409,
+        "a record is retained until a later time (the message says when); nothing was deleted",
+    ),
+    code(
+        "legal_hold",
+        409,
+        "a record or the scope is under a legal hold; nothing was deleted",
     ),
     code(
         "stale_epoch",

@@ -7,24 +7,61 @@
 //! vocabulary and must return exactly the model's entries containing it;
 //! erased entries must be gone from `get_entry` too, and an event that
 //! would make an erased entry of its session again is skipped as erased.
+//!
+//! Writes carry random obligations (expiry, retention, legal hold) and the
+//! store's clock is a [`ManualClock`] the sequence moves forward: an
+//! expired entry must vanish from search, `get_entry` and listings at the
+//! exact moment it expires, a guarded entry must refuse every deletion
+//! that would take it (and such a deletion must change nothing), and a
+//! sweep must remove exactly the expired entries nothing guards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use hippocamp_core::{
-    CallOptions, EntryId, Error, IdempotencyKey, MemoryLimits, MemoryScope, SessionId,
+    CallOptions, EntryId, Error, IdempotencyKey, ManualClock, MemoryLimits, MemoryScope, SessionId,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::StoreFactory;
 use crate::MemoryConfig;
-use crate::entry::{NewEntry, Provenance};
+use crate::config::StoreClock;
+use crate::entry::{NewEntry, Obligations, Provenance};
 use crate::event::Event;
 use crate::store::{MemoryStore, WriteOptions};
 
 const WORDS: &[&str] = &["apple", "banana", "cherry", "delta", "echo", "falcon"];
 const SCOPES: &[(&str, &str)] = &[("app", "alice"), ("app", "bob"), ("other", "alice")];
+
+/// Obligations relative to the model's clock: expiry and retention in
+/// milliseconds from now, and a legal hold.
+#[derive(Debug, Clone, Copy)]
+struct Pick {
+    expires_in: Option<u64>,
+    retain_for: Option<u64>,
+    hold: bool,
+}
+
+impl Pick {
+    fn at(self, now: u64) -> Obligations {
+        Obligations {
+            expires_at_ms: self.expires_in.map(|d| now + d),
+            retain_until_ms: self.retain_for.map(|d| now + d),
+            legal_hold: self.hold,
+        }
+    }
+}
+
+fn pick() -> impl Strategy<Value = Pick> {
+    prop_oneof![
+        3 => Just(Pick { expires_in: None, retain_for: None, hold: false }),
+        2 => (1u64..60).prop_map(|d| Pick { expires_in: Some(d), retain_for: None, hold: false }),
+        1 => (1u64..60).prop_map(|d| Pick { expires_in: None, retain_for: Some(d), hold: false }),
+        1 => (1u64..60, 1u64..60).prop_map(|(e, r)| Pick { expires_in: Some(e), retain_for: Some(r), hold: false }),
+        1 => proptest::option::of(1u64..60).prop_map(|e| Pick { expires_in: e, retain_for: None, hold: true }),
+    ]
+}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -33,12 +70,18 @@ enum Op {
         words: Vec<usize>,
         key: Option<u8>,
         session: Option<u8>,
+        pick: Pick,
     },
     AddEvents {
         scope: usize,
         session: u8,
         events: Vec<(u8, Vec<usize>)>,
+        pick: Pick,
     },
+    Advance {
+        ms: u64,
+    },
+    Sweep,
     DeleteEntry {
         scope: usize,
         pick: usize,
@@ -59,25 +102,38 @@ fn words() -> impl Strategy<Value = Vec<usize>> {
 fn op() -> impl Strategy<Value = Op> {
     let scope = 0..SCOPES.len();
     prop_oneof![
-        4 => (scope.clone(), words(), proptest::option::of(0u8..4), proptest::option::of(0u8..3))
-            .prop_map(|(scope, words, key, session)| Op::Add { scope, words, key, session }),
-        3 => (scope.clone(), 0u8..3, proptest::collection::vec((0u8..6, words()), 1..4))
-            .prop_map(|(scope, session, events)| Op::AddEvents { scope, session, events }),
+        4 => (scope.clone(), words(), proptest::option::of(0u8..4), proptest::option::of(0u8..3), pick())
+            .prop_map(|(scope, words, key, session, pick)| Op::Add { scope, words, key, session, pick }),
+        3 => (scope.clone(), 0u8..3, proptest::collection::vec((0u8..6, words()), 1..4), pick())
+            .prop_map(|(scope, session, events, pick)| Op::AddEvents { scope, session, events, pick }),
+        2 => (1u64..30).prop_map(|ms| Op::Advance { ms }),
+        1 => Just(Op::Sweep),
         2 => (scope.clone(), 0usize..8).prop_map(|(scope, pick)| Op::DeleteEntry { scope, pick }),
         1 => (scope.clone(), 0u8..3).prop_map(|(scope, session)| Op::DeleteSession { scope, session }),
         1 => scope.prop_map(|scope| Op::DeleteUser { scope }),
     ]
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct ModelEntry {
     content: String,
     session: Option<SessionId>,
     provenance: Provenance,
+    /// Not part of the data (a duplicate keeps the first one's).
+    obligations: Obligations,
+}
+
+impl PartialEq for ModelEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.content == other.content
+            && self.session == other.session
+            && self.provenance == other.provenance
+    }
 }
 
 #[derive(Debug, Default)]
 struct Model {
+    now: u64,
     scopes: Vec<BTreeMap<EntryId, ModelEntry>>,
     epochs: Vec<u64>,
     erased: Vec<BTreeSet<EntryId>>,
@@ -86,7 +142,51 @@ struct Model {
     sticky: Vec<BTreeSet<(SessionId, EntryId)>>,
 }
 
+// The model's own reading of obligations, written out here rather than
+// borrowed from the store's code, so a wrong rule there is caught.
+fn expired(o: &Obligations, now: u64) -> bool {
+    matches!(o.expires_at_ms, Some(at) if at <= now)
+}
+
+fn retained(o: &Obligations, now: u64) -> bool {
+    matches!(o.retain_until_ms, Some(until) if until > now)
+}
+
 impl Model {
+    /// Entries a caller may see now.
+    fn live(&self, scope: usize) -> impl Iterator<Item = (&EntryId, &ModelEntry)> {
+        self.scopes[scope]
+            .iter()
+            .filter(|(_, e)| !expired(&e.obligations, self.now))
+    }
+
+    /// The error code deleting `ids` now must answer, if any: a hold wins.
+    fn check(&self, scope: usize, ids: &[EntryId]) -> Result<(), &'static str> {
+        let bound: Vec<&Obligations> = ids
+            .iter()
+            .filter_map(|id| self.scopes[scope].get(id))
+            .map(|e| &e.obligations)
+            .collect();
+        if bound.iter().any(|o| o.legal_hold) {
+            Err("legal_hold")
+        } else if bound.iter().any(|o| retained(o, self.now)) {
+            Err("retention")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn sweepable(&self, scope: usize) -> Vec<EntryId> {
+        self.scopes[scope]
+            .iter()
+            .filter(|(_, e)| {
+                let o = &e.obligations;
+                expired(o, self.now) && !o.legal_hold && !retained(o, self.now)
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     fn erase(&mut self, scope: usize, id: EntryId) {
         if let Some(e) = self.scopes[scope].remove(&id) {
             if let Some(s) = e.session {
@@ -133,13 +233,18 @@ pub fn run(factory: Arc<dyn StoreFactory>, cases: u32) {
     }
 }
 
+const START_MS: u64 = 1_000_000;
+
 async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let clock = Arc::new(ManualClock::at(START_MS));
     let config = MemoryConfig {
         limits: MemoryLimits {
             max_results: 1_000,
+            max_page_entries: 1_000,
             max_result_bytes: 1_048_576,
             ..MemoryLimits::default()
         },
+        clock: StoreClock(clock.clone()),
         ..MemoryConfig::default()
     };
     let store = factory.open(config).await;
@@ -148,15 +253,15 @@ async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestC
         .map(|(a, u)| MemoryScope::parse(a, u).unwrap_or_else(|_| unreachable!()))
         .collect();
     let mut model = Model {
+        now: START_MS,
         scopes: vec![BTreeMap::new(); SCOPES.len()],
         epochs: vec![0; SCOPES.len()],
         erased: vec![BTreeSet::new(); SCOPES.len()],
         sticky: vec![BTreeSet::new(); SCOPES.len()],
     };
     let c = CallOptions::default();
-    let w = WriteOptions::default();
     for op in ops {
-        apply(&*store, &scopes, &mut model, op, &c, &w).await?;
+        apply(&*store, &scopes, &mut model, op, &c, &clock).await?;
         verify(&*store, &scopes, &model, &c).await?;
     }
     Ok(())
@@ -168,7 +273,7 @@ async fn apply(
     model: &mut Model,
     op: Op,
     c: &CallOptions,
-    w: &WriteOptions,
+    clock: &ManualClock,
 ) -> Result<(), TestCaseError> {
     let fail = |e: Error| TestCaseError::fail(format!("unexpected error: {e}"));
     match op {
@@ -177,8 +282,11 @@ async fn apply(
             words,
             key,
             session: sess,
+            pick,
         } => {
             let s = &scopes[scope];
+            let obligations = pick.at(model.now);
+            let w = &WriteOptions::default().obligations(obligations);
             let content = text(&words);
             let provenance = Provenance {
                 session_id: sess.map(session),
@@ -194,6 +302,7 @@ async fn apply(
                 content,
                 session: sess.map(session),
                 provenance,
+                obligations,
             };
             let existing = expected_id.and_then(|id| model.scopes[scope].get(&id).cloned());
             match (store.add_entry(s, input, w).await, existing) {
@@ -204,10 +313,12 @@ async fn apply(
                     }
                     prop_assert!(!model.scopes[scope].contains_key(&out.entry.id));
                     prop_assert_eq!(out.entry.epoch, model.epochs[scope]);
+                    prop_assert_eq!(out.entry.obligations, obligations);
                     model.scopes[scope].insert(out.entry.id, want);
                 }
                 (Ok(out), Some(old)) => {
                     prop_assert!(out.duplicate);
+                    prop_assert_eq!(out.entry.obligations, old.obligations);
                     prop_assert_eq!(old, want);
                 }
                 (Err(Error::IdempotencyConflict(id)), Some(old)) => {
@@ -221,8 +332,11 @@ async fn apply(
             scope,
             session: sess,
             events,
+            pick,
         } => {
             let s = &scopes[scope];
+            let obligations = pick.at(model.now);
+            let w = &WriteOptions::default().obligations(obligations);
             let evs: Vec<Event> = events
                 .iter()
                 .map(|(id, words)| {
@@ -254,6 +368,7 @@ async fn apply(
                     content: text(words),
                     session: Some(session(sess)),
                     provenance,
+                    obligations,
                 };
                 if model.sticky[scope].contains(&(session(sess), entry_id)) {
                     erased += 1;
@@ -285,10 +400,20 @@ async fn apply(
                 Some(id) => (*id, true),
                 None => (EntryId::random(), false),
             };
-            let n = store.delete_entry(s, &id, c).await.map_err(fail)?;
-            prop_assert_eq!(n, u64::from(present));
-            if present {
-                model.erase(scope, id);
+            let expected = model.check(scope, &[id]);
+            match (store.delete_entry(s, &id, c).await, expected) {
+                (Ok(n), Ok(())) => {
+                    prop_assert_eq!(n, u64::from(present));
+                    if present {
+                        model.erase(scope, id);
+                    }
+                }
+                (Err(got), Err(want)) => prop_assert_eq!(got.code(), want),
+                (got, want) => {
+                    return Err(TestCaseError::fail(format!(
+                        "delete_entry gave {got:?}, the model {want:?}"
+                    )));
+                }
             }
         }
         Op::DeleteSession {
@@ -302,25 +427,59 @@ async fn apply(
                 .filter(|(_, e)| e.session == target)
                 .map(|(id, _)| *id)
                 .collect();
-            let n = store
-                .delete_session(s, &session(sess), c)
-                .await
-                .map_err(fail)?;
-            prop_assert_eq!(n, gone.len() as u64);
-            for id in gone {
-                model.erase(scope, id);
+            let expected = model.check(scope, &gone);
+            match (store.delete_session(s, &session(sess), c).await, expected) {
+                (Ok(n), Ok(())) => {
+                    prop_assert_eq!(n, gone.len() as u64);
+                    for id in gone {
+                        model.erase(scope, id);
+                    }
+                }
+                (Err(got), Err(want)) => prop_assert_eq!(got.code(), want),
+                (got, want) => {
+                    return Err(TestCaseError::fail(format!(
+                        "delete_session gave {got:?}, the model {want:?}"
+                    )));
+                }
             }
         }
         Op::DeleteUser { scope } => {
             let s = &scopes[scope];
-            let e = store.delete_user(s, c).await.map_err(fail)?;
-            prop_assert_eq!(e.deleted, model.scopes[scope].len() as u64);
             let gone: Vec<EntryId> = model.scopes[scope].keys().copied().collect();
-            for id in gone {
-                model.erase(scope, id);
+            match (store.delete_user(s, c).await, model.check(scope, &gone)) {
+                (Ok(e), Ok(())) => {
+                    prop_assert_eq!(e.deleted, gone.len() as u64);
+                    for id in gone {
+                        model.erase(scope, id);
+                    }
+                    model.epochs[scope] += 1;
+                    prop_assert_eq!(e.epoch, model.epochs[scope]);
+                }
+                (Err(got), Err(want)) => prop_assert_eq!(got.code(), want),
+                (got, want) => {
+                    return Err(TestCaseError::fail(format!(
+                        "delete_user gave {got:?}, the model {want:?}"
+                    )));
+                }
             }
-            model.epochs[scope] += 1;
-            prop_assert_eq!(e.epoch, model.epochs[scope]);
+        }
+        Op::Advance { ms } => {
+            model.now += ms;
+            clock.set(model.now);
+        }
+        Op::Sweep => {
+            let due: Vec<(usize, EntryId)> = (0..scopes.len())
+                .flat_map(|i| model.sweepable(i).into_iter().map(move |id| (i, id)))
+                .collect();
+            let sweep = store
+                .sweep_expired(crate::list::MAX_SWEEP_BATCH, c)
+                .await
+                .map_err(fail)?;
+            prop_assert_eq!(sweep.deleted, due.len() as u64);
+            prop_assert!(!sweep.more);
+            for (i, id) in due {
+                model.erase(i, id);
+            }
         }
     }
     Ok(())
@@ -336,8 +495,10 @@ async fn verify(
     let analyzer = hippocamp_search::Analyzer::english();
     let mut total = 0;
     for (i, s) in scopes.iter().enumerate() {
-        let entries = &model.scopes[i];
-        total += entries.len() as u64;
+        total += model.scopes[i].len() as u64;
+        let entries: BTreeMap<EntryId, ModelEntry> =
+            model.live(i).map(|(id, e)| (*id, e.clone())).collect();
+        let entries = &entries;
         for word in WORDS {
             let res = store
                 .search(s, &super::lexical(*word), c)
@@ -360,10 +521,21 @@ async fn verify(
             prop_assert_eq!(&got.content, &e.content);
             prop_assert_eq!(&got.scope, s);
         }
-        for id in model.erased[i]
-            .iter()
-            .filter(|id| !entries.contains_key(id))
-        {
+        let listed = store
+            .list_entries(
+                s,
+                &crate::list::ListRequest {
+                    limit: Some(1_000),
+                    ..crate::list::ListRequest::default()
+                },
+                c,
+            )
+            .await
+            .map_err(fail)?;
+        let listed: BTreeSet<EntryId> = listed.entries.iter().map(|e| e.id).collect();
+        prop_assert_eq!(&listed, &entries.keys().copied().collect::<BTreeSet<_>>());
+        let gone = model.erased[i].iter().chain(model.scopes[i].keys());
+        for id in gone.filter(|id| !entries.contains_key(id)) {
             prop_assert!(matches!(
                 store.get_entry(s, id, c).await,
                 Err(Error::NotFound(_))

@@ -1,0 +1,189 @@
+//! Listing a scope's entries page by page, and sweeping expired ones: the
+//! request and reply shapes and the one validation every store uses
+//! ([`prepare_list`]).
+//!
+//! A cursor is opaque to callers. It records the order it was made for and
+//! the (timestamp, id) position of the last entry of its page, so the next
+//! page starts strictly after it: entries added or removed meanwhile never
+//! make a page repeat or skip an entry that stayed.
+
+use hippocamp_core::limits::{page_limit, to_usize};
+use hippocamp_core::{EntryId, Error, Field, Filter, MemoryLimits, Problem, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::entry::MemoryEntry;
+
+/// The order of a listing.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ListOrder {
+    /// Newest first (by timestamp, then id).
+    #[default]
+    Newest,
+    /// Oldest first.
+    Oldest,
+}
+
+/// A listing request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    /// Most entries, 1..=`max_page_entries`; default `max_page_entries`.
+    /// A page also stops before it exceeds `max_result_bytes` (it always
+    /// holds at least one entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// `newest` (default) or `oldest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<ListOrder>,
+    /// A metadata filter (see `hippocamp_core::filter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Value>,
+}
+
+/// One page of entries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EntryPage {
+    /// The entries, in the requested order.
+    pub entries: Vec<MemoryEntry>,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// What one sweep did.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct Sweep {
+    /// Expired entries deleted.
+    pub deleted: u64,
+    /// Whether more expired entries were due when the batch filled.
+    pub more: bool,
+}
+
+/// A validated listing.
+#[derive(Debug, Clone)]
+pub struct PreparedList {
+    /// Newest first?
+    pub newest_first: bool,
+    /// Start strictly after this (timestamp, id).
+    pub after: Option<(u64, EntryId)>,
+    /// Most entries.
+    pub limit: usize,
+    /// Byte budget of the page (entries count as in search results).
+    pub max_bytes: u64,
+    /// The metadata filter.
+    pub filter: Filter,
+}
+
+impl PreparedList {
+    /// The cursor of a page that ended at `last`.
+    pub fn cursor(&self, last: (u64, EntryId)) -> String {
+        encode_cursor(self.newest_first, last)
+    }
+
+    /// Whether `entry` passes the filter.
+    pub fn keeps(&self, entry: &MemoryEntry) -> bool {
+        self.filter.matches(&entry.metadata)
+    }
+}
+
+fn encode_cursor(newest_first: bool, (ts, id): (u64, EntryId)) -> String {
+    format!(
+        "{}{ts:016x}{}",
+        if newest_first { 'n' } else { 'o' },
+        hex(id.as_bytes())
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn bad_cursor(why: &str) -> Error {
+    Error::invalid(Field::Cursor, Problem::Malformed(why.to_owned()))
+}
+
+fn decode_cursor(cursor: &str, newest_first: bool) -> Result<(u64, EntryId)> {
+    let b = cursor.as_bytes();
+    if b.len() != 49 || !cursor.is_ascii() {
+        return Err(bad_cursor("not a cursor this store made"));
+    }
+    let order = b[0];
+    if order != if newest_first { b'n' } else { b'o' } {
+        return Err(bad_cursor("the cursor was made for the other order"));
+    }
+    let ts = u64::from_str_radix(&cursor[1..17], 16)
+        .map_err(|_| bad_cursor("not a cursor this store made"))?;
+    let mut id = [0u8; 16];
+    for (i, out) in id.iter_mut().enumerate() {
+        let at = 17 + 2 * i;
+        *out = u8::from_str_radix(&cursor[at..at + 2], 16)
+            .map_err(|_| bad_cursor("not a cursor this store made"))?;
+    }
+    Ok((ts, EntryId::from_bytes(id)))
+}
+
+/// Validates a listing (limit, cursor, filter, in that order).
+pub fn prepare_list(req: &ListRequest, limits: &MemoryLimits) -> Result<PreparedList> {
+    let limit = page_limit(req.limit, limits.max_page_entries, limits.max_page_entries)?;
+    let newest_first = req.order.unwrap_or_default() == ListOrder::Newest;
+    let after = req
+        .cursor
+        .as_deref()
+        .map(|c| decode_cursor(c, newest_first))
+        .transpose()?;
+    let filter = match &req.filter {
+        None => Filter::all(),
+        Some(v) => Filter::parse(v, limits.json())?,
+    };
+    Ok(PreparedList {
+        newest_first,
+        after,
+        limit,
+        max_bytes: limits.max_result_bytes,
+        filter,
+    })
+}
+
+/// The most entries one sweep batch may delete.
+pub const MAX_SWEEP_BATCH: u64 = 10_000;
+
+/// Checks a sweep's batch size: 1..=[`MAX_SWEEP_BATCH`].
+pub fn check_sweep_batch(max: u64) -> Result<usize> {
+    page_limit(Some(max), max, MAX_SWEEP_BATCH).map(|n| n.min(to_usize(MAX_SWEEP_BATCH)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_are_bound_to_their_order() {
+        let id = EntryId::from_bytes([7; 16]);
+        let c = encode_cursor(true, (42, id));
+        assert_eq!(decode_cursor(&c, true).unwrap(), (42, id));
+        assert!(decode_cursor(&c, false).is_err());
+        assert!(decode_cursor("x", true).is_err());
+        assert!(decode_cursor(&c.replace('0', "g"), true).is_err());
+        let l = MemoryLimits::default();
+        let req = ListRequest {
+            limit: Some(l.max_page_entries + 1),
+            ..ListRequest::default()
+        };
+        assert!(prepare_list(&req, &l).is_err());
+        assert!(check_sweep_batch(0).is_err());
+        assert!(check_sweep_batch(MAX_SWEEP_BATCH + 1).is_err());
+    }
+}
