@@ -522,9 +522,10 @@ impl MemoryStore for RedbMemoryStore {
                 .pop();
         }
         let fence = opts.epoch;
-        let obligations = opts.obligations;
+        let obligations = opts;
         let submit = |prepared: PreparedEntry, terms: TermFreqs, vector: Option<Vec<f32>>| {
             let scope = scope.clone();
+            let obligations = obligations.clone();
             self.submit(move |reply| Op::AddEntry {
                 scope,
                 prepared: Box::new(prepared),
@@ -592,9 +593,10 @@ impl MemoryStore for RedbMemoryStore {
             vectors = embed_plan(embedder, &plan, &need, deadline).await?;
         }
         let fence = opts.epoch;
-        let obligations = opts.obligations;
+        let obligations = opts;
         let submit = |plan: EventPlan, terms: HashMap<usize, TermFreqs>, vectors| {
             let scope = scope.clone();
+            let obligations = obligations.clone();
             self.submit(move |reply| Op::AddEvents {
                 scope,
                 plan,

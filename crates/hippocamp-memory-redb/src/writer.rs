@@ -23,7 +23,7 @@ use hippocamp_memory::entry::check_deletes;
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
-use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep};
+use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep, WriteOptions};
 use hippocamp_search::TermFreqs;
 use redb::{Database, Durability, ReadableTable, Table};
 use tokio::sync::oneshot;
@@ -53,15 +53,15 @@ pub(crate) enum Embedded<T> {
 }
 
 /// How an ingesting write was admitted.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Admission {
     /// The erasure epoch it carries, if any.
     pub(crate) fence: Option<u64>,
     /// The store embeds: a new entry without a vector is not written.
     pub(crate) embeds: bool,
     pub(crate) deadline: Deadline,
-    /// What every new entry of the write carries.
-    pub(crate) obligations: Obligations,
+    /// What the new entries of the write carry.
+    pub(crate) obligations: WriteOptions,
 }
 
 /// A queued mutation with its reply channel.
@@ -427,7 +427,7 @@ impl Tx<'_> {
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
         let mut prepared = prepared;
-        prepared.entry.obligations = obligations;
+        prepared.entry.obligations = obligations.obligations_for(&prepared.entry.metadata);
         if prepared.keyed
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
@@ -508,7 +508,7 @@ impl Tx<'_> {
             let t = terms.remove(&p.index).unwrap_or_default();
             let v = vectors.remove(&p.index);
             let mut entry = p.prepared.entry;
-            entry.obligations = obligations;
+            entry.obligations = obligations.obligations_for(&entry.metadata);
             self.insert(&h, &mut row, entry, p.prepared.storage_bytes, t, v)?;
         }
         self.put_row(&h, &row)?;

@@ -189,6 +189,7 @@ macro_rules! memory_conformance_tests {
             retention_and_legal_hold_refuse_deletion,
             duplicates_keep_their_obligations,
             listing_pages_with_cursors,
+            metadata_rules_choose_obligations,
         );
         #[test]
         fn model_test() {

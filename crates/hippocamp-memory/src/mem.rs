@@ -260,7 +260,7 @@ impl MemoryStore for InMemoryStore {
         reservation.commit();
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
-        entry.obligations = opts.obligations;
+        entry.obligations = opts.obligations_for(&entry.metadata);
         let id = entry.id;
         s.data.insert(entry.clone(), prepared.storage_bytes, &terms);
         if let Some(v) = vector {
@@ -322,7 +322,7 @@ impl MemoryStore for InMemoryStore {
         for planned in new {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
-            entry.obligations = opts.obligations;
+            entry.obligations = opts.obligations_for(&entry.metadata);
             let terms = terms.remove(&planned.index).unwrap_or_default();
             let id = entry.id;
             s.data.insert(entry, planned.prepared.storage_bytes, &terms);

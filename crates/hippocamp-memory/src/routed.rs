@@ -113,7 +113,7 @@ impl MemoryStore for RoutedMemory {
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         let opts = WriteOptions {
             call: forwarded(&opts.call, deadline),
-            ..*opts
+            ..opts.clone()
         };
         self.inner.add_entry(scope, entry, &opts).await
     }
@@ -129,7 +129,7 @@ impl MemoryStore for RoutedMemory {
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         let opts = WriteOptions {
             call: forwarded(&opts.call, deadline),
-            ..*opts
+            ..opts.clone()
         };
         self.inner.add_events(scope, session, events, &opts).await
     }

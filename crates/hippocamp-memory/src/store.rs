@@ -24,7 +24,7 @@ pub use crate::list::{EntryPage, ListOrder, ListRequest, Sweep};
 pub const CONTRACT_VERSION: u32 = 1;
 
 /// Options of a write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteOptions {
     /// Deadline.
     pub call: CallOptions,
@@ -33,9 +33,30 @@ pub struct WriteOptions {
     /// refused with `StaleEpoch`. `None` writes at the current epoch.
     pub epoch: Option<u64>,
     /// Obligations every new entry of the write carries (expiry,
-    /// retention, legal hold), as the policy decided them. A duplicate
-    /// keeps the obligations it was stored with.
+    /// retention, legal hold), as the policy decided them, unless one of
+    /// `by_metadata` matches the entry's metadata. A duplicate keeps the
+    /// obligations it was stored with.
     pub obligations: Obligations,
+    /// Obligations by metadata: the first rule whose filter matches an
+    /// entry's metadata gives that entry's obligations.
+    pub by_metadata: ObligationRules,
+}
+
+/// Obligations chosen by an entry's metadata (e.g. a shorter TTL for
+/// entries tagged as chit-chat), in order: the first match wins.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObligationRules(Arc<[(hippocamp_core::Filter, Obligations)]>);
+
+impl ObligationRules {
+    /// Rules in order.
+    pub fn new(rules: Vec<(hippocamp_core::Filter, Obligations)>) -> Self {
+        Self(rules.into())
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl WriteOptions {
@@ -45,7 +66,17 @@ impl WriteOptions {
             call,
             epoch: None,
             obligations: Obligations::default(),
+            by_metadata: ObligationRules::default(),
         }
+    }
+
+    /// The obligations of a new entry with `metadata`.
+    pub fn obligations_for(&self, metadata: &hippocamp_core::Metadata) -> Obligations {
+        self.by_metadata
+            .0
+            .iter()
+            .find(|(f, _)| f.matches(metadata))
+            .map_or(self.obligations, |(_, o)| *o)
     }
 
     /// Sets the obligations of the write's new entries.

@@ -448,3 +448,47 @@ pub async fn listing_pages_with_cursors(f: &dyn StoreFactory) {
         Field::Limit,
     );
 }
+
+/// Obligations chosen by metadata: the first matching rule gives an
+/// entry's obligations, the write's own obligations apply otherwise.
+pub async fn metadata_rules_choose_obligations(f: &dyn StoreFactory) {
+    let (store, _clock) = clocked(f).await;
+    let s = scope("app", "rules");
+    let limits = hippocamp_core::MemoryLimits::default();
+    let chat = hippocamp_core::Filter::parse(&json!({"kind": "chat"}), limits.json()).unwrap();
+    let opts = WriteOptions {
+        by_metadata: crate::store::ObligationRules::new(vec![(chat, expiring(T0 + 1))]),
+        ..with(expiring(T0 + 1_000))
+    };
+    let tagged = store
+        .add_entry(
+            &s,
+            NewEntry::new("hello there").metadata(obj(json!({"kind": "chat"}))),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .entry;
+    let plain = store
+        .add_entry(&s, NewEntry::new("a real fact"), &opts)
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(tagged.obligations.expires_at_ms, Some(T0 + 1));
+    assert_eq!(plain.obligations.expires_at_ms, Some(T0 + 1_000));
+    let events = [Event::text("r1", "user", 1, "chatty event")];
+    let report = store
+        .add_events(&s, &sid("rules-session"), &events, &opts)
+        .await
+        .unwrap();
+    let id = report.added[0].entry_id;
+    assert_eq!(
+        store
+            .get_entry(&s, &id, &c())
+            .await
+            .unwrap()
+            .obligations
+            .expires_at_ms,
+        Some(T0 + 1_000)
+    );
+}
