@@ -264,6 +264,10 @@ impl Error {
 pub enum Field {
     /// A scope's application name.
     AppName,
+    /// A consent record's id.
+    ConsentId,
+    /// A confirmation of an erasure.
+    Confirm,
     /// A scope's user id.
     UserId,
     /// A session id.
@@ -321,6 +325,8 @@ impl Field {
     pub fn as_str(self) -> &'static str {
         match self {
             Field::AppName => "app_name",
+            Field::ConsentId => "consent_id",
+            Field::Confirm => "confirm",
             Field::UserId => "user_id",
             Field::SessionId => "session_id",
             Field::EventId => "event_id",

@@ -125,6 +125,16 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         Ok(report)
     }
 
+    async fn admit_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &CallOptions,
+    ) -> Result<()> {
+        self.inner.admit_events(scope, session, events, opts).await
+    }
+
     async fn search(
         &self,
         scope: &MemoryScope,

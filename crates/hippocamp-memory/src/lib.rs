@@ -53,8 +53,8 @@ pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
     AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ListOrder, ListRequest,
-    MemoryStore, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchRequest, SearchResults,
-    StoreStatus, Sweep, WriteOptions,
+    MemoryStore, ObligationRules, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchRequest,
+    SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

@@ -134,6 +134,16 @@ impl MemoryStore for RoutedMemory {
         self.inner.add_events(scope, session, events, &opts).await
     }
 
+    async fn admit_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &CallOptions,
+    ) -> Result<()> {
+        self.inner.admit_events(scope, session, events, opts).await
+    }
+
     async fn search(
         &self,
         scope: &MemoryScope,

@@ -407,6 +407,20 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         opts: &WriteOptions,
     ) -> Result<IngestReport>;
 
+    /// Asks whether `events` may be queued now for later delivery into
+    /// this store (a queue calls it before it admits them; delivery then
+    /// calls `add_events`, which asks again). A store alone accepts; a
+    /// policy wrapper consults its policy.
+    async fn admit_events(
+        &self,
+        _scope: &MemoryScope,
+        _session: &SessionId,
+        _events: &[Event],
+        _opts: &CallOptions,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// Lexical search within the scope.
     async fn search(
         &self,
@@ -502,6 +516,9 @@ macro_rules! forward {
             }
             async fn add_events(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, events: &[$crate::event::Event], opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::event::IngestReport> {
                 (**self).add_events(scope, session, events, opts).await
+            }
+            async fn admit_events(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, events: &[$crate::event::Event], opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<()> {
+                (**self).admit_events(scope, session, events, opts).await
             }
             async fn search(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::SearchRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::SearchResults> {
                 (**self).search(scope, request, opts).await

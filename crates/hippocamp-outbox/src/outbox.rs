@@ -238,6 +238,11 @@ impl Outbox {
             Error::OutboxUnavailable(format!("no memory store named `{target}` is registered"))
         })?;
         let (stored, skipped) = plan(scope, session, events, &t.limits)?;
+        // The target's policy decides now whether these may be queued at
+        // all (delivery asks it again).
+        t.store
+            .admit_events(scope, session, events, &CallOptions::default())
+            .await?;
         let mut tries = 0;
         let admitted = loop {
             let epoch = t

@@ -1,0 +1,277 @@
+//! [`PolicyChecked`]: the memory store every caller is handed, which asks
+//! the policy before each operation on data.
+//!
+//! The stores themselves stay policy-free: this wrapper is the one place
+//! that asks, so a path cannot skip it by calling another method. Each
+//! operation on data consults the policy with its exact scope, a bounded
+//! description of what it touches (ids and counts, never content) and
+//! the caller from its [`CallOptions`], within the earlier of the
+//! policy's timeout and the call's deadline; a denial, an error or a
+//! late answer refuses the operation before the store is touched.
+//! Ingestion carries the grant's obligations into the write.
+//!
+//! Not consulted (no user data moves): `capabilities`, `status`,
+//! `erasure_epoch`, `activate_scope`, `release_scope`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hippocamp_core::{CallOptions, Clock, Deadline, EntryId, MemoryScope, Result, SessionId};
+use hippocamp_memory::{
+    AddOutcome, Capabilities, EntryPage, Erasure, Event, IngestReport, ListRequest, MemoryEntry,
+    MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus, Sweep,
+    WriteOptions,
+};
+
+use crate::policy::{Action, Grant, Policy, Question, Resource, consult};
+
+/// Asks `policy` before every operation on `inner`'s data.
+#[derive(Debug, Clone)]
+pub struct PolicyChecked<S> {
+    inner: S,
+    policy: Arc<dyn Policy>,
+    clock: Arc<dyn Clock>,
+    default_timeout: Duration,
+}
+
+impl<S: MemoryStore> PolicyChecked<S> {
+    /// Wraps `inner`; questions are stamped with `clock`'s time.
+    pub fn new(inner: S, policy: Arc<dyn Policy>, clock: Arc<dyn Clock>) -> Self {
+        let default_timeout = inner
+            .capabilities()
+            .limits
+            .iter()
+            .find(|l| l.name == "call_timeout_ms")
+            .map_or(hippocamp_core::deadline::DEFAULT_TIMEOUT, |l| {
+                Duration::from_millis(l.value)
+            });
+        Self {
+            inner,
+            policy,
+            clock,
+            default_timeout,
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Arc<dyn Policy> {
+        &self.policy
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Starts the call's clock, asks the policy, and returns the grant
+    /// with the options to forward (the same deadline, the same caller).
+    async fn ask(
+        &self,
+        action: Action,
+        scope: Option<&MemoryScope>,
+        resource: Resource,
+        opts: &CallOptions,
+    ) -> Result<(Grant, CallOptions)> {
+        let deadline: Deadline = opts.deadline(self.default_timeout);
+        let question = Question {
+            action,
+            scope,
+            resource,
+            caller: opts.caller(),
+            now_ms: self.clock.now_ms(),
+        };
+        let grant = consult(&*self.policy, &question, deadline).await?;
+        Ok((
+            grant,
+            CallOptions::until(deadline).on_behalf_of(opts.caller()),
+        ))
+    }
+
+    /// The write options of an ingestion: the stricter of the caller's
+    /// and the grant's obligations (the earlier expiry, the later
+    /// retention, either hold), and the grant's metadata rules when it
+    /// has any. A caller can shorten a lifetime, never escape the policy.
+    fn granted(opts: &WriteOptions, grant: Grant, call: CallOptions) -> WriteOptions {
+        let (a, b) = (opts.obligations, grant.obligations);
+        let earliest = |x: Option<u64>, y: Option<u64>| match (x, y) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        WriteOptions {
+            call,
+            epoch: opts.epoch,
+            obligations: Obligations {
+                expires_at_ms: earliest(a.expires_at_ms, b.expires_at_ms),
+                retain_until_ms: a.retain_until_ms.max(b.retain_until_ms),
+                legal_hold: a.legal_hold || b.legal_hold,
+            },
+            by_metadata: if grant.by_metadata.is_empty() {
+                opts.by_metadata.clone()
+            } else {
+                grant.by_metadata
+            },
+        }
+    }
+}
+
+fn id(id: &EntryId) -> String {
+    id.to_string()
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        let what = if entry.idempotency_key.is_some() {
+            "one keyed entry"
+        } else {
+            "one entry"
+        };
+        let (grant, call) = self
+            .ask(
+                Action::Ingest,
+                Some(scope),
+                Resource::new("entry", what),
+                &opts.call,
+            )
+            .await?;
+        self.inner
+            .add_entry(scope, entry, &Self::granted(opts, grant, call))
+            .await
+    }
+
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        let r = Resource::new(
+            "events",
+            format!("{} events of session {session}", events.len()),
+        );
+        let (grant, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
+        self.inner
+            .add_events(scope, session, events, &Self::granted(opts, grant, call))
+            .await
+    }
+
+    async fn admit_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &CallOptions,
+    ) -> Result<()> {
+        let r = Resource::new(
+            "events",
+            format!("{} events of session {session}, queued", events.len()),
+        );
+        let (_, call) = self.ask(Action::Ingest, Some(scope), r, opts).await?;
+        self.inner.admit_events(scope, session, events, &call).await
+    }
+
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        let r = Resource::new(
+            "query",
+            format!(
+                "a {} query of {} bytes",
+                request.mode.map_or("default", |m| m.as_str()),
+                request.query.len()
+            ),
+        );
+        let (_, call) = self.ask(Action::Search, Some(scope), r, opts).await?;
+        self.inner.search(scope, request, &call).await
+    }
+
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        let r = Resource::new("entry", id(entry));
+        let (_, call) = self.ask(Action::Get, Some(scope), r, opts).await?;
+        self.inner.get_entry(scope, entry, &call).await
+    }
+
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let r = Resource::new("entry", id(entry));
+        let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
+        self.inner.delete_entry(scope, entry, &call).await
+    }
+
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        let r = Resource::new("session", session.as_str());
+        let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
+        self.inner.delete_session(scope, session, &call).await
+    }
+
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
+        let r = Resource::new("scope", "every entry of the scope");
+        let (_, call) = self.ask(Action::Erase, Some(scope), r, opts).await?;
+        self.inner.delete_user(scope, &call).await
+    }
+
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let r = Resource::new(
+            "entries",
+            format!("a page of at most {:?} entries", request.limit),
+        );
+        let (_, call) = self.ask(Action::List, Some(scope), r, opts).await?;
+        self.inner.list_entries(scope, request, &call).await
+    }
+
+    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        let r = Resource::new("store", format!("up to {max} expired entries"));
+        let (_, call) = self.ask(Action::Prune, None, r, opts).await?;
+        self.inner.sweep_expired(max, &call).await
+    }
+
+    async fn status(&self) -> Result<StoreStatus> {
+        self.inner.status().await
+    }
+
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        self.inner.activate_scope(scope).await
+    }
+
+    fn release_scope(&self, scope: &MemoryScope) {
+        self.inner.release_scope(scope);
+    }
+}

@@ -1,0 +1,225 @@
+//! Consent records: what a user agreed to, per exact scope, kept by a
+//! [`ConsentStore`] (in memory, or durably in the data directory).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use async_trait::async_trait;
+use hippocamp_core::{Error, Field, MemoryScope, Problem, Result, secrets};
+use hippocamp_durable::DirLock;
+use parking_lot::RwLock;
+use redb::{Database, ReadableDatabase as _, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// Bytes of a consent id.
+pub const MAX_CONSENT_ID_BYTES: usize = 128;
+
+/// What a consent covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsentScope {
+    /// Memory only.
+    Memory,
+    /// Artifacts only.
+    Artifacts,
+    /// Both.
+    All,
+}
+
+impl ConsentScope {
+    /// Whether it covers memory.
+    pub fn covers_memory(self) -> bool {
+        matches!(self, ConsentScope::Memory | ConsentScope::All)
+    }
+}
+
+/// A consent as a caller records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConsent {
+    /// The caller's own reference for the consent (1..=128 bytes, printable,
+    /// not secret-looking).
+    pub consent_id: String,
+    /// What it covers.
+    pub scope: ConsentScope,
+}
+
+/// A recorded consent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Consent {
+    /// The caller's reference.
+    pub consent_id: String,
+    /// What it covers.
+    pub scope: ConsentScope,
+    /// When it was recorded (ms since the Unix epoch).
+    pub recorded_at_ms: u64,
+}
+
+impl NewConsent {
+    /// Checks the id.
+    pub fn validate(&self) -> Result<()> {
+        let id = &self.consent_id;
+        hippocamp_core::ident::check_text(Field::ConsentId, id, MAX_CONSENT_ID_BYTES)?;
+        if id.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                Field::ConsentId,
+                Problem::Malformed("control characters are not allowed".into()),
+            ));
+        }
+        if let Some(kind) = secrets::detect(id) {
+            return Err(Error::SensitiveContent(kind));
+        }
+        Ok(())
+    }
+}
+
+/// Where consents are kept.
+#[async_trait]
+pub trait ConsentStore: Send + Sync + fmt::Debug {
+    /// Records (or replaces) the scope's consent; returns it.
+    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent>;
+    /// The scope's consent, if any.
+    async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>>;
+    /// Withdraws the scope's consent; returns what was withdrawn.
+    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>>;
+}
+
+/// Consents in memory (the ephemeral profile, tests).
+#[derive(Debug, Default)]
+pub struct InMemoryConsents {
+    map: RwLock<HashMap<MemoryScope, Consent>>,
+}
+
+#[async_trait]
+impl ConsentStore for InMemoryConsents {
+    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
+        consent.validate()?;
+        let c = Consent {
+            consent_id: consent.consent_id,
+            scope: consent.scope,
+            recorded_at_ms: now_ms,
+        };
+        self.map.write().insert(scope.clone(), c.clone());
+        Ok(c)
+    }
+
+    async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        Ok(self.map.read().get(scope).cloned())
+    }
+
+    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        Ok(self.map.write().remove(scope))
+    }
+}
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `len(app) app user` → the consent's JSON.
+const CONSENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consents");
+const FORMAT: u32 = 1;
+
+fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::storage(e)
+}
+
+fn key(scope: &MemoryScope) -> Vec<u8> {
+    let app = scope.app().as_str();
+    let mut k = Vec::with_capacity(4 + app.len() + scope.user().as_str().len());
+    // Ids are at most 256 bytes (validated types).
+    k.extend_from_slice(&u32::try_from(app.len()).unwrap_or(u32::MAX).to_be_bytes());
+    k.extend_from_slice(app.as_bytes());
+    k.extend_from_slice(scope.user().as_str().as_bytes());
+    k
+}
+
+/// Consents in one redb file of the data directory, each change committed
+/// with an fsync before it is acknowledged (consent changes are rare).
+pub struct RedbConsents {
+    db: Database,
+    _lock: DirLock,
+}
+
+impl fmt::Debug for RedbConsents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedbConsents").finish_non_exhaustive()
+    }
+}
+
+impl RedbConsents {
+    /// Opens (or creates) the store in `dir`, which this process then owns.
+    pub fn open(dir: &Path) -> Result<Self> {
+        hippocamp_durable::fs::private_dir(dir)
+            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
+        let lock = DirLock::own(dir, "governance.lock")?;
+        let init = |db: &Database| {
+            hippocamp_durable::db::init_format(
+                db,
+                META,
+                "format",
+                FORMAT,
+                "the consent store",
+                |txn| txn.open_table(CONSENTS).map(drop).map_err(storage),
+            )
+        };
+        let db = hippocamp_durable::db::open(&dir.join("consents.redb"), init)?;
+        init(&db)?;
+        Ok(Self { db, _lock: lock })
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut redb::Table<&[u8], &[u8]>) -> Result<T>) -> Result<T> {
+        let txn = self.db.begin_write().map_err(storage)?;
+        let out = {
+            let mut t = txn.open_table(CONSENTS).map_err(storage)?;
+            f(&mut t)?
+        };
+        txn.commit().map_err(storage)?;
+        Ok(out)
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<Consent> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| Error::Corrupt(format!("undecodable consent record: {e}")))
+}
+
+#[async_trait]
+impl ConsentStore for RedbConsents {
+    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
+        consent.validate()?;
+        let c = Consent {
+            consent_id: consent.consent_id,
+            scope: consent.scope,
+            recorded_at_ms: now_ms,
+        };
+        let bytes = serde_json::to_vec(&c)
+            .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
+        let k = key(scope);
+        // Inline: consent changes are rare, and one fsync on the caller's
+        // thread keeps the acknowledgement after the commit.
+        self.write(|t| {
+            t.insert(k.as_slice(), bytes.as_slice()).map_err(storage)?;
+            Ok(())
+        })?;
+        Ok(c)
+    }
+
+    async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let t = txn.open_table(CONSENTS).map_err(storage)?;
+        t.get(key(scope).as_slice())
+            .map_err(storage)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        let k = key(scope);
+        self.write(|t| {
+            t.remove(k.as_slice())
+                .map_err(storage)?
+                .map(|v| decode(v.value()))
+                .transpose()
+        })
+    }
+}
