@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use hippocamp_core::{CallOptions, EntryId, IdempotencyKey, MemoryScope, SessionId};
+use hippocamp_core::{
+    CallOptions, Caller, CallerKind, EntryId, IdempotencyKey, MemoryScope, SessionId,
+};
 use hippocamp_memory::embedding::{Pacer, paced};
 use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
 use hippocamp_memory::{NewEntry, Provenance, SearchRequest, WriteOptions};
@@ -75,13 +77,22 @@ pub(crate) enum MemoryCmd {
         /// The entry id.
         id: String,
     },
-    /// Delete every entry of a session.
+    /// Delete every entry of a session (asks for the scope to be typed
+    /// unless `--yes`).
     DeleteSession {
         /// The session id.
         session: String,
+        /// Erase without asking.
+        #[arg(long)]
+        yes: bool,
     },
-    /// Delete every entry of the scope and advance its erasure epoch.
-    DeleteUser,
+    /// Delete every entry of the scope and its agent sessions, and advance
+    /// its erasure epoch (asks for the scope to be typed unless `--yes`).
+    DeleteUser {
+        /// Erase without asking.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Ingest events from a JSON-lines file (one event per line).
     #[command(alias = "ingest")]
     Import {
@@ -105,6 +116,40 @@ fn scope(t: &Target) -> anyhow::Result<MemoryScope> {
     Ok(MemoryScope::parse(app, user)?)
 }
 
+/// A whole-scope erasure goes ahead only with `--yes` or once the person
+/// at the terminal typed the exact scope (`app/user[/session]`); without a
+/// terminal and without `--yes` it is refused.
+fn confirm(scope: &str, yes: bool) -> anyhow::Result<()> {
+    use std::io::{IsTerminal as _, Write as _};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        bail!("confirmation required: pass --yes to erase {scope}");
+    }
+    eprint!("This erases {scope} for good. Type `{scope}` to confirm: ");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    if line.trim_end_matches(['\r', '\n']) != scope {
+        bail!("not confirmed; nothing was erased");
+    }
+    Ok(())
+}
+
+/// Asks for the scope of a whole-scope erasure (see [`confirm`]).
+fn confirm_erasure(scope: &MemoryScope, cmd: &MemoryCmd) -> anyhow::Result<()> {
+    match cmd {
+        MemoryCmd::DeleteUser { yes } => {
+            confirm(&format!("{}/{}", scope.app(), scope.user()), *yes)
+        }
+        MemoryCmd::DeleteSession { session, yes } => {
+            confirm(&format!("{}/{}/{session}", scope.app(), scope.user()), *yes)
+        }
+        _ => Ok(()),
+    }
+}
+
 fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, Value>> {
     match serde_json::from_str::<Value>(arg).with_context(|| format!("{what} is not JSON"))? {
         Value::Object(m) => Ok(m),
@@ -114,6 +159,7 @@ fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, 
 
 pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
     let scope = scope(target)?;
+    confirm_erasure(&scope, &cmd)?;
     if target.place.is_remote() && target.embedder.is_some() {
         bail!("--embedder is for a data directory; a server embeds with its own");
     }
@@ -137,8 +183,9 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         return queue_local(&services, &scope, file, session).await;
     }
     let store = &*services.memory;
-    let c = CallOptions::default();
-    let w = WriteOptions::default();
+    // The command line acts on its own authority (the data directory).
+    let c = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let w = WriteOptions::new(c);
     Ok(match cmd {
         MemoryCmd::Add {
             content,
@@ -181,11 +228,11 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             let id: EntryId = id.parse()?;
             json!({"deleted": store.delete_entry(&scope, &id, &c).await?})
         }
-        MemoryCmd::DeleteSession { session } => {
+        MemoryCmd::DeleteSession { session, .. } => {
             let session = SessionId::new(session)?;
             json!({"deleted": store.delete_session(&scope, &session, &c).await?})
         }
-        MemoryCmd::DeleteUser => {
+        MemoryCmd::DeleteUser { .. } => {
             // The user's agent sessions go with their memory, as over HTTP.
             let cfg = config.clone();
             let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
@@ -306,17 +353,23 @@ async fn run_remote(
                 .json(Method::DELETE, &at(&base, &["entries", &id]), &[], None)
                 .await?
         }
-        MemoryCmd::DeleteSession { session } => {
+        MemoryCmd::DeleteSession { session, .. } => {
+            let confirm = format!("{}/{}/{session}", scope.app(), scope.user());
             remote
                 .json(
                     Method::DELETE,
                     &at(&base, &["sessions", &session]),
-                    &[],
+                    &[("confirm", confirm)],
                     None,
                 )
                 .await?
         }
-        MemoryCmd::DeleteUser => remote.json(Method::DELETE, &base, &[], None).await?,
+        MemoryCmd::DeleteUser { .. } => {
+            let confirm = format!("{}/{}", scope.app(), scope.user());
+            remote
+                .json(Method::DELETE, &base, &[("confirm", confirm)], None)
+                .await?
+        }
         MemoryCmd::Import {
             file,
             session,

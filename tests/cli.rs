@@ -172,14 +172,19 @@ fn memory_commands_round_trip_on_a_data_directory() {
         (report["added"].as_u64(), report["duplicates"].as_u64()),
         (Some(0), Some(1))
     );
-    let (ok, n, _) = memory(d, &["delete-session", "s1"]);
+    // Without a terminal, a whole-scope erasure needs --yes.
+    let (ok, _, err) = memory(d, &["delete-session", "s1"]);
+    assert!(!ok && err.contains("--yes"), "{err}");
+    let (ok, n, _) = memory(d, &["delete-session", "s1", "--yes"]);
     assert!(ok);
     assert_eq!(n["deleted"], 1);
     let (_, n, _) = memory(d, &["delete", &id]);
     assert_eq!(n["deleted"], 1);
     let (_, n, _) = memory(d, &["delete", &id]);
     assert_eq!(n["deleted"], 0);
-    let (_, n, _) = memory(d, &["delete-user"]);
+    let (ok, _, err) = memory(d, &["delete-user"]);
+    assert!(!ok && err.contains("confirmation required"), "{err}");
+    let (_, n, _) = memory(d, &["delete-user", "--yes"]);
     assert_eq!(
         (
             n["deleted"].as_u64(),
@@ -686,7 +691,7 @@ fn memory_and_artifact_commands_work_against_a_server() {
     assert_eq!(v(&out)["items"][0]["size"], 8);
     let (_, out, _) = run(&["artifacts", "rm", "songs/a b.txt", "--all"]);
     assert_eq!(v(&out)["removed"], serde_json::json!([1]));
-    let (_, out, _) = run(&["memory", "delete-user"]);
+    let (_, out, _) = run(&["memory", "delete-user", "--yes"]);
     assert_eq!(v(&out)["deleted"], 2);
     let _ = child.kill();
     let _ = child.wait();

@@ -196,7 +196,7 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         "memory_forget_session",
         [MemoryDelete],
         false,
-        "Forget every memory entry that came from one conversation session of this user (default: this one)."
+        "Forget every memory entry that came from one conversation session of this user (default: this one); `confirm` must repeat the id of the session forgotten."
     ),
     row!(
         ArtifactList,
@@ -298,7 +298,10 @@ impl BuiltinSpec {
                 json!({"id": {"type": "string", "minLength": 1, "maxLength": 64}}),
                 &["id"],
             ),
-            Kind::MemoryForgetSession => object(json!({"session": session_schema()}), &[]),
+            Kind::MemoryForgetSession => object(
+                json!({"session": session_schema(), "confirm": session_schema()}),
+                &["confirm"],
+            ),
             Kind::ArtifactList => object(
                 json!({"session": session_schema(), "cursor": name_schema(),
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}}),
@@ -532,6 +535,14 @@ impl Tool for Builtin {
             }
             Kind::MemoryForgetSession => {
                 let session = session_arg(&args)?.unwrap_or_else(|| ctx.session().clone());
+                // A whole-session erasure names what it erases, as the
+                // HTTP route's `?confirm=` does.
+                if str_arg(&args, "confirm") != Some(session.as_str()) {
+                    return Err(hippocamp_core::Error::ConfirmationRequired {
+                        expected: session.as_str().to_owned(),
+                    }
+                    .into());
+                }
                 let n = ctx.memory_forget_session(&session).await?;
                 Ok(json!({"success": true, "deleted": n}))
             }

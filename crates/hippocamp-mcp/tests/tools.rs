@@ -115,8 +115,25 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
         ok(&tools, &alice, &b, "memory_delete", json!({"id": id})).await["deleted"],
         1
     );
+    let refused = call(
+        &tools,
+        &alice,
+        &b,
+        "memory_forget_session",
+        json!({"confirm": "other"}).as_object().cloned(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
     assert_eq!(
-        ok(&tools, &alice, &b, "memory_forget_session", json!({})).await["deleted"],
+        ok(
+            &tools,
+            &alice,
+            &b,
+            "memory_forget_session",
+            json!({"confirm": "mcp"})
+        )
+        .await["deleted"],
         3,
         "ingested turns went to the `mcp` session"
     );

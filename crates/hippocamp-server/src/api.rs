@@ -82,7 +82,7 @@ impl axum::extract::FromRef<AppState> for Arc<tokio::sync::Semaphore> {
     }
 }
 
-type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// The grant of the request's bearer token (`Authorization: Bearer …`,
 /// the scheme in any case, RFC 7235).
@@ -93,14 +93,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let secret = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, secret)| secret.trim())
-            .ok_or_else(ApiError::unauthorized)?;
+        let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
         state
             .services
             .tokens
@@ -108,6 +101,24 @@ impl FromRequestParts<AppState> for Caller {
             .map(Caller)
             .ok_or_else(ApiError::unauthorized)
     }
+}
+
+/// The bearer secret of a request, if it has one.
+fn bearer(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, secret)| secret.trim())
+}
+
+/// Who the policy and the audit log see: the token's public id.
+fn token_caller(parts: &Parts) -> hippocamp_core::Caller {
+    bearer(parts).map_or_else(hippocamp_core::Caller::default, |secret| {
+        hippocamp_core::Caller::token(&hippocamp_services::auth::token_id(secret))
+    })
 }
 
 /// The row of the route being served (every handler is registered with
@@ -156,8 +167,18 @@ fn permission(route: &Route) -> ApiResult<Permission> {
 /// permission on the scope in the path, and the path's other parameters.
 #[derive(Debug)]
 pub struct MemoryCall {
-    scope: MemoryScope,
-    params: HashMap<String, String>,
+    pub(crate) scope: MemoryScope,
+    pub(crate) params: HashMap<String, String>,
+    /// The token that made the call, for the policy.
+    pub(crate) caller: hippocamp_core::Caller,
+}
+
+impl MemoryCall {
+    /// The call's options: `?timeout_ms=` (see [`call_options`]), on
+    /// behalf of the calling token.
+    pub(crate) fn call(&self, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+        Ok(call_options(timeout_ms)?.on_behalf_of(self.caller))
+    }
 }
 
 impl FromRequestParts<AppState> for MemoryCall {
@@ -172,7 +193,11 @@ impl FromRequestParts<AppState> for MemoryCall {
         if !grant.allows_memory(&scope, permission(route)?) {
             return Err(ApiError::forbidden());
         }
-        Ok(Self { scope, params })
+        Ok(Self {
+            scope,
+            params,
+            caller: token_caller(parts),
+        })
     }
 }
 
@@ -211,7 +236,10 @@ impl FromRequestParts<AppState> for ArtifactCall {
 
 /// Reads a JSON body of at most `max_json_body_bytes`, refusing unknown
 /// fields (the types say so).
-async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> ApiResult<T> {
+pub(crate) async fn json_body<T: DeserializeOwned>(
+    state: &AppState,
+    body: HttpBody,
+) -> ApiResult<T> {
     let max = usize::try_from(state.config.http.max_json_body_bytes).unwrap_or(usize::MAX);
     // A client trickling its body must not hold a slot for ever.
     let patience = Duration::from_millis(state.config.http.body_timeout_ms);
@@ -232,14 +260,14 @@ async fn json_body<T: DeserializeOwned>(state: &AppState, body: HttpBody) -> Api
     serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("bad JSON body: {e}")))
 }
 
-fn json(v: impl serde::Serialize) -> ApiResult<Response> {
+pub(crate) fn json(v: impl serde::Serialize) -> ApiResult<Response> {
     serde_json::to_value(v)
         .map(|v| axum::Json(v).into_response())
         .map_err(|e| ApiError::from(Error::Unavailable(format!("cannot encode a reply: {e}"))))
 }
 
 /// Times a store call into `hippocamp_store_op_duration_seconds`.
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     op: &'static str,
     f: impl Future<Output = hippocamp_core::Result<T>>,
 ) -> ApiResult<T> {
@@ -265,6 +293,27 @@ struct WriteQuery {
     epoch: Option<u64>,
 }
 
+/// `?timeout_ms=` and `?confirm=` of a whole-scope erasure.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EraseQuery {
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) confirm: Option<String>,
+}
+
+/// A whole-scope erasure runs only when `?confirm=` names exactly the
+/// scope it erases; else 400 `confirmation_required` and nothing is done.
+pub(crate) fn confirmed(expected: &str, given: Option<&str>) -> ApiResult<()> {
+    if given == Some(expected) {
+        Ok(())
+    } else {
+        Err(Error::ConfirmationRequired {
+            expected: expected.to_owned(),
+        }
+        .into())
+    }
+}
+
 /// A call's deadline: `?timeout_ms=` (1 ..= 60,000), or the store's own
 /// `call_timeout_ms` (the value its capabilities report).
 fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
@@ -287,9 +336,9 @@ fn transfer_options(
 }
 
 /// Query-string rejections become our 400.
-type Q<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
+pub(crate) type Q<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
-fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
+pub(crate) fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
     match q {
         Ok(Query(q)) => Ok(q),
         Err(e) => Err(ApiError::bad_request(e.body_text())),
@@ -299,7 +348,7 @@ fn parse_query<T: DeserializeOwned + Default>(q: Q<T>) -> ApiResult<T> {
 // ---- memory ----------------------------------------------------------
 
 /// The memory store, or 503 `memory_disabled`.
-fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::MemoryStore>> {
+pub(crate) fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::MemoryStore>> {
     Ok(s.services.memory_store()?)
 }
 
@@ -313,6 +362,7 @@ fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> 
         store,
         http: s.config.http.describe(),
         agent,
+        policy: s.services.governance.policy.describe(),
     })
 }
 
@@ -330,7 +380,7 @@ async fn add_entry(
     let entry: NewEntry = json_body(&s, body).await?;
     let opts = WriteOptions {
         epoch: q.epoch,
-        ..WriteOptions::new(call_options(q.timeout_ms)?)
+        ..WriteOptions::new(m.call(q.timeout_ms)?)
     };
     let out = timed("add_entry", memory(&s)?.add_entry(&m.scope, entry, &opts)).await?;
     let status = if out.duplicate {
@@ -363,7 +413,7 @@ async fn add_events(
     let b: EventsBody = json_body(&s, body).await?;
     let opts = WriteOptions {
         epoch: q.epoch,
-        ..WriteOptions::new(call_options(q.timeout_ms)?)
+        ..WriteOptions::new(m.call(q.timeout_ms)?)
     };
     let (events, positions, malformed) = parse_events(b.events);
     let report = timed(
@@ -382,7 +432,7 @@ async fn search(
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let req: SearchRequest = json_body(&s, body).await?;
-    let call = call_options(q.timeout_ms)?;
+    let call = m.call(q.timeout_ms)?;
     json(timed("search", memory(&s)?.search(&m.scope, &req, &call)).await?)
 }
 
@@ -396,7 +446,7 @@ async fn get_entry(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let id = entry_id(&m)?;
-    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let call = m.call(parse_query(q)?.timeout_ms)?;
     json(timed("get_entry", memory(&s)?.get_entry(&m.scope, &id, &call)).await?)
 }
 
@@ -406,7 +456,7 @@ async fn delete_entry(
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let id = entry_id(&m)?;
-    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let call = m.call(parse_query(q)?.timeout_ms)?;
     let n = timed(
         "delete_entry",
         memory(&s)?.delete_entry(&m.scope, &id, &call),
@@ -418,10 +468,15 @@ async fn delete_entry(
 async fn delete_session(
     State(s): State<AppState>,
     m: MemoryCall,
-    q: Q<CallQuery>,
+    q: Q<EraseQuery>,
 ) -> ApiResult<Response> {
     let session = SessionId::new(param(&m.params, "session")?)?;
-    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let q = parse_query(q)?;
+    confirmed(
+        &format!("{}/{}/{session}", m.scope.app(), m.scope.user()),
+        q.confirm.as_deref(),
+    )?;
+    let call = m.call(q.timeout_ms)?;
     let n = timed(
         "delete_session",
         memory(&s)?.delete_session(&m.scope, &session, &call),
@@ -433,9 +488,14 @@ async fn delete_session(
 async fn delete_user(
     State(s): State<AppState>,
     m: MemoryCall,
-    q: Q<CallQuery>,
+    q: Q<EraseQuery>,
 ) -> ApiResult<Response> {
-    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let q = parse_query(q)?;
+    confirmed(
+        &format!("{}/{}", m.scope.app(), m.scope.user()),
+        q.confirm.as_deref(),
+    )?;
+    let call = m.call(q.timeout_ms)?;
     memory(&s)?;
     // The user's memory and their agent sessions go in one step.
     let agent = s.services.agent();
@@ -465,7 +525,7 @@ async fn erasure_epoch(
     m: MemoryCall,
     q: Q<CallQuery>,
 ) -> ApiResult<Response> {
-    let call = call_options(parse_query(q)?.timeout_ms)?;
+    let call = m.call(parse_query(q)?.timeout_ms)?;
     let epoch = timed("erasure_epoch", memory(&s)?.erasure_epoch(&m.scope, &call)).await?;
     json(Epoch { epoch })
 }
@@ -945,7 +1005,9 @@ async fn delete_artifact(
 /// A JSON Schema of a request or response type, from the type itself.
 pub type SchemaOf = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
 
-fn schema<T: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn schema<T: schemars::JsonSchema>(
+    g: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
     g.subschema_for::<T>()
 }
 
@@ -1002,6 +1064,9 @@ pub struct WithHttp<T> {
     /// built-in tools (`tools.*`, `attachments.*`) and the MCP server
     /// (`mcp.*`).
     pub agent: Vec<hippocamp_core::LimitInfo>,
+    /// The governance policy in force: its timeout, the apps that need
+    /// consent, the legal holds, the lifetimes.
+    pub policy: hippocamp_governance::PolicyInfo,
 }
 
 /// One route of API v1.
@@ -1031,7 +1096,7 @@ pub struct Route {
     pub handler: fn() -> MethodRouter<AppState>,
 }
 
-const TIMEOUT: (&str, &str, &str) = (
+pub(crate) const TIMEOUT: (&str, &str, &str) = (
     "timeout_ms",
     "integer",
     "deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities)",
@@ -1061,6 +1126,26 @@ const SCOPED: &[&str] = &["invalid_argument", "forbidden"];
 const READ_ONE: &[&str] = &["invalid_argument", "forbidden", "not_found"];
 /// The same for memory, which may be disabled.
 const MEM_SCOPED: &[&str] = &["invalid_argument", "forbidden", "memory_disabled"];
+/// A whole-scope memory erasure.
+const MEM_ERASE: &[&str] = &[
+    "invalid_argument",
+    "confirmation_required",
+    "forbidden",
+    "memory_disabled",
+    "policy_denied",
+    "retention",
+    "legal_hold",
+];
+pub(crate) const CONFIRM_USER: (&str, &str, &str) = (
+    "confirm",
+    "string",
+    "required: the exact scope erased, {app}/{user}",
+);
+const CONFIRM_SESSION: (&str, &str, &str) = (
+    "confirm",
+    "string",
+    "required: the exact scope erased, {app}/{user}/{session}",
+);
 const MEM_READ_ONE: &[&str] = &[
     "invalid_argument",
     "forbidden",
@@ -1193,31 +1278,38 @@ const MEMORY: &[Route] = &[
         query: &[TIMEOUT],
         request: Payload::None,
         success: (200, Payload::Json("Deleted", schema::<Deleted>)),
-        errors: MEM_SCOPED,
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "memory_disabled",
+            "policy_denied",
+            "retention",
+            "legal_hold",
+        ],
         handler: || delete(delete_entry),
     },
     Route {
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}",
         id: "delete_session",
-        summary: "Delete every entry of a session",
+        summary: "Delete every entry of a session; ?confirm={app}/{user}/{session} is required",
         permission: Some(Permission::MemoryErase),
-        query: &[TIMEOUT],
+        query: &[TIMEOUT, CONFIRM_SESSION],
         request: Payload::None,
         success: (200, Payload::Json("Deleted", schema::<Deleted>)),
-        errors: MEM_SCOPED,
+        errors: MEM_ERASE,
         handler: || delete(delete_session),
     },
     Route {
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/memory",
         id: "delete_user",
-        summary: "Erase the user: every entry and every agent session, and advance the erasure epoch",
+        summary: "Erase the user: every entry and every agent session, and advance the erasure epoch; ?confirm={app}/{user} is required",
         permission: Some(Permission::MemoryErase),
-        query: &[TIMEOUT],
+        query: &[TIMEOUT, CONFIRM_USER],
         request: Payload::None,
         success: (200, Payload::Json("UserErased", schema::<UserErased>)),
-        errors: MEM_SCOPED,
+        errors: MEM_ERASE,
         handler: || delete(delete_user),
     },
     Route {
@@ -1368,7 +1460,11 @@ const ARTIFACTS: &[Route] = artifact_routes! {
 
 /// Every route of API v1.
 pub fn routes() -> Vec<&'static Route> {
-    MEMORY.iter().chain(ARTIFACTS.iter()).collect()
+    MEMORY
+        .iter()
+        .chain(crate::governance::ROUTES.iter())
+        .chain(ARTIFACTS.iter())
+        .collect()
 }
 
 /// 405 with our JSON body.

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod error;
+pub mod governance;
 mod mcp;
 pub mod openapi;
 pub mod transfer;
@@ -229,6 +230,7 @@ impl Bound {
         services.tokens.watch();
         // Queued jobs of the last run are delivered as soon as we run.
         services.start_processor()?;
+        services.start_sweeper();
         if config.profile == Profile::Ephemeral
             && config
                 .data_dir
@@ -303,6 +305,7 @@ impl Bound {
         // for them, so a caller that sees `serve` return can reopen the
         // data directory (its locks are free).
         // The processor holds the stores too: stop it first.
+        self.state.services.stop_sweeper();
         self.state.services.stop_processor().await;
         drop(self.state);
         let mut released = self.released;

@@ -138,7 +138,7 @@ async fn memory_round_trip(s: &TestServer, token: &str) {
     let (_, _, b) = send(
         s,
         Method::DELETE,
-        &format!("{ALICE}/memory/sessions/s1"),
+        &format!("{ALICE}/memory/sessions/s1?confirm=shop/alice/s1"),
         t,
         None,
     )
@@ -165,7 +165,14 @@ async fn memory_round_trip(s: &TestServer, token: &str) {
         (st, j(&b)["code"].clone()),
         (StatusCode::NOT_FOUND, json!("not_found"))
     );
-    let (_, _, b) = send(s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    let (_, _, b) = send(
+        s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        t,
+        None,
+    )
+    .await;
     assert_eq!(j(&b)["deleted"], 0);
 }
 
@@ -524,7 +531,14 @@ async fn errors_have_their_status_and_code() {
         (429, json!("quota_exceeded"))
     );
     // Stale epoch: a write admitted before an erasure.
-    let (_, _, _) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    let (_, _, _) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        t,
+        None,
+    )
+    .await;
     let (st, _, b) = send(
         &s,
         Method::POST,
@@ -900,7 +914,14 @@ async fn erasure_epochs_are_served_and_fence_writes() {
     let sid = hippocamp_core::SessionId::new("chat").unwrap();
     sessions.append(&alice, &sid, &event).await.unwrap();
     sessions.append(&bob, &sid, &event).await.unwrap();
-    let (st, _, b) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        t,
+        None,
+    )
+    .await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!((j(&b)["deleted"].as_u64(), epoch(&b)), (Some(0), Some(1)));
     assert_eq!(j(&b)["sessions"].as_u64(), Some(1));
@@ -1272,13 +1293,20 @@ async fn replies_match_the_documented_schemas() {
     let (st, _, b) = send(
         &s,
         Method::DELETE,
-        &format!("{ALICE}/memory/sessions/s1"),
+        &format!("{ALICE}/memory/sessions/s1?confirm=shop/alice/s1"),
         t,
         None,
     )
     .await;
     check("delete_session", st.as_u16(), &b);
-    let (st, _, b) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), t, None).await;
+    let (st, _, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        t,
+        None,
+    )
+    .await;
     check("delete_user", st.as_u16(), &b);
     let (st, _, b) = send(
         &s,

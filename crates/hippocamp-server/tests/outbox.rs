@@ -350,7 +350,7 @@ async fn an_erased_session_stays_erased_however_it_is_resubmitted() {
     let (st, _) = send(
         &s,
         Method::DELETE,
-        &format!("{ALICE}/memory/sessions/s1"),
+        &format!("{ALICE}/memory/sessions/s1?confirm=shop/alice/s1"),
         &t,
         None,
     )
@@ -400,7 +400,14 @@ async fn an_erased_session_stays_erased_however_it_is_resubmitted() {
     .await;
     assert_eq!(st, StatusCode::ACCEPTED, "{b}");
     let queued = b["jobs"][0]["id"].as_str().unwrap().to_owned();
-    let (st, _) = send(&s, Method::DELETE, &format!("{ALICE}/memory"), &t, None).await;
+    let (st, _) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        &t,
+        None,
+    )
+    .await;
     assert_eq!(st, StatusCode::OK);
     s.services.start_processor().unwrap();
     let ended = settled(&s, &t, &queued).await;
@@ -472,7 +479,11 @@ async fn profiles_without_an_outbox_or_memory_say_so() {
             ingest_path("s1"),
             Some(events(&[("e1", "x")])),
         ),
-        (Method::DELETE, format!("{ALICE}/memory"), None),
+        (
+            Method::DELETE,
+            format!("{ALICE}/memory?confirm=shop/alice"),
+            None,
+        ),
     ] {
         let (st, b) = send(&s, method, &path, &t, body).await;
         assert_eq!(

@@ -146,6 +146,12 @@ impl Grant {
     }
 }
 
+/// The public id of the token whose secret is `secret` (the first 12 hex
+/// digits of its SHA-256): what logs, the policy and the audit log see.
+pub fn token_id(secret: &str) -> String {
+    hash(secret)[..12].to_owned()
+}
+
 /// A stored token (its secret is never stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -147,6 +147,48 @@ pub struct Config {
     pub agent: hippocamp_agent::AgentConfig,
     /// The MCP endpoint.
     pub mcp: McpSettings,
+    /// Governance: lifetimes, consent and legal holds per app.
+    pub policy: hippocamp_governance::PolicyConfig,
+    /// The background sweeper that deletes expired entries.
+    pub sweeper: SweeperConfig,
+}
+
+/// How the background sweeper runs (`[sweeper]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SweeperConfig {
+    /// Milliseconds between sweeps, 100..=86,400,000 (default 60,000).
+    pub interval_ms: u64,
+    /// Most entries one sweep batch deletes, 1..=10,000 (default 1,000);
+    /// a sweep runs batches until none are due.
+    pub batch: u64,
+}
+
+impl Default for SweeperConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: 60_000,
+            batch: 1_000,
+        }
+    }
+}
+
+impl SweeperConfig {
+    /// Checks both ranges.
+    pub fn validate(&self) -> Result<(), Error> {
+        hippocamp_core::error::check_range(
+            "sweeper.interval_ms",
+            self.interval_ms,
+            100,
+            86_400_000,
+        )?;
+        hippocamp_core::error::check_range(
+            "sweeper.batch",
+            self.batch,
+            1,
+            hippocamp_memory::list::MAX_SWEEP_BATCH,
+        )
+    }
 }
 
 impl Default for Config {
@@ -167,6 +209,8 @@ impl Default for Config {
             sessions: hippocamp_sessions::SessionLimits::default(),
             agent: hippocamp_agent::AgentConfig::default(),
             mcp: McpSettings::default(),
+            policy: hippocamp_governance::PolicyConfig::default(),
+            sweeper: SweeperConfig::default(),
         }
     }
 }
@@ -216,6 +260,8 @@ impl Config {
         self.outbox.validate()?;
         self.outbox_processor.validate()?;
         self.sessions.validate()?;
+        self.policy.validate()?;
+        self.sweeper.validate()?;
         self.agent
             .validate()
             .map_err(|e| Error::config("agent", Problem::Malformed(e.to_string())))?;

@@ -46,6 +46,11 @@ pub fn outbox_dir(data: &Path) -> Result<PathBuf> {
     folder(data, "outbox")
 }
 
+/// The governance folder (consents) of a data directory (created).
+pub fn governance_dir(data: &Path) -> Result<PathBuf> {
+    folder(data, "governance")
+}
+
 /// The sessions folder of a data directory (created).
 pub fn sessions_dir(data: &Path) -> Result<PathBuf> {
     folder(data, "sessions")

@@ -6,7 +6,10 @@
 //! The server, the command line and the evaluation harness all open
 //! their stores here, so a data directory is always opened
 //! with the limits its configuration file states, and no caller can get a
-//! store that skips a wrapper.
+//! store that skips a wrapper. The memory store handed out is, outermost,
+//! [`PolicyChecked`]: the governance policy of `[policy]` is asked before
+//! every operation on data, by every caller (server, CLI, outbox
+//! admission and delivery, runner, MCP).
 //!
 //! - [`config`]: the TOML configuration (unknown keys refused, every value
 //!   range-checked at load).
@@ -32,7 +35,11 @@ use std::sync::Arc;
 
 use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
-use hippocamp_core::{Error, Result};
+use hippocamp_core::{CallOptions, Caller, CallerKind, Clock, Error, MemoryScope, Result};
+use hippocamp_governance::{
+    Consent, ConsentStore, InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbConsents,
+    StaticPolicy,
+};
 use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
 use hippocamp_outbox::{Erasing, Outbox, Processor, Target, TargetName};
@@ -43,7 +50,7 @@ use hippocamp_sessions_redb::RedbSessions;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-pub use config::{Config, ConfigError, HttpConfig, Profile};
+pub use config::{Config, ConfigError, HttpConfig, Profile, SweeperConfig};
 pub use embedder::{EmbedderConfig, connect_embedder};
 
 use crate::auth::TokenStore;
@@ -71,8 +78,34 @@ pub struct Services {
     pub sessions: Arc<dyn SessionStore>,
     /// Tokens.
     pub tokens: Arc<TokenStore>,
+    /// The policy, its consent records and its clock.
+    pub governance: Governance,
     processor: Arc<Mutex<Option<Processor>>>,
     processor_options: hippocamp_outbox::ProcessorOptions,
+    sweeper: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    sweeper_options: SweeperConfig,
+}
+
+/// The governance every memory path goes through.
+#[derive(Debug, Clone)]
+pub struct Governance {
+    /// The policy (the static policy of `[policy]`).
+    pub policy: Arc<dyn Policy>,
+    /// Consent records (durable in the data directory, except ephemeral).
+    pub consents: Arc<dyn ConsentStore>,
+    /// The clock the stores and the policy read.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// What withdrawing a consent did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Withdrawal {
+    /// The consent withdrawn (`None`: there was none).
+    pub withdrawn: Option<Consent>,
+    /// Queued ingestion jobs of the scope cancelled.
+    pub cancelled_jobs: u64,
+    /// The erasure, when the policy erases on withdrawal.
+    pub erased: Option<hippocamp_memory::Erasure>,
 }
 
 /// The memory side of a profile: the store callers use and its outbox.
@@ -112,6 +145,30 @@ pub struct ServicesStatus {
     pub processor_running: bool,
     /// Artifact counters.
     pub artifacts: hippocamp_artifacts::ArtifactStatus,
+}
+
+/// Runs sweep batches until none are due (or one fails: logged, and the
+/// next period tries again).
+pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
+    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
+    let mut total = 0;
+    loop {
+        match memory.sweep_expired(batch, &call).await {
+            Ok(s) => {
+                total += s.deleted;
+                if !s.more {
+                    if total > 0 {
+                        tracing::info!(deleted = total, "swept expired entries");
+                    }
+                    return total;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the sweep failed; the next period retries");
+                return total;
+            }
+        }
+    }
 }
 
 /// The router configuration a profile uses: a volatile store has nothing
@@ -174,10 +231,11 @@ impl Services {
             }
             Profile::Distributed => return Err(unavailable_profile()),
         };
+        let governance = Self::governance(config)?;
         let (memory, outbox) = if config.profile == Profile::Disabled {
             (None, None)
         } else {
-            let m = Self::memory_with(config, embedder)?;
+            let m = Self::memory_governed(config, embedder, &governance)?;
             (Some(m.memory), m.outbox)
         };
         Ok(Self {
@@ -187,9 +245,98 @@ impl Services {
             artifacts: Self::artifacts(config)?,
             sessions: Self::sessions(config)?,
             tokens: Arc::new(tokens),
+            governance,
             processor: Arc::new(Mutex::new(None)),
             processor_options: config.outbox_processor.clone(),
+            sweeper: Arc::new(Mutex::new(None)),
+            sweeper_options: config.sweeper.clone(),
         })
+    }
+
+    /// The governance of `config`: its static policy over its consent
+    /// records (in memory for the ephemeral profile, else in the data
+    /// directory), reading the memory configuration's clock. Blocking.
+    pub fn governance(config: &Config) -> Result<Governance> {
+        let consents: Arc<dyn ConsentStore> = match config.profile {
+            Profile::Ephemeral => Arc::new(InMemoryConsents::default()),
+            Profile::Durable | Profile::Disabled => Arc::new(RedbConsents::open(
+                &layout::governance_dir(&config.data_dir)?,
+            )?),
+            Profile::Distributed => return Err(unavailable_profile()),
+        };
+        let policy = Arc::new(StaticPolicy::new(config.policy.clone(), consents.clone())?);
+        Ok(Governance {
+            policy,
+            consents,
+            clock: config.memory.clock.0.clone(),
+        })
+    }
+
+    /// Records the scope's consent.
+    pub async fn record_consent(
+        &self,
+        scope: &MemoryScope,
+        consent: NewConsent,
+    ) -> Result<Consent> {
+        let g = &self.governance;
+        g.consents.put(scope, consent, g.clock.now_ms()).await
+    }
+
+    /// Withdraws the scope's consent: new ingestion stops at once (the
+    /// policy no longer finds it), the scope's queued jobs are cancelled,
+    /// and, when the policy says so, the scope's memory and sessions are
+    /// erased (a legal hold or retention refuses that erasure, after the
+    /// consent is gone and the jobs cancelled).
+    pub async fn withdraw_consent(
+        &self,
+        scope: &MemoryScope,
+        call: &CallOptions,
+    ) -> Result<Withdrawal> {
+        let withdrawn = self.governance.consents.remove(scope).await?;
+        let cancelled_jobs = match &self.outbox {
+            Some(o) => o.erased(scope, None, None).await?,
+            None => 0,
+        };
+        let erased = if self.governance.policy.erases_on_withdrawal(scope) && self.memory.is_some()
+        {
+            self.agent().erase_user(scope, call).await?.memory
+        } else {
+            None
+        };
+        Ok(Withdrawal {
+            withdrawn,
+            cancelled_jobs,
+            erased,
+        })
+    }
+
+    /// Starts the background sweeper on the current runtime (if memory
+    /// is on and it is not running): every `sweeper.interval_ms` it
+    /// deletes expired entries in batches of `sweeper.batch` until none
+    /// are due, through the policy (action `prune`).
+    pub fn start_sweeper(&self) {
+        let Some(memory) = self.memory.clone() else {
+            return;
+        };
+        let mut slot = self.sweeper.lock();
+        if slot.is_some() {
+            return;
+        }
+        let options = self.sweeper_options.clone();
+        *slot = Some(tokio::spawn(async move {
+            let period = std::time::Duration::from_millis(options.interval_ms);
+            loop {
+                tokio::time::sleep(period).await;
+                sweep_once(&*memory, options.batch).await;
+            }
+        }));
+    }
+
+    /// Stops the sweeper.
+    pub fn stop_sweeper(&self) {
+        if let Some(task) = self.sweeper.lock().take() {
+            task.abort();
+        }
     }
 
     /// The session store of `config`: in memory (ephemeral) or in the
@@ -308,12 +455,28 @@ impl Services {
 
     /// The memory side of `config` embedding with `embedder`: in memory
     /// (ephemeral), or in the data directory with its outbox (durable),
-    /// behind its router and reply check. Blocking.
+    /// behind its router, reply check and policy. Blocking.
     pub fn memory_with(
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     ) -> Result<MemoryServices> {
+        let governance = Self::governance(config)?;
+        Self::memory_governed(config, embedder, &governance)
+    }
+
+    fn memory_governed(
+        config: &Config,
+        embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
+        governance: &Governance,
+    ) -> Result<MemoryServices> {
         config.validate()?;
+        let governed = |store: Arc<dyn MemoryStore>| -> Arc<dyn MemoryStore> {
+            Arc::new(PolicyChecked::new(
+                store,
+                Arc::clone(&governance.policy),
+                Arc::clone(&governance.clock),
+            ))
+        };
         let inner: Arc<dyn MemoryStore> = match config.profile {
             Profile::Disabled => return Err(Error::MemoryDisabled),
             Profile::Ephemeral => {
@@ -339,7 +502,7 @@ impl Services {
         )?);
         if config.profile != Profile::Durable {
             return Ok(MemoryServices {
-                memory: Arc::new(ScopeChecked::new(routed)),
+                memory: governed(Arc::new(ScopeChecked::new(routed))),
                 outbox: None,
                 profile: config.profile,
             });
@@ -347,19 +510,20 @@ impl Services {
         let jobs =
             RedbJobStore::open(layout::outbox_dir(&config.data_dir)?, config.outbox.clone())?;
         let outbox = Outbox::new(Arc::new(jobs));
-        // The processor delivers through the reply check too; callers'
+        // The processor delivers through the reply check and the policy
+        // too (admission asks it, and delivery asks again); callers'
         // erasures go through `Erasing`, which cancels queued jobs.
         outbox.register(
             TargetName::new(MEMORY_TARGET)?,
             Target {
-                store: Arc::new(ScopeChecked::new(Arc::clone(&routed))),
+                store: governed(Arc::new(ScopeChecked::new(Arc::clone(&routed)))),
                 limits: config.memory.limits.clone(),
             },
         )?;
         Ok(MemoryServices {
-            memory: Arc::new(ScopeChecked::new(
+            memory: governed(Arc::new(ScopeChecked::new(
                 Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
-            )),
+            ))),
             outbox: Some(outbox),
             profile: config.profile,
         })

@@ -182,13 +182,23 @@ class _Api:
             read=lambda r: dict(r.headers),
         )
 
+    # Whole-scope erasures name the scope they erase (`?confirm=`): the
+    # server refuses a DELETE whose confirmation is not that exact scope.
     @staticmethod
     def delete_session(app: str, user: str, session: str) -> _Call:
-        return _Call("DELETE", [*scope_path(app, user), "memory", "sessions", session])
+        return _Call(
+            "DELETE",
+            [*scope_path(app, user), "memory", "sessions", session],
+            params={"confirm": f"{app}/{user}/{session}"},
+        )
 
     @staticmethod
     def delete_user(app: str, user: str) -> _Call:
-        return _Call("DELETE", [*scope_path(app, user), "memory"])
+        return _Call(
+            "DELETE",
+            [*scope_path(app, user), "memory"],
+            params={"confirm": f"{app}/{user}"},
+        )
 
     @staticmethod
     def epoch(app: str, user: str) -> _Call:

@@ -1,0 +1,206 @@
+//! Routes of a user's lifecycle: listing their memory page by page, and
+//! recording, reading and withdrawing their consent. The rows join the
+//! one route table (`api::routes`), which declares each permission.
+
+use axum::body::Body as HttpBody;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::{delete, get, put};
+use hippocamp_governance::NewConsent;
+use hippocamp_memory::{ListOrder, ListRequest};
+use hippocamp_services::auth::Permission;
+use serde::Deserialize;
+
+use crate::api::{
+    ApiResult, AppState, MemoryCall, Payload, Q, Route, json, json_body, memory, parse_query,
+    schema, timed,
+};
+use crate::error::ApiError;
+
+/// `GET …/memory/entries`'s query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    limit: Option<u64>,
+    cursor: Option<String>,
+    order: Option<ListOrder>,
+    /// A metadata filter as JSON text.
+    filter: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+async fn list_entries(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<ListQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let filter = q
+        .filter
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("filter is not JSON: {e}")))?;
+    let request = ListRequest {
+        limit: q.limit,
+        cursor: q.cursor,
+        order: q.order,
+        filter,
+    };
+    let call = m.call(q.timeout_ms)?;
+    json(
+        timed(
+            "list_entries",
+            memory(&s)?.list_entries(&m.scope, &request, &call),
+        )
+        .await?,
+    )
+}
+
+/// A route without query parameters refuses any.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+/// `?timeout_ms=` of a withdrawal (it may erase).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WithdrawQuery {
+    timeout_ms: Option<u64>,
+}
+
+async fn put_consent(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let consent: NewConsent = json_body(&s, body).await?;
+    json(timed("put_consent", s.services.record_consent(&m.scope, consent)).await?)
+}
+
+/// The scope's consent, or `null`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+struct ConsentReply {
+    consent: Option<hippocamp_governance::Consent>,
+}
+
+async fn get_consent(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let consent = timed("get_consent", s.services.governance.consents.get(&m.scope)).await?;
+    json(ConsentReply { consent })
+}
+
+async fn delete_consent(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<WithdrawQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let call = m.call(q.timeout_ms)?;
+    json(
+        timed(
+            "withdraw_consent",
+            s.services.withdraw_consent(&m.scope, &call),
+        )
+        .await?,
+    )
+}
+
+const LIST_QUERY: &[(&str, &str, &str)] = &[
+    (
+        "limit",
+        "integer",
+        "entries in the page, 1..=max_page_entries (default max_page_entries); a page also stops at max_result_bytes",
+    ),
+    (
+        "cursor",
+        "string",
+        "the next_cursor of the previous page (opaque)",
+    ),
+    ("order", "string", "newest (default) or oldest"),
+    ("filter", "string", "a metadata filter as JSON text"),
+    crate::api::TIMEOUT,
+];
+
+/// The lifecycle routes.
+pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/memory/entries",
+        id: "list_entries",
+        summary: "List the user's live entries, newest or oldest first, one page with an opaque cursor",
+        permission: Some(Permission::MemoryRead),
+        query: LIST_QUERY,
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("EntryPage", schema::<hippocamp_memory::EntryPage>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "memory_disabled",
+            "policy_denied",
+        ],
+        handler: || get(list_entries),
+    },
+    Route {
+        method: "put",
+        path: "/v1/apps/{app}/users/{user}/consent",
+        id: "put_consent",
+        summary: "Record (or replace) the user's consent: {consent_id, scope: memory|artifacts|all}; durable",
+        permission: Some(Permission::MemoryWrite),
+        query: &[],
+        request: Payload::Json("NewConsent", schema::<NewConsent>),
+        success: (
+            200,
+            Payload::Json("Consent", schema::<hippocamp_governance::Consent>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "sensitive_content",
+            "payload_too_large",
+        ],
+        handler: || put(put_consent),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/consent",
+        id: "get_consent",
+        summary: "The user's recorded consent, or null",
+        permission: Some(Permission::MemoryRead),
+        query: &[],
+        request: Payload::None,
+        success: (200, Payload::Json("ConsentReply", schema::<ConsentReply>)),
+        errors: &["invalid_argument", "forbidden"],
+        handler: || get(get_consent),
+    },
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/consent",
+        id: "delete_consent",
+        summary: "Withdraw the user's consent: ingestion stops, queued jobs are cancelled, and the memory is erased when the app's policy says so",
+        permission: Some(Permission::MemoryErase),
+        query: &[crate::api::TIMEOUT],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("Withdrawal", schema::<hippocamp_services::Withdrawal>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "retention",
+            "legal_hold",
+            "policy_denied",
+        ],
+        handler: || delete(delete_consent),
+    },
+];

@@ -1,0 +1,461 @@
+//! The lifecycle over real HTTP: listing a user's memory page by page,
+//! consent (recorded, required, withdrawn), lifetimes and legal holds from
+//! the `[policy]` section, confirmed erasure, and other users' tokens.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod support;
+
+use hippocamp_server::Profile;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::{TestServer, client};
+
+const ALICE: &str = "/v1/apps/shop/users/alice";
+const BOB: &str = "/v1/apps/shop/users/bob";
+
+async fn send(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut rq = client().request(method, s.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        rq = rq.json(&b);
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status();
+    let bytes = r.bytes().await.unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn policy(c: &mut hippocamp_server::Config) {
+    #[derive(serde::Deserialize)]
+    struct File {
+        policy: hippocamp_governance::PolicyConfig,
+    }
+    let toml = r#"
+        [policy.apps.shop]
+        ttl_ms = 3600000
+        retention_ms = 600000
+        consent_required = true
+        erase_on_withdrawal = true
+        legal_holds = ["bob"]
+    "#;
+    let f: File = toml::from_str(toml).unwrap();
+    c.policy = f.policy;
+}
+
+fn entry(text: &str, ts: u64) -> Value {
+    json!({"content": text, "provenance": {"timestamp_ms": ts}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_are_listed_page_by_page_newest_first() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    for i in 0..5u64 {
+        let (st, _) = send(
+            &s,
+            Method::POST,
+            &format!("{ALICE}/memory/entries"),
+            &t,
+            Some(entry(&format!("fact {i}"), 1_000 + i)),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let mut seen = Vec::new();
+    let mut path = format!("{ALICE}/memory/entries?limit=2");
+    loop {
+        let (st, b) = send(&s, Method::GET, &path, &t, None).await;
+        assert_eq!(st, StatusCode::OK, "{b}");
+        for e in b["entries"].as_array().unwrap() {
+            seen.push(e["content"].as_str().unwrap().to_owned());
+        }
+        match b["next_cursor"].as_str() {
+            Some(c) => path = format!("{ALICE}/memory/entries?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["fact 4", "fact 3", "fact 2", "fact 1", "fact 0"]);
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries?order=oldest&limit=1"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(b["entries"][0]["content"], "fact 0");
+    let filter = urlencode(r#"{"topic":"none"}"#);
+    let (st, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries?filter={filter}"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["entries"].as_array().unwrap().len()),
+        (StatusCode::OK, 0)
+    );
+    for bad in [
+        "limit=0",
+        "cursor=zzz",
+        "order=sideways",
+        "filter=notjson",
+        "colour=red",
+    ] {
+        let (st, b) = send(
+            &s,
+            Method::GET,
+            &format!("{ALICE}/memory/entries?{bad}"),
+            &t,
+            None,
+        )
+        .await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::BAD_REQUEST, json!("invalid_argument")),
+            "{bad}"
+        );
+    }
+    // Another user's token sees nothing of alice's, and is refused.
+    let bob = s.all_permissions("shop", Some("bob"));
+    for (m, p) in [
+        (Method::GET, format!("{ALICE}/memory/entries")),
+        (Method::GET, format!("{ALICE}/consent")),
+        (Method::PUT, format!("{ALICE}/consent")),
+        (Method::DELETE, format!("{ALICE}/consent")),
+    ] {
+        let (st, b) = send(
+            &s,
+            m,
+            &p,
+            &bob,
+            Some(json!({"consent_id": "x", "scope": "all"})),
+        )
+        .await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("forbidden")),
+            "{p}"
+        );
+    }
+    s.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_scope_erasure_needs_the_exact_scope_confirmed() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("keep me", 1)),
+    )
+    .await;
+    for path in [
+        format!("{ALICE}/memory"),
+        format!("{ALICE}/memory?confirm=shop/bob"),
+        format!("{ALICE}/memory?confirm=shop"),
+        format!("{ALICE}/memory/sessions/s1"),
+        format!("{ALICE}/memory/sessions/s1?confirm=shop/alice"),
+    ] {
+        let (st, b) = send(&s, Method::DELETE, &path, &t, None).await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::BAD_REQUEST, json!("confirmation_required")),
+            "{path}"
+        );
+    }
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        b["entries"].as_array().unwrap().len(),
+        1,
+        "nothing was erased"
+    );
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/sessions/s1?confirm=shop/alice/s1"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!((st, b["deleted"].clone()), (StatusCode::OK, json!(0)));
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!((st, b["deleted"].clone()), (StatusCode::OK, json!(1)));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_requires_consent_sets_lifetimes_holds_and_erases_on_withdrawal() {
+    let s = TestServer::start(Profile::Durable, policy).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (st, b) = send(&s, Method::GET, "/v1/memory/capabilities", &t, None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(b["policy"]["consent_required"], json!(["shop"]));
+    assert_eq!(b["policy"]["legal_holds"], json!(["shop/bob"]));
+    assert_eq!(b["obligations"], json!(true));
+    // No consent: every ingestion path is refused, nothing is written.
+    let events = json!({"events": [{"id": "e1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I like tea"}]}}]});
+    for (path, body) in [
+        (format!("{ALICE}/memory/entries"), entry("a fact", 1)),
+        (format!("{ALICE}/memory/sessions/s1/events"), events.clone()),
+        (format!("{ALICE}/memory/sessions/s1/ingest"), events.clone()),
+    ] {
+        let (st, b) = send(&s, Method::POST, &path, &t, Some(body)).await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("consent_required")),
+            "{path}"
+        );
+    }
+    let (st, b) = send(&s, Method::GET, &format!("{ALICE}/consent"), &t, None).await;
+    assert_eq!((st, b["consent"].clone()), (StatusCode::OK, Value::Null));
+    let (st, b) = send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-1", "scope": "memory", "extra": 1})),
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-1", "scope": "memory"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(b["consent_id"], "form-1");
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("a fact", 1)),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    let o = &b["entry"]["obligations"];
+    assert!(o["expires_at_ms"].as_u64().unwrap() > o["retain_until_ms"].as_u64().unwrap());
+    let id = b["entry"]["id"].as_str().unwrap().to_owned();
+    // Retained: the entry cannot go yet.
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory/entries/{id}"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("retention"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/ingest"),
+        &t,
+        Some(events),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{b}");
+    // Bob is under a legal hold: his erasure is refused.
+    let bt = s.all_permissions("shop", Some("bob"));
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{BOB}/memory?confirm=shop/bob"),
+        &bt,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("legal_hold"))
+    );
+    // Withdrawal: the consent goes and ingestion stops at once; erasing
+    // on withdrawal meets alice's retention, which refuses it.
+    let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("retention")),
+        "{b}"
+    );
+    let (_, b) = send(&s, Method::GET, &format!("{ALICE}/consent"), &t, None).await;
+    assert_eq!(b["consent"], Value::Null);
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("more", 2)),
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::FORBIDDEN, json!("consent_required"))
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn withdrawing_consent_erases_and_cancels_when_nothing_is_retained() {
+    let s = TestServer::start(Profile::Durable, |c| {
+        policy(c);
+        if let Some(app) = c.policy.apps.get_mut("shop") {
+            app.retention_ms = None;
+        }
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-2", "scope": "all"})),
+    )
+    .await;
+    let (st, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("a fact", 1)),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(b["withdrawn"]["consent_id"], "form-2");
+    assert_eq!(b["erased"]["deleted"], 1);
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(b["entries"].as_array().unwrap().len(), 0);
+    // A second withdrawal finds nothing to withdraw and erases nothing.
+    let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
+    assert_eq!(
+        (st, b["withdrawn"].clone(), b["erased"]["deleted"].clone()),
+        (StatusCode::OK, Value::Null, json!(0))
+    );
+    s.stop().await;
+}
+
+/// The outbox asks the policy at admission and again at delivery: a job
+/// admitted under a consent that is gone by the time it is delivered
+/// stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_asks_the_policy_again() {
+    let s = TestServer::start(Profile::Durable, |c| {
+        policy(c);
+        if let Some(app) = c.policy.apps.get_mut("shop") {
+            app.retention_ms = None;
+        }
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-3", "scope": "memory"})),
+    )
+    .await;
+    s.services.stop_processor().await;
+    let events = json!({"events": [{"id": "e1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I like tea"}]}}]});
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/ingest"),
+        &t,
+        Some(events),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{b}");
+    let job = b["jobs"][0]["id"].as_str().unwrap().to_owned();
+    // The consent goes behind the outbox's back (no withdrawal, so the
+    // job is not cancelled): only delivery's own question can stop it.
+    let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+    s.services.governance.consents.remove(&scope).await.unwrap();
+    s.services.start_processor().unwrap();
+    let mut attempts = 0;
+    for _ in 0..100 {
+        let (_, b) = send(
+            &s,
+            Method::GET,
+            &format!("{ALICE}/memory/jobs/{job}"),
+            &t,
+            None,
+        )
+        .await;
+        attempts = b["attempts"].as_u64().unwrap_or(0);
+        assert_ne!(b["state"], "succeeded", "{b}");
+        if attempts >= 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(attempts >= 1, "the processor never tried the job");
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(b["entries"].as_array().unwrap().len(), 0, "{b}");
+    s.stop().await;
+}
