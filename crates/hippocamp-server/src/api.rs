@@ -1132,7 +1132,6 @@ const MEM_ERASE: &[&str] = &[
     "confirmation_required",
     "forbidden",
     "memory_disabled",
-    "policy_denied",
     "retention",
     "legal_hold",
 ];
@@ -1201,6 +1200,7 @@ const MEMORY: &[Route] = &[
         errors: &[
             "invalid_argument",
             "forbidden",
+            "consent_required",
             "sensitive_content",
             "memory_disabled",
             "idempotency_conflict",
@@ -1226,6 +1226,7 @@ const MEMORY: &[Route] = &[
         errors: &[
             "invalid_argument",
             "forbidden",
+            "consent_required",
             "stale_epoch",
             "future_epoch",
             "quota_exceeded",
@@ -1282,7 +1283,6 @@ const MEMORY: &[Route] = &[
             "invalid_argument",
             "forbidden",
             "memory_disabled",
-            "policy_denied",
             "retention",
             "legal_hold",
         ],
@@ -1339,6 +1339,7 @@ const MEMORY: &[Route] = &[
         errors: &[
             "invalid_argument",
             "forbidden",
+            "consent_required",
             "quota_exceeded",
             "payload_too_large",
             "memory_disabled",

@@ -167,6 +167,10 @@ pub const CODES: &[Code] = &[
 /// are in its row of the route table.
 pub const ANY_ROUTE: &[&str] = &[
     "unauthorized",
+    // A policy that fails or answers late refuses any operation it is
+    // asked about (fail closed); the static policy itself only refuses
+    // with the specific codes its routes declare.
+    "policy_denied",
     "overloaded",
     "max_active_scopes_reached",
     "unavailable",

@@ -142,12 +142,7 @@ pub(crate) const ROUTES: &[Route] = &[
             200,
             Payload::Json("EntryPage", schema::<hippocamp_memory::EntryPage>),
         ),
-        errors: &[
-            "invalid_argument",
-            "forbidden",
-            "memory_disabled",
-            "policy_denied",
-        ],
+        errors: &["invalid_argument", "forbidden", "memory_disabled"],
         handler: || get(list_entries),
     },
     Route {
@@ -194,13 +189,7 @@ pub(crate) const ROUTES: &[Route] = &[
             200,
             Payload::Json("Withdrawal", schema::<hippocamp_services::Withdrawal>),
         ),
-        errors: &[
-            "invalid_argument",
-            "forbidden",
-            "retention",
-            "legal_hold",
-            "policy_denied",
-        ],
+        errors: &["invalid_argument", "forbidden", "retention", "legal_hold"],
         handler: || delete(delete_consent),
     },
 ];

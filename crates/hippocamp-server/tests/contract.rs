@@ -226,7 +226,7 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         ("add_entry" | "add_events", "stale_epoch") => {
             let erase = Rq {
                 method: Method::DELETE,
-                path: "/v1/apps/shop/users/alice/memory".into(),
+                path: "/v1/apps/shop/users/alice/memory?confirm=shop/alice".into(),
                 token: Some(token.to_owned()),
                 body: None,
                 headers: vec![],
@@ -254,11 +254,64 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             rq(scoped("big.bin"), Some(vec![0u8; 64]))
         }
         (_, "payload_too_large") => rq(scoped(""), Some(vec![b' '; 2_048])),
+        (_, "confirmation_required") => {
+            let p = scoped("doc.txt");
+            rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
+        }
+        // The server's policy requires a consent for app `shop` (see
+        // `policy_for`).
+        (_, "consent_required") => rq(scoped(""), body(r)),
+        // Alice is held (see `policy_for`): the policy refuses first.
+        (_, "legal_hold") => rq(scoped("doc.txt"), None),
+        ("put_consent", "sensitive_content") => rq(
+            scoped(""),
+            Some(br#"{"consent_id":"AKIAIOSFODNN7EXAMPLE","scope":"all"}"#.to_vec()),
+        ),
+        // App `shop` retains entries for an hour (see `policy_for`):
+        // what is deleted holds one.
+        (id, "retention") => {
+            let entries = "/v1/apps/shop/users/alice/memory/entries";
+            let add = Rq {
+                method: Method::POST,
+                path: entries.into(),
+                token: Some(token.to_owned()),
+                body: Some(
+                    br#"{"content":"kept","provenance":{"session_id":"s1"}}"#.to_vec(),
+                ),
+                headers: vec![],
+            };
+            let (st, b) = send(s, add).await;
+            assert_eq!(st, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+            let created = j(&b)["entry"]["id"].as_str().unwrap().to_owned();
+            match id {
+                "delete_entry" => rq(format!("{entries}/{created}"), None),
+                _ => rq(scoped("doc.txt"), None),
+            }
+        }
         // Memory off, or no outbox: any request of the route says so.
         (_, "memory_disabled" | "outbox_unavailable") => rq(scoped("doc.txt"), body(r)),
         // One event is more bytes than the scope may queue.
         ("ingest_events", "quota_exceeded") => rq(scoped(""), body(r)),
         (id, code) => panic!("no cause is known for {code} on {id}: add one to this table"),
+    }
+}
+
+/// The policy a case needs: app `shop` requiring consent, retaining its
+/// entries, or holding alice (and erasing on withdrawal, so withdrawing
+/// meets the retention or the hold).
+fn policy_for(code: &str, c: &mut hippocamp_server::Config) {
+    let app = c.policy.apps.entry("shop".to_owned()).or_default();
+    match code {
+        "consent_required" => app.consent_required = true,
+        "retention" => {
+            app.retention_ms = Some(3_600_000);
+            app.erase_on_withdrawal = true;
+        }
+        "legal_hold" => {
+            app.legal_holds = vec!["alice".to_owned()];
+            app.erase_on_withdrawal = true;
+        }
+        _ => {}
     }
 }
 
@@ -283,6 +336,7 @@ async fn every_declared_error_code_is_answered() {
                 _ => Profile::Ephemeral,
             };
             let s = TestServer::start(profile, |c| {
+                policy_for(code, c);
                 c.http.max_json_body_bytes = 1_024;
                 c.memory.limits.max_entries_per_scope = 1;
                 c.memory.limits.max_events_per_request = 10;

@@ -561,8 +561,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// The services hand out wrapped stores only: the capabilities show
-    /// the router (so the reply check, outermost, is in front of it).
+    /// The services hand out wrapped stores only: the policy outermost,
+    /// then the reply check, in front of the router (the capabilities
+    /// show it).
     #[tokio::test]
     async fn every_profile_hands_out_routed_checked_stores() {
         let t = tempfile::tempdir().unwrap();
@@ -575,7 +576,10 @@ mod tests {
             let s = Services::open(&config).await.unwrap();
             let memory = s.memory_store().unwrap();
             let debug = format!("{memory:?}");
-            assert!(debug.starts_with("ScopeChecked"), "{debug}");
+            assert!(
+                debug.starts_with("PolicyChecked { inner: ScopeChecked"),
+                "{debug}"
+            );
             assert!(format!("{:?}", s.artifacts).starts_with("ScopeChecked"));
             let caps = memory.capabilities();
             assert_eq!(caps.async_ingestion, profile == Profile::Durable);

@@ -101,15 +101,23 @@ pub(crate) fn method(r: &hippocamp_server::api::Route) -> reqwest::Method {
     r.method.to_uppercase().parse().unwrap()
 }
 
-/// The route's path on scope `app`/`user`, session `s1`, artifact `name`.
+/// The route's path on scope `app`/`user`, session `s1`, artifact `name`
+/// (a whole-scope erasure with its `?confirm=`).
 pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name: &str) -> String {
-    r.path
+    let confirm = match r.id {
+        "delete_user" => format!("?confirm={app}/{user}"),
+        "delete_session" => format!("?confirm={app}/{user}/s1"),
+        _ => String::new(),
+    };
+    let p = r
+        .path
         .replace("{app}", app)
         .replace("{user}", user)
         .replace("{session}", "s1")
         .replace("/jobs/{id}", &format!("/jobs/job-{}", "1".repeat(32)))
         .replace("{id}", &format!("mem-{}", "1".repeat(32)))
-        .replace("{*name}", name)
+        .replace("{*name}", name);
+    format!("{p}{confirm}")
 }
 
 /// A body the route takes (none for those without one).
@@ -121,6 +129,9 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
             br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
         ),
         Payload::Json("SearchRequest", _) => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Json("NewConsent", _) => {
+            Some(br#"{"consent_id":"planted","scope":"all"}"#.to_vec())
+        }
         Payload::Bytes => Some(b"planted".to_vec()),
         _ => None,
     }
