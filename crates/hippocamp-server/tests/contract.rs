@@ -258,9 +258,6 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let p = scoped("doc.txt");
             rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
         }
-        // The server's policy requires a consent for app `shop` (see
-        // `policy_for`).
-        (_, "consent_required") => rq(scoped(""), body(r)),
         // Alice is held (see `policy_for`): the policy refuses first.
         (_, "legal_hold") => rq(scoped("doc.txt"), None),
         ("put_consent", "sensitive_content") => rq(
@@ -290,8 +287,10 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         }
         // Memory off, or no outbox: any request of the route says so.
         (_, "memory_disabled" | "outbox_unavailable") => rq(scoped("doc.txt"), body(r)),
-        // One event is more bytes than the scope may queue.
-        ("ingest_events", "quota_exceeded") => rq(scoped(""), body(r)),
+        // One event is more bytes than the scope may queue; or the
+        // server's policy requires a consent for app `shop` (see
+        // `policy_for`).
+        ("ingest_events", "quota_exceeded") | (_, "consent_required") => rq(scoped(""), body(r)),
         (id, code) => panic!("no cause is known for {code} on {id}: add one to this table"),
     }
 }
