@@ -308,6 +308,13 @@ enum Bench {
         #[arg(long, default_value_t = 20_000)]
         samples: usize,
     },
+    /// Search through the governance policy (PolicyChecked and a static
+    /// policy) next to the bare store, on a 600-entry scope, interleaved.
+    Policy {
+        /// Searches of each.
+        #[arg(long, default_value_t = 20_000)]
+        samples: usize,
+    },
     /// Open time of a durable store of scopes × entries (built in the
     /// folder on first use and reused after).
     Open {
@@ -494,6 +501,9 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
         }
         Bench::Mcp { samples } => serde_json::to_value(hippocamp_bench::mcp::mcp(samples).await?)?,
+        Bench::Policy { samples } => {
+            serde_json::to_value(hippocamp_bench::policy::policy(samples).await?)?
+        }
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?
         }

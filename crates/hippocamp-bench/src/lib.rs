@@ -23,6 +23,7 @@
 pub mod artifacts;
 pub mod mcp;
 pub mod outbox;
+pub mod policy;
 pub mod preload;
 
 use std::fs::OpenOptions;

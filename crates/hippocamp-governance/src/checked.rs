@@ -115,10 +115,6 @@ impl<S: MemoryStore> PolicyChecked<S> {
     }
 }
 
-fn id(id: &EntryId) -> String {
-    id.to_string()
-}
-
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
@@ -141,7 +137,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
             .ask(
                 Action::Ingest,
                 Some(scope),
-                Resource::new("entry", what),
+                Resource::fixed("entry", what),
                 &opts.call,
             )
             .await?;
@@ -157,10 +153,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         events: &[Event],
         opts: &WriteOptions,
     ) -> Result<IngestReport> {
-        let r = Resource::new(
-            "events",
-            format!("{} events of session {session}", events.len()),
-        );
+        let r = Resource::events(events.len(), session, false);
         let (grant, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
         self.inner
             .add_events(scope, session, events, &Self::granted(opts, grant, call))
@@ -174,10 +167,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         events: &[Event],
         opts: &CallOptions,
     ) -> Result<()> {
-        let r = Resource::new(
-            "events",
-            format!("{} events of session {session}, queued", events.len()),
-        );
+        let r = Resource::events(events.len(), session, true);
         let (_, call) = self.ask(Action::Ingest, Some(scope), r, opts).await?;
         self.inner.admit_events(scope, session, events, &call).await
     }
@@ -188,13 +178,9 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         request: &SearchRequest,
         opts: &CallOptions,
     ) -> Result<SearchResults> {
-        let r = Resource::new(
-            "query",
-            format!(
-                "a {} query of {} bytes",
-                request.mode.map_or("default", |m| m.as_str()),
-                request.query.len()
-            ),
+        let r = Resource::query(
+            request.mode.map_or("default", |m| m.as_str()),
+            request.query.len(),
         );
         let (_, call) = self.ask(Action::Search, Some(scope), r, opts).await?;
         self.inner.search(scope, request, &call).await
@@ -206,7 +192,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         entry: &EntryId,
         opts: &CallOptions,
     ) -> Result<MemoryEntry> {
-        let r = Resource::new("entry", id(entry));
+        let r = Resource::entry(*entry);
         let (_, call) = self.ask(Action::Get, Some(scope), r, opts).await?;
         self.inner.get_entry(scope, entry, &call).await
     }
@@ -217,7 +203,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         entry: &EntryId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        let r = Resource::new("entry", id(entry));
+        let r = Resource::entry(*entry);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
         self.inner.delete_entry(scope, entry, &call).await
     }
@@ -228,13 +214,13 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         session: &SessionId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        let r = Resource::new("session", session.as_str());
+        let r = Resource::session(session);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
         self.inner.delete_session(scope, session, &call).await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
-        let r = Resource::new("scope", "every entry of the scope");
+        let r = Resource::fixed("scope", "every entry of the scope");
         let (_, call) = self.ask(Action::Erase, Some(scope), r, opts).await?;
         self.inner.delete_user(scope, &call).await
     }
@@ -249,16 +235,13 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         request: &ListRequest,
         opts: &CallOptions,
     ) -> Result<EntryPage> {
-        let r = Resource::new(
-            "entries",
-            format!("a page of at most {:?} entries", request.limit),
-        );
+        let r = Resource::page(request.limit);
         let (_, call) = self.ask(Action::List, Some(scope), r, opts).await?;
         self.inner.list_entries(scope, request, &call).await
     }
 
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
-        let r = Resource::new("store", format!("up to {max} expired entries"));
+        let r = Resource::sweep(max);
         let (_, call) = self.ask(Action::Prune, None, r, opts).await?;
         self.inner.sweep_expired(max, &call).await
     }

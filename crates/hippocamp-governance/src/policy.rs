@@ -2,10 +2,11 @@
 //! function that asks within a deadline and fails closed ([`consult`]).
 
 use std::fmt;
+use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hippocamp_core::{Caller, Deadline, Error, MemoryScope, Result, secrets};
+use hippocamp_core::{Caller, Deadline, EntryId, Error, MemoryScope, Result, SessionId, secrets};
 use hippocamp_memory::{ObligationRules, Obligations};
 use serde::Serialize;
 
@@ -80,20 +81,119 @@ impl Action {
 }
 
 /// What a question is about, described for the policy without content.
+///
+/// The description is rendered only when a policy asks for it
+/// ([`Resource::description`]), so a policy that decides by action and
+/// scope alone (the static one) costs no formatting per call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
     kind: &'static str,
-    description: String,
+    detail: Detail,
+}
+
+/// What a resource description is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Detail {
+    Static(&'static str),
+    Entry(EntryId),
+    Session(SessionId),
+    Events {
+        count: usize,
+        session: SessionId,
+        queued: bool,
+    },
+    Query {
+        mode: &'static str,
+        bytes: usize,
+    },
+    Page(Option<u64>),
+    Sweep(u64),
+    Text(String),
 }
 
 impl Resource {
     /// A resource of `kind` (`entry`, `session`, `events`, `query`,
-    /// `scope`, `store`...) described by `description`: cut to
+    /// `scope`, `store`...) described by `description`.
+    pub fn new(kind: &'static str, description: impl Into<String>) -> Self {
+        Self::of(kind, Detail::Text(description.into()))
+    }
+
+    fn of(kind: &'static str, detail: Detail) -> Self {
+        Self { kind, detail }
+    }
+
+    /// A fixed description.
+    pub fn fixed(kind: &'static str, description: &'static str) -> Self {
+        Self::of(kind, Detail::Static(description))
+    }
+
+    /// One entry, by id.
+    pub fn entry(id: EntryId) -> Self {
+        Self::of("entry", Detail::Entry(id))
+    }
+
+    /// One session.
+    pub fn session(session: &SessionId) -> Self {
+        Self::of("session", Detail::Session(session.clone()))
+    }
+
+    /// `count` events of `session`, written now or `queued` for later.
+    pub fn events(count: usize, session: &SessionId, queued: bool) -> Self {
+        Self::of(
+            "events",
+            Detail::Events {
+                count,
+                session: session.clone(),
+                queued,
+            },
+        )
+    }
+
+    /// A query of `bytes` bytes in `mode`.
+    pub fn query(mode: &'static str, bytes: usize) -> Self {
+        Self::of("query", Detail::Query { mode, bytes })
+    }
+
+    /// A listing page of at most `limit` entries.
+    pub fn page(limit: Option<u64>) -> Self {
+        Self::of("entries", Detail::Page(limit))
+    }
+
+    /// A sweep of up to `max` expired entries.
+    pub fn sweep(max: u64) -> Self {
+        Self::of("store", Detail::Sweep(max))
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The description: ids and counts, never content, cut to
     /// [`MAX_DESCRIPTION_BYTES`] on a character boundary and replaced by
     /// `[redacted]` when it looks like a credential, so a policy never sees
     /// a secret or unbounded text.
-    pub fn new(kind: &'static str, description: impl Into<String>) -> Self {
-        let mut d: String = description.into();
+    pub fn description(&self) -> String {
+        let mut d = match &self.detail {
+            Detail::Static(s) => (*s).to_owned(),
+            Detail::Entry(id) => id.to_string(),
+            Detail::Session(s) => s.as_str().to_owned(),
+            Detail::Events {
+                count,
+                session,
+                queued,
+            } => format!(
+                "{count} events of session {session}{}",
+                if *queued { ", queued" } else { "" }
+            ),
+            Detail::Query { mode, bytes } => format!("a {mode} query of {bytes} bytes"),
+            Detail::Page(limit) => match limit {
+                Some(n) => format!("a page of at most {n} entries"),
+                None => "a page of entries".to_owned(),
+            },
+            Detail::Sweep(max) => format!("up to {max} expired entries"),
+            Detail::Text(t) => t.clone(),
+        };
         if secrets::detect(&d).is_some() {
             "[redacted]".clone_into(&mut d);
         }
@@ -104,20 +204,7 @@ impl Resource {
             }
             d.truncate(cut);
         }
-        Self {
-            kind,
-            description: d,
-        }
-    }
-
-    /// The kind.
-    pub fn kind(&self) -> &'static str {
-        self.kind
-    }
-
-    /// The bounded, redacted description.
-    pub fn description(&self) -> &str {
-        &self.description
+        d
     }
 }
 
@@ -216,6 +303,13 @@ pub trait Policy: Send + Sync + fmt::Debug {
     /// What it enforces, for capabilities.
     fn describe(&self) -> PolicyInfo;
 
+    /// How long it may take to answer (at most [`MAX_POLICY_TIMEOUT`]).
+    /// Asked on every question: override it with something cheaper than
+    /// `describe`.
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.describe().timeout_ms)
+    }
+
     /// Whether withdrawing the scope's consent erases its memory (else it
     /// stops ingestion and cancels queued work only).
     fn erases_on_withdrawal(&self, _scope: &MemoryScope) -> bool {
@@ -232,9 +326,18 @@ pub async fn consult(
     question: &Question<'_>,
     deadline: Deadline,
 ) -> Result<Grant> {
-    let timeout = Duration::from_millis(policy.describe().timeout_ms).min(MAX_POLICY_TIMEOUT);
-    let until = deadline.instant().min(std::time::Instant::now() + timeout);
-    let answer = tokio::time::timeout_at(until.into(), policy.decide(question)).await;
+    let mut decision = policy.decide(question);
+    // A policy that answers at once (the static one) needs no timer: poll
+    // it once, and arm the deadline only when it has to wait.
+    let first = std::future::poll_fn(|cx| Poll::Ready(decision.as_mut().poll(cx))).await;
+    let answer = match first {
+        Poll::Ready(a) => Ok(a),
+        Poll::Pending => {
+            let timeout = policy.timeout().min(MAX_POLICY_TIMEOUT);
+            let until = deadline.instant().min(std::time::Instant::now() + timeout);
+            tokio::time::timeout_at(until.into(), decision).await
+        }
+    };
     let denied = |reason: &str| {
         tracing::warn!(
             action = question.action.as_str(),

@@ -318,6 +318,10 @@ impl Policy for StaticPolicy {
         }
     }
 
+    fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config.timeout_ms)
+    }
+
     fn erases_on_withdrawal(&self, scope: &MemoryScope) -> bool {
         self.apps
             .get(scope.app().as_str())

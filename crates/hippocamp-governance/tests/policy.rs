@@ -62,7 +62,7 @@ impl Policy for Recording {
         self.asked.lock().push((
             q.action,
             q.scope.cloned(),
-            q.resource.description().to_owned(),
+            q.resource.description(),
             q.caller,
         ));
         if !self.delay.is_zero() {
