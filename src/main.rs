@@ -308,6 +308,18 @@ enum Bench {
         #[arg(long, default_value_t = 20_000)]
         samples: usize,
     },
+    /// `hippocamp memory export` of one user of the durable store, as its
+    /// own process: its peak resident memory and time (the store is
+    /// filled in DIR once and reused).
+    Export {
+        /// Entries of the user.
+        #[arg(long, default_value_t = 100_000)]
+        entries: usize,
+        /// Where the data directory is kept between runs (default: a
+        /// temporary one).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Search through the governance policy (PolicyChecked and a static
     /// policy) next to the bare store, on a 600-entry scope, interleaved.
     Policy {
@@ -501,6 +513,12 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
         }
         Bench::Mcp { samples } => serde_json::to_value(hippocamp_bench::mcp::mcp(samples).await?)?,
+        Bench::Export { entries, dir } => {
+            let tmp = tempfile::tempdir()?;
+            let dir = dir.unwrap_or_else(|| tmp.path().join("data"));
+            let exe = std::env::current_exe()?;
+            serde_json::to_value(hippocamp_bench::export::export(&exe, &dir, entries).await?)?
+        }
         Bench::Policy { samples } => {
             serde_json::to_value(hippocamp_bench::policy::policy(samples).await?)?
         }
@@ -856,6 +874,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 Ok(())
             }
+            Command::Memory {
+                target,
+                cmd: memory_cli::MemoryCmd::Export,
+            } => memory_cli::export(&target).await,
             Command::Memory { target, cmd } => {
                 let out = memory_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;

@@ -93,6 +93,10 @@ pub(crate) enum MemoryCmd {
         #[arg(long)]
         yes: bool,
     },
+    /// Print everything held about the user as JSON Lines (entries,
+    /// consent, legal hold, agent sessions, artifact records; see
+    /// `GET …/export`), read page by page.
+    Export,
     /// Ingest events from a JSON-lines file (one event per line).
     #[command(alias = "ingest")]
     Import {
@@ -114,6 +118,48 @@ fn scope(t: &Target) -> anyhow::Result<MemoryScope> {
         bail!("--app and --user are required");
     };
     Ok(MemoryScope::parse(app, user)?)
+}
+
+/// `hippocamp memory export`: the JSON Lines on stdout as they come.
+pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let scope = scope(target)?;
+    let mut out = std::io::stdout().lock();
+    let mut write = |bytes: &[u8]| -> anyhow::Result<bool> {
+        match out.write_all(bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+            other => other.map(|()| true).map_err(Into::into),
+        }
+    };
+    if let Some(remote) = target.place.remote()? {
+        let url = remote.url(&[
+            "v1",
+            "apps",
+            scope.app().as_str(),
+            "users",
+            scope.user().as_str(),
+            "export",
+        ])?;
+        let mut r = remote
+            .send(remote.request(reqwest::Method::GET, url))
+            .await?;
+        while let Some(chunk) = r.chunk().await? {
+            if !write(&chunk)? {
+                return Ok(());
+            }
+        }
+        return Ok(out.flush()?);
+    }
+    let config = target.place.config()?;
+    let services = Services::open(&config).await?;
+    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let mut lines = hippocamp_services::export::export(&services, scope, call);
+    while let Some(line) = lines.recv().await {
+        if !write(line?.as_bytes())? {
+            return Ok(());
+        }
+    }
+    Ok(out.flush()?)
 }
 
 /// A whole-scope erasure goes ahead only with `--yes` or once the person
@@ -244,6 +290,7 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
             json!({"deleted": memory.deleted, "epoch": memory.epoch, "sessions": gone.sessions})
         }
+        MemoryCmd::Export => bail!("export writes JSON Lines on its own (memory_cli::export)"),
         MemoryCmd::Import { file, session, .. } => {
             let session = SessionId::new(session)?;
             let (scope, session) = (&scope, &session);
@@ -378,6 +425,7 @@ async fn run_remote(
             let path = at(&base, &["sessions", &session, "ingest"]);
             queue_file(&file, |events| remote_ingest(remote, &path, events)).await?
         }
+        MemoryCmd::Export => bail!("export writes JSON Lines on its own (memory_cli::export)"),
         MemoryCmd::Import { file, session, .. } => {
             let path = at(&base, &["sessions", &session, "events"]);
             import_remote(remote, &path, &file).await?

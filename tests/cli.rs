@@ -107,6 +107,32 @@ fn memory(dir: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value, Str
     )
 }
 
+/// `memory export` prints JSON Lines: a header, the entries, an end line
+/// that counts them.
+fn export_prints_json_lines(d: &std::path::Path) {
+    let out = hippocamp()
+        .args(["memory", "--data-dir"])
+        .arg(d)
+        .args(["--app", "app", "--user", "alice", "export"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "export");
+    let last = lines.last().unwrap();
+    assert_eq!(last["kind"], "end");
+    let entries = lines.iter().filter(|l| l["kind"] == "entry").count();
+    assert_eq!(last["entries"], entries);
+    assert!(entries >= 1);
+}
+
 #[test]
 fn memory_commands_round_trip_on_a_data_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,6 +198,7 @@ fn memory_commands_round_trip_on_a_data_directory() {
         (report["added"].as_u64(), report["duplicates"].as_u64()),
         (Some(0), Some(1))
     );
+    export_prints_json_lines(d);
     // Without a terminal, a whole-scope erasure needs --yes.
     let (ok, _, err) = memory(d, &["delete-session", "s1"]);
     assert!(!ok && err.contains("--yes"), "{err}");

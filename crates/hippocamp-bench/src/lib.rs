@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod artifacts;
+pub mod export;
 pub mod mcp;
 pub mod outbox;
 pub mod policy;

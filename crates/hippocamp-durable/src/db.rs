@@ -20,10 +20,25 @@ fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
 /// database (its format stamp and tables). Another handle to the same file
 /// in this process is `Unavailable`.
 pub fn open(path: &Path, init: impl Fn(&Database) -> Result<()>) -> Result<Database> {
+    open_cached(path, init, None)
+}
+
+/// [`open`] with redb's page cache bounded to `cache_bytes` (redb's
+/// default otherwise, 1 GiB): a store that reads its whole file (an
+/// export) then keeps at most that much of it resident.
+pub fn open_cached(
+    path: &Path,
+    init: impl Fn(&Database) -> Result<()>,
+    cache_bytes: Option<usize>,
+) -> Result<Database> {
     if !path.exists() {
         create_atomically(path, &init)?;
     }
-    Database::builder().open(path).map_err(|e| match e {
+    let mut builder = Database::builder();
+    if let Some(bytes) = cache_bytes {
+        builder.set_cache_size(bytes);
+    }
+    builder.open(path).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => {
             Error::Unavailable(format!("{} is already open", path.display()))
         }

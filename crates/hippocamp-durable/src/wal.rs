@@ -30,7 +30,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read as _, Seek as _, SeekFrom};
+use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
@@ -89,11 +89,37 @@ impl FileWal {
 }
 
 impl WalStorage for FileWal {
+    /// Reads record by record and stops at the first one that is not
+    /// intact: the file is pre-written with zeros and an emptied log keeps
+    /// its size, so reading it whole would cost its full size in memory
+    /// on every open.
     fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        let size = self.file.metadata()?.len();
         let mut out = Vec::new();
-        self.file.seek(SeekFrom::Start(0))?;
-        self.file.read_to_end(&mut out)?;
-        Ok(out)
+        let mut at = 0u64;
+        loop {
+            let mut header = [0u8; HEADER];
+            if at + HEADER as u64 > size {
+                return Ok(out);
+            }
+            self.file.read_exact_at(&mut header, at)?;
+            let len = u64::from(u32::from_le_bytes([
+                header[0], header[1], header[2], header[3],
+            ]));
+            if len == 0 || at + HEADER as u64 + len > size {
+                return Ok(out);
+            }
+            let mut payload = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+            self.file.read_exact_at(&mut payload, at + HEADER as u64)?;
+            let mut seq = [0u8; 8];
+            seq.copy_from_slice(&header[4..12]);
+            if checksum(u64::from_le_bytes(seq), &payload) != header[12..] {
+                return Ok(out);
+            }
+            out.extend_from_slice(&header);
+            out.extend_from_slice(&payload);
+            at += HEADER as u64 + len;
+        }
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {

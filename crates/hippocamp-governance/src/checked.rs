@@ -240,6 +240,17 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         self.inner.list_entries(scope, request, &call).await
     }
 
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &hippocamp_memory::ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let r = Resource::page(request.limit);
+        let (_, call) = self.ask(Action::Export, Some(scope), r, opts).await?;
+        self.inner.export_entries(scope, request, &call).await
+    }
+
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         let r = Resource::sweep(max);
         let (_, call) = self.ask(Action::Prune, None, r, opts).await?;

@@ -155,6 +155,10 @@ async fn every_operation(store: &dyn MemoryStore) -> Vec<(&'static str, Option<A
     out.push(("erasure_epoch", None, r.is_ok()));
     let r = store.list_entries(&s, &ListRequest::default(), &c).await;
     out.push(("list_entries", Some(Action::List), r.is_ok()));
+    let r = store
+        .export_entries(&s, &hippocamp_memory::ExportRequest::default(), &c)
+        .await;
+    out.push(("export_entries", Some(Action::Export), r.is_ok()));
     let r = store.sweep_expired(10, &c).await;
     out.push(("sweep_expired", Some(Action::Prune), r.is_ok()));
     let r = store.status().await;
@@ -187,7 +191,7 @@ async fn every_operation_on_data_consults_the_policy_with_its_scope_and_caller()
         assert!(!what.contains("tea"), "{name} leaked content: {what}");
     }
     let names: Vec<&str> = calls.iter().map(|(n, _, _)| *n).collect();
-    assert_eq!(names.len(), 15, "every MemoryStore method is listed");
+    assert_eq!(names.len(), 16, "every MemoryStore method is listed");
 }
 
 #[tokio::test]

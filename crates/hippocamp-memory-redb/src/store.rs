@@ -12,14 +12,16 @@ use hippocamp_core::{
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
 use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, plan_events};
-use hippocamp_memory::list::{check_sweep_batch, prepare_list};
+use hippocamp_memory::list::{
+    ExportCursor, PreparedExport, check_sweep_batch, prepare_export, prepare_list,
+};
 use hippocamp_memory::mem::list_page;
 use hippocamp_memory::scope::ScopeData;
 use hippocamp_memory::search::prepare_search;
 use hippocamp_memory::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryConfig, MemoryEntry,
-    MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus, Sweep,
-    WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ExportRequest, ListRequest, MemoryConfig,
+    MemoryEntry, MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus,
+    Sweep, WriteOptions,
 };
 use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::Mutex;
@@ -51,6 +53,11 @@ pub struct DurableOptions {
     pub checkpoint_groups: usize,
     /// ...or once the log holds this many bytes (default 64 MiB).
     pub checkpoint_bytes: u64,
+    /// redb's page cache (default 16 MiB). Searches run on the store's own
+    /// per-scope state and reads fall back to the operating system's file
+    /// cache, so a small cache keeps the resident size bounded when a
+    /// whole user is exported.
+    pub cache_bytes: usize,
 }
 
 impl Default for DurableOptions {
@@ -58,6 +65,7 @@ impl Default for DurableOptions {
         Self {
             checkpoint_groups: 16_384,
             checkpoint_bytes: 64 << 20,
+            cache_bytes: 16 << 20,
         }
     }
 }
@@ -136,7 +144,11 @@ impl RedbMemoryStore {
         hippocamp_durable::fs::private_dir(dir)
             .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
         let lock = DirLock::own(dir, LOCK_FILE)?;
-        let db = hippocamp_durable::db::open(&dir.join(DB_FILE), init_format)?;
+        let db = hippocamp_durable::db::open_cached(
+            &dir.join(DB_FILE),
+            init_format,
+            Some(options.cache_bytes),
+        )?;
         let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(storage)?;
         Self::start(db, Box::new(wal), config, options, Some(lock))
     }
@@ -458,6 +470,51 @@ fn count(db: &Database) -> Result<Totals> {
     Ok(t)
 }
 
+/// One export page of a scope, in key (id) order after `after`.
+fn export_page(
+    db: &Database,
+    scope: &MemoryScope,
+    after: Option<EntryId>,
+    p: PreparedExport,
+    now_ms: u64,
+) -> Result<EntryPage> {
+    use std::ops::Bound::{Excluded, Included};
+    let txn = db.begin_read().map_err(storage)?;
+    let entries = txn.open_table(ENTRIES).map_err(storage)?;
+    let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
+    let h = scope_hash(scope);
+    let (lo, hi) = entry_range(&h);
+    let start = after.map(|id| entry_key(&h, &id));
+    let range = match &start {
+        Some(k) => entries.range::<&[u8; 32]>((Excluded(k), Included(&hi))),
+        None => entries.range::<&[u8; 32]>(&lo..=&hi),
+    }
+    .map_err(storage)?;
+    let mut page = EntryPage::default();
+    let mut used = 0u64;
+    let mut last = None;
+    for item in range {
+        let (k, v) = item.map_err(storage)?;
+        let rec: EntryRecord = decode(v.value(), "entry")?;
+        let (mut entry, bytes, _) = rec.into_entry(scope)?;
+        if let Some(o) = obligations.get(k.value()).map_err(storage)? {
+            entry.obligations = decode_obligations(o.value())?;
+        }
+        if entry.obligations.expired(now_ms) {
+            continue;
+        }
+        if page.entries.len() == p.limit || (!page.entries.is_empty() && used + bytes > p.max_bytes)
+        {
+            page.next_cursor = last.map(|id| ExportCursor::Id(id).encode());
+            return Ok(page);
+        }
+        used += bytes;
+        last = Some(entry.id);
+        page.entries.push(entry);
+    }
+    Ok(page)
+}
+
 /// Reads every record of a scope into a fresh [`ScopeData`].
 fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
     let txn = db.begin_read().map_err(storage)?;
@@ -773,6 +830,32 @@ impl MemoryStore for RedbMemoryStore {
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
         Ok(list_page(&data, &prepared, self.clock.now_ms()))
+    }
+
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        self.deadline(opts).check(Stage::Queueing)?;
+        let p = prepare_export(request, &self.config.limits)?;
+        let after = match p.after {
+            None => None,
+            Some(ExportCursor::Id(id)) => Some(id),
+            Some(ExportCursor::Time(..)) => {
+                return Err(Error::invalid(
+                    hippocamp_core::Field::Cursor,
+                    hippocamp_core::Problem::Malformed("not a cursor this store made".into()),
+                ));
+            }
+        };
+        let (db, scope, now) = (Arc::clone(&self.db), scope.clone(), self.clock.now_ms());
+        // Straight from the tables, one bounded page per read transaction:
+        // the scope's search state is neither needed nor loaded.
+        tokio::task::spawn_blocking(move || export_page(&db, &scope, after, p, now))
+            .await
+            .map_err(|e| Error::Unavailable(format!("export failed: {e}")))?
     }
 
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {

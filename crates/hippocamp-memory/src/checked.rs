@@ -209,6 +209,19 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         Ok(page)
     }
 
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &crate::store::ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<crate::store::EntryPage> {
+        let page = self.inner.export_entries(scope, request, opts).await?;
+        for entry in &page.entries {
+            own(scope, entry)?;
+        }
+        Ok(page)
+    }
+
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         let sweep = self.inner.sweep_expired(max, opts).await?;
         if sweep.deleted > max {

@@ -190,6 +190,7 @@ macro_rules! memory_conformance_tests {
             duplicates_keep_their_obligations,
             listing_pages_with_cursors,
             metadata_rules_choose_obligations,
+            export_pages_through_every_live_entry_once,
         );
         #[test]
         fn model_test() {

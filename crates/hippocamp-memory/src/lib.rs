@@ -52,9 +52,9 @@ pub use event::{Event, IngestReport, SkipReason};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
-    AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ListOrder, ListRequest,
-    MemoryStore, ObligationRules, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchRequest,
-    SearchResults, StoreStatus, Sweep, WriteOptions,
+    AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ExportRequest, ListOrder,
+    ListRequest, MemoryStore, ObligationRules, ScoreDetails, ScoreType, SearchHit, SearchMode,
+    SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

@@ -187,3 +187,76 @@ mod tests {
         assert!(check_sweep_batch(MAX_SWEEP_BATCH + 1).is_err());
     }
 }
+
+/// One page of an export.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Most entries, 1..=`max_page_entries` (default); a page also stops
+    /// before `max_result_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// Where an export page starts: after a (timestamp, id) position (stores
+/// that keep a scope in memory), or after an id (stores that read their
+/// tables in key order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportCursor {
+    /// After this (timestamp, id).
+    Time(u64, EntryId),
+    /// After this id.
+    Id(EntryId),
+}
+
+impl ExportCursor {
+    /// The opaque text of the cursor.
+    pub fn encode(self) -> String {
+        match self {
+            ExportCursor::Time(ts, id) => encode_cursor(false, (ts, id)),
+            ExportCursor::Id(id) => format!("i{}", hex(id.as_bytes())),
+        }
+    }
+}
+
+/// A validated export page request.
+#[derive(Debug, Clone, Copy)]
+pub struct PreparedExport {
+    /// Where to start.
+    pub after: Option<ExportCursor>,
+    /// Most entries.
+    pub limit: usize,
+    /// Byte budget of the page.
+    pub max_bytes: u64,
+}
+
+/// Validates an export page request (limit, then cursor).
+pub fn prepare_export(req: &ExportRequest, limits: &MemoryLimits) -> Result<PreparedExport> {
+    let limit = page_limit(req.limit, limits.max_page_entries, limits.max_page_entries)?;
+    let after = match req.cursor.as_deref() {
+        None => None,
+        Some(c) if c.starts_with('i') && c.len() == 33 => {
+            let mut id = [0u8; 16];
+            for (i, out) in id.iter_mut().enumerate() {
+                let at = 1 + 2 * i;
+                *out = c
+                    .get(at..at + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| bad_cursor("not a cursor this store made"))?;
+            }
+            Some(ExportCursor::Id(EntryId::from_bytes(id)))
+        }
+        Some(c) => {
+            let (ts, id) = decode_cursor(c, false)?;
+            Some(ExportCursor::Time(ts, id))
+        }
+    };
+    Ok(PreparedExport {
+        after,
+        limit,
+        max_bytes: limits.max_result_bytes,
+    })
+}

@@ -23,7 +23,10 @@ use crate::config::{MemoryConfig, StoreClock};
 use crate::embedding::{embed_passages, embed_plan};
 use crate::entry::{MemoryEntry, NewEntry, PreparedEntry, prepare_entry};
 use crate::event::{Decision, Event, IngestReport, plan_events};
-use crate::list::{EntryPage, ListRequest, PreparedList, Sweep, check_sweep_batch, prepare_list};
+use crate::list::{
+    EntryPage, ExportCursor, ExportRequest, ListRequest, PreparedList, Sweep, check_sweep_batch,
+    prepare_export, prepare_list,
+};
 use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
 use crate::search::{prepare_search, resolve_mode};
@@ -463,6 +466,42 @@ impl MemoryStore for InMemoryStore {
         };
         let s = Self::read(&shell, deadline).await?;
         Ok(list_page(&s.data, &prepared, self.clock.now_ms()))
+    }
+
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        let deadline = self.deadline(opts);
+        let p = prepare_export(request, &self.config.limits)?;
+        let after = match p.after {
+            None => None,
+            Some(ExportCursor::Time(ts, id)) => Some((ts, id)),
+            Some(ExportCursor::Id(_)) => {
+                return Err(Error::invalid(
+                    hippocamp_core::Field::Cursor,
+                    hippocamp_core::Problem::Malformed("not a cursor this store made".into()),
+                ));
+            }
+        };
+        let Some(shell) = self.find(scope) else {
+            return Ok(EntryPage::default());
+        };
+        let s = Self::read(&shell, deadline).await?;
+        let (entries, last) = s.data.list(
+            false,
+            after,
+            p.limit,
+            p.max_bytes,
+            self.clock.now_ms(),
+            |_| true,
+        );
+        Ok(EntryPage {
+            entries: entries.iter().map(|e| (**e).clone()).collect(),
+            next_cursor: last.map(|(ts, id)| ExportCursor::Time(ts, id).encode()),
+        })
     }
 
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {

@@ -225,6 +225,17 @@ impl MemoryStore for RoutedMemory {
             .await
     }
 
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &crate::store::ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<crate::store::EntryPage> {
+        // Not through the scope's worker: activating it would load the
+        // scope's search state, which an export must not need.
+        self.inner.export_entries(scope, request, opts).await
+    }
+
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         // Across scopes: no one scope's worker to enter; the store orders
         // it with each scope's writes itself.

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::entry::{MemoryEntry, NewEntry, Obligations};
 use crate::event::{Event, IngestReport};
-pub use crate::list::{EntryPage, ListOrder, ListRequest, Sweep};
+pub use crate::list::{EntryPage, ExportRequest, ListOrder, ListRequest, Sweep};
 
 /// The version of this contract, reported by `capabilities`.
 pub const CONTRACT_VERSION: u32 = 1;
@@ -475,6 +475,22 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         })
     }
 
+    /// One page of the scope's live entries for an export, read from the
+    /// store's own storage (a durable store does not load the scope's
+    /// search state for it), in an order the store chooses, with an
+    /// opaque cursor to the next page.
+    async fn export_entries(
+        &self,
+        _scope: &MemoryScope,
+        _request: &ExportRequest,
+        _opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        Err(Error::Unsupported {
+            operation: "export_entries",
+            backend: "this store",
+        })
+    }
+
     /// Deletes up to `max` expired entries (neither held nor retained),
     /// across scopes, earliest expiry first, in one durable step each
     /// batch; reports how many and whether more are due.
@@ -540,6 +556,9 @@ macro_rules! forward {
             }
             async fn list_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ListRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
                 (**self).list_entries(scope, request, opts).await
+            }
+            async fn export_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ExportRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
+                (**self).export_entries(scope, request, opts).await
             }
             async fn sweep_expired(&self, max: u64, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
                 (**self).sweep_expired(max, opts).await

@@ -164,6 +164,15 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         self.inner.list_entries(scope, request, opts).await
     }
 
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &hippocamp_memory::store::ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::store::EntryPage> {
+        self.inner.export_entries(scope, request, opts).await
+    }
+
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<hippocamp_memory::Sweep> {
         self.inner.sweep_expired(max, opts).await
     }

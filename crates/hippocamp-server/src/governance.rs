@@ -6,6 +6,7 @@ use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{delete, get, put};
+use futures::StreamExt as _;
 use hippocamp_governance::NewConsent;
 use hippocamp_memory::{ListOrder, ListRequest};
 use hippocamp_services::auth::Permission;
@@ -112,6 +113,38 @@ async fn delete_consent(
     )
 }
 
+async fn export(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<WithdrawQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let call = m.call(q.timeout_ms)?;
+    let mut lines = hippocamp_services::export::export(&s.services, m.scope.clone(), call);
+    // The first line comes after the first page was read: a refusal is
+    // still an error status, not a cut stream.
+    let first = match lines.recv().await {
+        Some(Ok(l)) => l,
+        Some(Err(e)) => return Err(e.into()),
+        None => return Err(hippocamp_core::Error::Unavailable("the export stopped".into()).into()),
+    };
+    let rest = futures::stream::unfold(lines, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let body = futures::StreamExt::chain(futures::stream::once(async { Ok(first) }), rest).map(
+        |item: hippocamp_core::Result<String>| {
+            item.map(axum::body::Bytes::from)
+                .map_err(std::io::Error::other)
+        },
+    );
+    let mut r = Response::new(HttpBody::from_stream(body));
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(r)
+}
+
 const LIST_QUERY: &[(&str, &str, &str)] = &[
     (
         "limit",
@@ -144,6 +177,18 @@ pub(crate) const ROUTES: &[Route] = &[
         ),
         errors: &["invalid_argument", "forbidden", "memory_disabled"],
         handler: || get(list_entries),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/export",
+        id: "export",
+        summary: "Everything held about the user as JSON Lines, streamed: entries (with obligations), consent, legal hold, agent sessions with their events, artifact records (never bytes), then an `end` line with counts",
+        permission: Some(Permission::MemoryRead),
+        query: &[crate::api::TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Bytes),
+        errors: &["invalid_argument", "forbidden"],
+        handler: || get(export),
     },
     Route {
         method: "put",

@@ -459,3 +459,77 @@ async fn delivery_asks_the_policy_again() {
     assert_eq!(b["entries"].as_array().unwrap().len(), 0, "{b}");
     s.stop().await;
 }
+
+/// `GET …/export` streams JSON Lines: a header, every live entry, the
+/// consent, artifact records (never bytes), and an `end` line with counts;
+/// another user's token is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_export_streams_everything_held_about_the_user() {
+    let s = TestServer::start(Profile::Durable, |c| {
+        c.memory.limits.max_page_entries = 2;
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    for i in 0..5u64 {
+        send(
+            &s,
+            Method::POST,
+            &format!("{ALICE}/memory/entries"),
+            &t,
+            Some(entry(&format!("fact {i}"), 10 + i)),
+        )
+        .await;
+    }
+    send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-9", "scope": "all"})),
+    )
+    .await;
+    let put = client()
+        .put(s.url(&format!("{ALICE}/artifacts/notes.txt")))
+        .bearer_auth(&t)
+        .header("content-type", "text/plain")
+        .body("secret bytes")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let r = client()
+        .get(s.url(&format!("{ALICE}/export")))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "application/x-ndjson");
+    let text = r.text().await.unwrap();
+    assert!(
+        !text.contains("secret bytes"),
+        "artifact bytes were exported"
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "export", "entry", "entry", "entry", "entry", "entry", "consent", "artifact", "end"
+        ]
+    );
+    assert_eq!(lines[0]["scope"], json!({"app": "shop", "user": "alice"}));
+    assert_eq!(lines[8]["entries"], 5);
+    assert_eq!(lines[8]["artifact_versions"], 1);
+    assert_eq!(lines[7]["meta"]["name"], "notes.txt");
+    let bob = s.all_permissions("shop", Some("bob"));
+    let (st, b) = send(&s, Method::GET, &format!("{ALICE}/export"), &bob, None).await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::FORBIDDEN, json!("forbidden"))
+    );
+    s.stop().await;
+}

@@ -29,6 +29,7 @@
 pub mod auth;
 pub mod config;
 pub mod embedder;
+pub mod export;
 pub mod layout;
 
 use std::sync::Arc;

@@ -1,0 +1,152 @@
+//! A user's export: everything hippocamp holds about one `(app, user)`
+//! scope, as JSON Lines, produced page by page so neither the server nor
+//! the CLI holds the scope in memory.
+//!
+//! Lines, in order (each a JSON object with a `kind`):
+//! `export` (format version, scope, time) · `entry` (each live entry,
+//! with its obligations) · `consent` (if recorded) · `legal_hold` (if the
+//! policy holds the user) · `session` (each agent session with its
+//! events) · `artifact` (each artifact version's record, never its bytes;
+//! the user's scope and each of their sessions' scopes) · `end` (counts,
+//! so a truncated export is recognisable).
+
+use hippocamp_artifacts::{ArtifactName, ArtifactScope, PageRequest};
+use hippocamp_core::{CallOptions, Error, MemoryScope, Result};
+use hippocamp_memory::ExportRequest;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::Services;
+
+/// The export format version.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// Lines queued between the producer and the writer at most (each a
+/// record, at most one page of entries in flight).
+const QUEUE: usize = 64;
+
+/// Starts exporting `scope` on the current runtime; the lines (each
+/// ending in `\n`) arrive on the receiver, an error ends the stream.
+/// Dropping the receiver stops the export.
+pub fn export(
+    services: &Services,
+    scope: MemoryScope,
+    call: CallOptions,
+) -> mpsc::Receiver<Result<String>> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let s = services.clone();
+    tokio::spawn(async move {
+        if let Err(e) = produce(&s, &scope, call, &tx).await
+            && !matches!(e, Error::Unavailable(ref m) if m == GONE)
+        {
+            let _ = tx.send(Err(e)).await;
+        }
+    });
+    rx
+}
+
+const GONE: &str = "the export's reader went away";
+
+async fn line(tx: &mpsc::Sender<Result<String>>, v: &Value) -> Result<()> {
+    let mut text = serde_json::to_string(v)
+        .map_err(|e| Error::Unavailable(format!("cannot encode an export line: {e}")))?;
+    text.push('\n');
+    tx.send(Ok(text))
+        .await
+        .map_err(|_| Error::Unavailable(GONE.into()))
+}
+
+async fn produce(
+    s: &Services,
+    scope: &MemoryScope,
+    call: CallOptions,
+    tx: &mpsc::Sender<Result<String>>,
+) -> Result<()> {
+    // The first page is read before anything is sent, so a refusal (the
+    // policy, a bad scope) is the reader's first item, not a cut stream.
+    let mut request = ExportRequest::default();
+    let mut page = match &s.memory {
+        Some(m) => Some(m.export_entries(scope, &request, &call).await?),
+        None => None,
+    };
+    let now = s.governance.clock.now_ms();
+    line(
+        tx,
+        &json!({"kind": "export", "version": EXPORT_VERSION, "scope": scope, "exported_at_ms": now}),
+    )
+    .await?;
+    let mut entries = 0u64;
+    while let Some(p) = page.take() {
+        for e in &p.entries {
+            entries += 1;
+            line(tx, &json!({"kind": "entry", "entry": e})).await?;
+        }
+        if let (Some(c), Some(m)) = (p.next_cursor, &s.memory) {
+            request.cursor = Some(c);
+            page = Some(m.export_entries(scope, &request, &call).await?);
+        }
+    }
+    if let Some(c) = s.governance.consents.get(scope).await? {
+        line(tx, &json!({"kind": "consent", "consent": c})).await?;
+    }
+    let held = format!("{}/{}", scope.app(), scope.user());
+    if s.governance.policy.describe().legal_holds.contains(&held) {
+        line(tx, &json!({"kind": "legal_hold", "by": "policy"})).await?;
+    }
+    let sessions = s.agent().export_sessions(scope).await?;
+    for session in &sessions {
+        line(tx, &json!({"kind": "session", "session": session})).await?;
+    }
+    let mut scopes = vec![ArtifactScope::user(
+        scope.app().as_str(),
+        scope.user().as_str(),
+    )?];
+    for session in &sessions {
+        scopes.push(ArtifactScope::session(
+            scope.app().as_str(),
+            scope.user().as_str(),
+            session.info.id.as_str(),
+        )?);
+    }
+    let mut versions = 0u64;
+    for a in &scopes {
+        versions += artifact_lines(s, a, &call, tx).await?;
+    }
+    line(
+        tx,
+        &json!({"kind": "end", "entries": entries, "sessions": sessions.len(), "artifact_versions": versions}),
+    )
+    .await
+}
+
+/// The records of every live version in `scope`, name by name.
+async fn artifact_lines(
+    s: &Services,
+    scope: &ArtifactScope,
+    call: &CallOptions,
+    tx: &mpsc::Sender<Result<String>>,
+) -> Result<u64> {
+    let mut n = 0;
+    let mut names = PageRequest::<ArtifactName>::default();
+    loop {
+        let page = s.artifacts.list_names(scope, &names, call).await?;
+        for name in &page.items {
+            let mut vs = PageRequest::<u64>::default();
+            loop {
+                let vp = s.artifacts.list_versions(scope, name, &vs, call).await?;
+                for meta in &vp.items {
+                    n += 1;
+                    line(tx, &json!({"kind": "artifact", "meta": meta})).await?;
+                }
+                match vp.next_cursor {
+                    Some(c) => vs.cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
+        match page.next_cursor {
+            Some(c) => names.cursor = Some(c),
+            None => return Ok(n),
+        }
+    }
+}
