@@ -148,3 +148,41 @@ async fn dropped_callers_leak_nothing() {
     }
     assert_eq!(status.entries, total, "search and stored entries disagree");
 }
+
+/// An export through the router reads the tables: the scope's search
+/// state is not loaded for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_does_not_load_the_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope = MemoryScope::parse("app", "exported").unwrap();
+    {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        for i in 0..3 {
+            store
+                .add_entry(
+                    &scope,
+                    NewEntry::new(format!("fact {i}")),
+                    &WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let inner = Arc::new(RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap());
+    let routed = RoutedMemory::new(inner.clone(), RouterConfig::default()).unwrap();
+    let page = routed
+        .export_entries(
+            &scope,
+            &hippocamp_memory::ExportRequest::default(),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.entries.len(), 3);
+    assert!(!inner.is_cached(&scope), "the export loaded the scope");
+    routed
+        .search(&scope, &SearchRequest::new("fact"), &CallOptions::default())
+        .await
+        .unwrap();
+    assert!(inner.is_cached(&scope), "a search does");
+}
