@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use hippocamp_core::{MemoryScope, SessionId};
-use hippocamp_memory::{Event, WriteOptions};
+use hippocamp_memory::WriteOptions;
 use hippocamp_services::{Config, Profile, Services};
 use serde::Serialize;
 
@@ -60,18 +60,7 @@ pub async fn export(exe: &Path, data_dir: &Path, entries: usize) -> Result<Expor
         let m = Services::memory(&config).await?;
         let texts = crate::turns(entries)?;
         let session = SessionId::new("history")?;
-        let events: Vec<Event> = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                Event::text(
-                    format!("e{i}"),
-                    "user",
-                    i64::try_from(i).unwrap_or(0),
-                    t.clone(),
-                )
-            })
-            .collect();
+        let events = crate::turn_events(&texts);
         for chunk in events.chunks(1_000) {
             m.memory
                 .add_events(&scope, &session, chunk, &WriteOptions::default())

@@ -106,7 +106,18 @@ pub(crate) async fn locomo_scope(
     let dir = hippocamp_datasets::data_dir().ok_or(BenchError::NoData)?;
     let texts = hippocamp_datasets::corpus::texts(&dir, n)?;
     let session = SessionId::new("s")?;
-    let events: Vec<Event> = texts
+    let events = turn_events(&texts);
+    for chunk in events.chunks(500) {
+        store
+            .add_events(scope, &session, chunk, &WriteOptions::default())
+            .await?;
+    }
+    Ok(hippocamp_datasets::corpus::queries(&dir)?)
+}
+
+/// One user event per text, ids `e0`, `e1`…, timestamps their positions.
+pub(crate) fn turn_events(texts: &[String]) -> Vec<Event> {
+    texts
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -117,13 +128,7 @@ pub(crate) async fn locomo_scope(
                 t.clone(),
             )
         })
-        .collect();
-    for chunk in events.chunks(500) {
-        store
-            .add_events(scope, &session, chunk, &WriteOptions::default())
-            .await?;
-    }
-    Ok(hippocamp_datasets::corpus::queries(&dir)?)
+        .collect()
 }
 
 /// ~200-byte conversation turns from the evaluation data.

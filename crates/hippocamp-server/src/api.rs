@@ -281,8 +281,8 @@ pub(crate) async fn timed<T>(
 /// `?timeout_ms=`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CallQuery {
-    timeout_ms: Option<u64>,
+pub(crate) struct CallQuery {
+    pub(crate) timeout_ms: Option<u64>,
 }
 
 /// `?timeout_ms=` and `?epoch=` of memory writes.
@@ -536,7 +536,7 @@ async fn erasure_epoch(
 /// A route without query parameters refuses any.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NoQuery {}
+pub(crate) struct NoQuery {}
 
 async fn ingest_events(
     State(s): State<AppState>,

@@ -13,8 +13,8 @@ use hippocamp_services::auth::Permission;
 use serde::Deserialize;
 
 use crate::api::{
-    ApiResult, AppState, MemoryCall, Payload, Q, Route, json, json_body, memory, parse_query,
-    schema, timed,
+    ApiResult, AppState, CallQuery, MemoryCall, NoQuery, Payload, Q, Route, json, json_body,
+    memory, parse_query, schema, timed,
 };
 use crate::error::ApiError;
 
@@ -58,18 +58,6 @@ async fn list_entries(
     )
 }
 
-/// A route without query parameters refuses any.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoQuery {}
-
-/// `?timeout_ms=` of a withdrawal (it may erase).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WithdrawQuery {
-    timeout_ms: Option<u64>,
-}
-
 async fn put_consent(
     State(s): State<AppState>,
     m: MemoryCall,
@@ -100,7 +88,7 @@ async fn get_consent(
 async fn delete_consent(
     State(s): State<AppState>,
     m: MemoryCall,
-    q: Q<WithdrawQuery>,
+    q: Q<CallQuery>,
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = m.call(q.timeout_ms)?;
@@ -113,11 +101,7 @@ async fn delete_consent(
     )
 }
 
-async fn export(
-    State(s): State<AppState>,
-    m: MemoryCall,
-    q: Q<WithdrawQuery>,
-) -> ApiResult<Response> {
+async fn export(State(s): State<AppState>, m: MemoryCall, q: Q<CallQuery>) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = m.call(q.timeout_ms)?;
     let mut lines = hippocamp_services::export::export(&s.services, m.scope.clone(), call);

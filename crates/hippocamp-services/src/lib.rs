@@ -146,6 +146,8 @@ pub struct ServicesStatus {
     pub processor_running: bool,
     /// Artifact counters.
     pub artifacts: hippocamp_artifacts::ArtifactStatus,
+    /// The policy in force: consent-requiring apps, legal holds, lifetimes.
+    pub policy: hippocamp_governance::PolicyInfo,
 }
 
 /// Runs sweep batches until none are due (or one fails: logged, and the
@@ -445,6 +447,7 @@ impl Services {
             outbox,
             processor_running,
             artifacts,
+            policy: self.governance.policy.describe(),
         })
     }
 
