@@ -533,3 +533,42 @@ async fn the_export_streams_everything_held_about_the_user() {
     );
     s.stop().await;
 }
+
+/// The background sweeper deletes what expired, on its own, once the
+/// services' clock says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_deletes_expired_entries_in_the_background() {
+    let clock = std::sync::Arc::new(hippocamp_core::ManualClock::at(1_000_000));
+    let c2 = clock.clone();
+    let s = TestServer::start(Profile::Durable, move |c| {
+        c.memory.clock = hippocamp_memory::config::StoreClock(c2);
+        c.sweeper.interval_ms = 100;
+        c.policy.apps.entry("shop".to_owned()).or_default().ttl_ms = Some(1_000);
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("short lived", 1)),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    assert_eq!(b["entry"]["obligations"]["expires_at_ms"], 1_001_000);
+    let memory = s.services.memory_store().unwrap().clone();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(memory.status().await.unwrap().entries, 1, "not expired yet");
+    clock.advance(1_000);
+    let mut left = 1;
+    for _ in 0..50 {
+        left = memory.status().await.unwrap().entries;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "the sweeper did not delete the expired entry");
+    s.stop().await;
+}
