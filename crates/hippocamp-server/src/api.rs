@@ -204,7 +204,7 @@ impl FromRequestParts<AppState> for MemoryCall {
 /// An artifact call: as [`MemoryCall`], on an app, user or session scope.
 #[derive(Debug)]
 pub struct ArtifactCall {
-    scope: ArtifactScope,
+    pub(crate) scope: ArtifactScope,
     params: HashMap<String, String>,
 }
 
@@ -316,7 +316,7 @@ pub(crate) fn confirmed(expected: &str, given: Option<&str>) -> ApiResult<()> {
 
 /// A call's deadline: `?timeout_ms=` (1 ..= 60,000), or the store's own
 /// `call_timeout_ms` (the value its capabilities report).
-fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+pub(crate) fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
     Ok(match timeout_ms {
         Some(ms) => CallOptions::timeout_ms(ms)?,
         None => CallOptions::default(),

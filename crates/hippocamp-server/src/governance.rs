@@ -12,9 +12,11 @@ use hippocamp_memory::{ListOrder, ListRequest};
 use hippocamp_services::auth::Permission;
 use serde::Deserialize;
 
+use hippocamp_artifacts::ArtifactScope;
+
 use crate::api::{
-    ApiResult, AppState, CallQuery, MemoryCall, NoQuery, Payload, Q, Route, json, json_body,
-    memory, parse_query, schema, timed,
+    ApiResult, AppState, ArtifactCall, CallQuery, MemoryCall, NoQuery, Payload, Q, Route, json,
+    json_body, memory, parse_query, schema, timed,
 };
 use crate::error::ApiError;
 
@@ -129,6 +131,28 @@ async fn export(State(s): State<AppState>, m: MemoryCall, q: Q<CallQuery>) -> Ap
     Ok(r)
 }
 
+async fn erase_artifacts(
+    State(s): State<AppState>,
+    a: ArtifactCall,
+    q: Q<crate::api::EraseQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let expected = match &a.scope {
+        ArtifactScope::User { app, user } => format!("{app}/{user}"),
+        ArtifactScope::Session { app, user, session } => format!("{app}/{user}/{session}"),
+        ArtifactScope::App { app } => app.to_string(),
+    };
+    crate::api::confirmed(&expected, q.confirm.as_deref())?;
+    let call = crate::api::call_options(q.timeout_ms)?;
+    json(
+        timed(
+            "erase_artifacts",
+            s.services.erase_artifacts(&a.scope, &call),
+        )
+        .await?,
+    )
+}
+
 const LIST_QUERY: &[(&str, &str, &str)] = &[
     (
         "limit",
@@ -145,8 +169,55 @@ const LIST_QUERY: &[(&str, &str, &str)] = &[
     crate::api::TIMEOUT,
 ];
 
+const CONFIRM_ARTIFACTS_USER: (&str, &str, &str) = (
+    "confirm",
+    "string",
+    "required: the exact scope erased, {app}/{user}",
+);
+const CONFIRM_ARTIFACTS_SESSION: (&str, &str, &str) = (
+    "confirm",
+    "string",
+    "required: the exact scope erased, {app}/{user}/{session}",
+);
+
 /// The lifecycle routes.
 pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/artifacts",
+        id: "erase_artifacts_user",
+        summary: "Delete every version of every artifact of the user's scope (not their sessions'); ?confirm={app}/{user} is required",
+        permission: Some(Permission::ArtifactsDelete),
+        query: &[crate::api::TIMEOUT, CONFIRM_ARTIFACTS_USER],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json(
+                "ArtifactsErased",
+                schema::<hippocamp_services::ArtifactsErased>,
+            ),
+        ),
+        errors: &["invalid_argument", "confirmation_required", "forbidden"],
+        handler: || delete(erase_artifacts),
+    },
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/sessions/{session}/artifacts",
+        id: "erase_artifacts_session",
+        summary: "Delete every version of every artifact of one session of the user; ?confirm={app}/{user}/{session} is required",
+        permission: Some(Permission::ArtifactsDelete),
+        query: &[crate::api::TIMEOUT, CONFIRM_ARTIFACTS_SESSION],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json(
+                "ArtifactsErased",
+                schema::<hippocamp_services::ArtifactsErased>,
+            ),
+        ),
+        errors: &["invalid_argument", "confirmation_required", "forbidden"],
+        handler: || delete(erase_artifacts),
+    },
     Route {
         method: "get",
         path: "/v1/apps/{app}/users/{user}/memory/entries",

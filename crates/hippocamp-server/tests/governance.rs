@@ -572,3 +572,94 @@ async fn the_sweeper_deletes_expired_entries_in_the_background() {
     assert_eq!(left, 0, "the sweeper did not delete the expired entry");
     s.stop().await;
 }
+
+/// `DELETE …/artifacts` erases a whole user or session artifact scope,
+/// only when `?confirm=` names it, and nothing beyond it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_scopes_are_erased_whole_when_confirmed() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    for (prefix, name) in [
+        (ALICE.to_owned(), "a.txt"),
+        (ALICE.to_owned(), "a.txt"),
+        (ALICE.to_owned(), "b.txt"),
+        (format!("{ALICE}/sessions/s1"), "c.txt"),
+    ] {
+        let r = client()
+            .put(s.url(&format!("{prefix}/artifacts/{name}")))
+            .bearer_auth(&t)
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/artifacts"), &t, None).await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("confirmation_required"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts?confirm=shop/alice/s1"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("confirmation_required"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts?confirm=shop/alice"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["names"].clone(), b["versions"].clone()),
+        (json!(2), json!(3))
+    );
+    let (_, b) = send(&s, Method::GET, &format!("{ALICE}/artifacts"), &t, None).await;
+    assert_eq!(b["items"], json!([]));
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/sessions/s1/artifacts"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        b["items"],
+        json!(["c.txt"]),
+        "the session's scope is its own"
+    );
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/sessions/s1/artifacts?confirm=shop/alice/s1"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!((st, b["versions"].clone()), (StatusCode::OK, json!(1)));
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/artifacts?confirm=shop/alice"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["versions"].clone()),
+        (StatusCode::OK, json!(0)),
+        "idempotent"
+    );
+    s.stop().await;
+}

@@ -98,6 +98,15 @@ pub struct Governance {
     pub clock: Arc<dyn Clock>,
 }
 
+/// What erasing a scope's artifacts removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ArtifactsErased {
+    /// Names removed.
+    pub names: u64,
+    /// Versions removed.
+    pub versions: u64,
+}
+
 /// What withdrawing a consent did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Withdrawal {
@@ -311,6 +320,43 @@ impl Services {
             cancelled_jobs,
             erased,
         })
+    }
+
+    /// Deletes every version of every artifact of `scope` (a user's or a
+    /// session's), name by name; returns the names and versions removed.
+    /// Idempotent: an empty scope removes nothing.
+    pub async fn erase_artifacts(
+        &self,
+        scope: &hippocamp_artifacts::ArtifactScope,
+        call: &CallOptions,
+    ) -> Result<ArtifactsErased> {
+        use hippocamp_artifacts::{DeleteSelector, PageRequest};
+        let mut out = ArtifactsErased::default();
+        loop {
+            // Always the first page: what was deleted is no longer listed.
+            let page = self
+                .artifacts
+                .list_names(scope, &PageRequest::default(), call)
+                .await?;
+            if page.items.is_empty() {
+                return Ok(out);
+            }
+            let mut removed = 0;
+            for name in &page.items {
+                removed += self
+                    .artifacts
+                    .delete(scope, name, DeleteSelector::All, call)
+                    .await?
+                    .len() as u64;
+                out.names += 1;
+            }
+            if removed == 0 {
+                return Err(Error::Unavailable(
+                    "artifacts are listed that deleting does not remove; retry".into(),
+                ));
+            }
+            out.versions += removed;
+        }
     }
 
     /// Starts the background sweeper on the current runtime (if memory

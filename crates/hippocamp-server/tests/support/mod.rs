@@ -105,8 +105,8 @@ pub(crate) fn method(r: &hippocamp_server::api::Route) -> reqwest::Method {
 /// (a whole-scope erasure with its `?confirm=`).
 pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name: &str) -> String {
     let confirm = match r.id {
-        "delete_user" => format!("?confirm={app}/{user}"),
-        "delete_session" => format!("?confirm={app}/{user}/s1"),
+        "delete_user" | "erase_artifacts_user" => format!("?confirm={app}/{user}"),
+        "delete_session" | "erase_artifacts_session" => format!("?confirm={app}/{user}/s1"),
         _ => String::new(),
     };
     let p = r
