@@ -153,7 +153,9 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
     let config = target.place.config()?;
     let services = Services::open(&config).await?;
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
-    let mut lines = hippocamp_services::export::export(&services, scope, call);
+    // The command line acts on the data directory's own authority.
+    let include = hippocamp_services::export::Include { artifacts: true };
+    let mut lines = hippocamp_services::export::export(&services, scope, call, include);
     while let Some(line) = lines.recv().await {
         if !write(line?.as_bytes())? {
             return Ok(());

@@ -103,10 +103,23 @@ async fn delete_consent(
     )
 }
 
-async fn export(State(s): State<AppState>, m: MemoryCall, q: Q<CallQuery>) -> ApiResult<Response> {
+async fn export(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    caller: crate::api::Caller,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = m.call(q.timeout_ms)?;
-    let mut lines = hippocamp_services::export::export(&s.services, m.scope.clone(), call);
+    // Artifact records only for a token that may read the user's
+    // artifacts: `memory:read` alone does not reach them.
+    let user_artifacts = ArtifactScope::user(m.scope.app().as_str(), m.scope.user().as_str())?;
+    let include = hippocamp_services::export::Include {
+        artifacts: caller
+            .0
+            .allows_artifacts(&user_artifacts, Permission::ArtifactsRead),
+    };
+    let mut lines = hippocamp_services::export::export(&s.services, m.scope.clone(), call, include);
     // The first line comes after the first page was read: a refusal is
     // still an error status, not a cut stream.
     let first = match lines.recv().await {
@@ -237,7 +250,7 @@ pub(crate) const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/apps/{app}/users/{user}/export",
         id: "export",
-        summary: "Everything held about the user as JSON Lines, streamed: entries (with obligations), consent, legal hold, agent sessions with their events, artifact records (never bytes), then an `end` line with counts",
+        summary: "Everything held about the user as JSON Lines, streamed: entries (with obligations), consent, legal hold, agent sessions with their events, artifact records (never bytes; only for a token that may also read the user's artifacts), then an `end` line with counts",
         permission: Some(Permission::MemoryRead),
         query: &[crate::api::TIMEOUT],
         request: Payload::None,

@@ -525,6 +525,20 @@ async fn the_export_streams_everything_held_about_the_user() {
     assert_eq!(lines[8]["entries"], 5);
     assert_eq!(lines[8]["artifact_versions"], 1);
     assert_eq!(lines[7]["meta"]["name"], "notes.txt");
+    // A token that may read her memory but not her artifacts gets no
+    // artifact records.
+    let memory_only = s.token(Some("shop"), Some("alice"), "memory:read");
+    let text = client()
+        .get(s.url(&format!("{ALICE}/export")))
+        .bearer_auth(&memory_only)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("notes.txt"), "{text}");
+    assert!(text.contains(r#""kind":"end""#));
     let bob = s.all_permissions("shop", Some("bob"));
     let (st, b) = send(&s, Method::GET, &format!("{ALICE}/export"), &bob, None).await;
     assert_eq!(

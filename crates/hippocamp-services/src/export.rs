@@ -25,6 +25,15 @@ pub const EXPORT_VERSION: u32 = 1;
 /// record, at most one page of entries in flight).
 const QUEUE: usize = 64;
 
+/// What an export includes besides memory (the caller's authority
+/// decides: a token that may not read the user's artifacts gets no
+/// artifact records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Include {
+    /// Artifact records of the user's and their sessions' scopes.
+    pub artifacts: bool,
+}
+
 /// Starts exporting `scope` on the current runtime; the lines (each
 /// ending in `\n`) arrive on the receiver, an error ends the stream.
 /// Dropping the receiver stops the export.
@@ -32,11 +41,12 @@ pub fn export(
     services: &Services,
     scope: MemoryScope,
     call: CallOptions,
+    include: Include,
 ) -> mpsc::Receiver<Result<String>> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let s = services.clone();
     tokio::spawn(async move {
-        if let Err(e) = produce(&s, &scope, call, &tx).await
+        if let Err(e) = produce(&s, &scope, call, include, &tx).await
             && !matches!(e, Error::Unavailable(ref m) if m == GONE)
         {
             let _ = tx.send(Err(e)).await;
@@ -60,6 +70,7 @@ async fn produce(
     s: &Services,
     scope: &MemoryScope,
     call: CallOptions,
+    include: Include,
     tx: &mpsc::Sender<Result<String>>,
 ) -> Result<()> {
     // The first page is read before anything is sent, so a refusal (the
@@ -109,12 +120,15 @@ async fn produce(
         )?);
     }
     let mut versions = 0u64;
-    for a in &scopes {
-        versions += artifact_lines(s, a, &call, tx).await?;
+    if include.artifacts {
+        for a in &scopes {
+            versions += artifact_lines(s, a, &call, tx).await?;
+        }
     }
     line(
         tx,
-        &json!({"kind": "end", "entries": entries, "sessions": sessions.len(), "artifact_versions": versions}),
+        &json!({"kind": "end", "entries": entries, "sessions": sessions.len(),
+            "artifact_versions": include.artifacts.then_some(versions)}),
     )
     .await
 }
