@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use hippocamp_core::{
     CallOptions, Caller, CallerKind, EntryId, IdempotencyKey, MemoryScope, SessionId,
+    erasure_confirmation,
 };
 use hippocamp_memory::embedding::{Pacer, paced};
 use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
@@ -188,12 +189,11 @@ fn confirm(scope: &str, yes: bool) -> anyhow::Result<()> {
 /// Asks for the scope of a whole-scope erasure (see [`confirm`]).
 fn confirm_erasure(scope: &MemoryScope, cmd: &MemoryCmd) -> anyhow::Result<()> {
     match cmd {
-        MemoryCmd::DeleteUser { yes } => {
-            confirm(&format!("{}/{}", scope.app(), scope.user()), *yes)
-        }
-        MemoryCmd::DeleteSession { session, yes } => {
-            confirm(&format!("{}/{}/{session}", scope.app(), scope.user()), *yes)
-        }
+        MemoryCmd::DeleteUser { yes } => confirm(&erasure_confirmation(scope, None), *yes),
+        MemoryCmd::DeleteSession { session, yes } => confirm(
+            &erasure_confirmation(scope, Some(&SessionId::new(session.as_str())?)),
+            *yes,
+        ),
         _ => Ok(()),
     }
 }
@@ -403,7 +403,7 @@ async fn run_remote(
                 .await?
         }
         MemoryCmd::DeleteSession { session, .. } => {
-            let confirm = format!("{}/{}/{session}", scope.app(), scope.user());
+            let confirm = erasure_confirmation(scope, Some(&SessionId::new(session.as_str())?));
             remote
                 .json(
                     Method::DELETE,
@@ -414,7 +414,7 @@ async fn run_remote(
                 .await?
         }
         MemoryCmd::DeleteUser { .. } => {
-            let confirm = format!("{}/{}", scope.app(), scope.user());
+            let confirm = erasure_confirmation(scope, None);
             remote
                 .json(Method::DELETE, &base, &[("confirm", confirm)], None)
                 .await?

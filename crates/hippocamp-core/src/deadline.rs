@@ -227,17 +227,6 @@ impl CallOptions {
         self.caller
     }
 
-    /// These options with the deadline made absolute (now, for a timeout),
-    /// keeping the caller: what a wrapper forwards after it started the
-    /// clock.
-    #[must_use]
-    pub fn fixed(&self, store_default: Duration) -> Self {
-        Self {
-            when: When::Deadline(self.deadline(store_default)),
-            caller: self.caller,
-        }
-    }
-
     /// The absolute deadline, using `store_default` when the caller gave no
     /// timeout. A timeout starts counting now, so call this once, at the
     /// start of an operation.

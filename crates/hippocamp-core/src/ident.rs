@@ -207,6 +207,16 @@ impl fmt::Debug for MemoryScope {
     }
 }
 
+/// What a whole-scope erasure must be confirmed with: the exact scope it
+/// erases, `{app}/{user}` or `{app}/{user}/{session}` (the server's
+/// `?confirm=`, the CLI's typed answer and the clients all use this).
+pub fn erasure_confirmation(scope: &MemoryScope, session: Option<&SessionId>) -> String {
+    match session {
+        Some(s) => format!("{scope}/{s}"),
+        None => scope.to_string(),
+    }
+}
+
 impl fmt::Display for MemoryScope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.app, self.user)

@@ -26,6 +26,7 @@ pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
 pub use filter::Filter;
 pub use ident::{
     AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, SessionId, UserId,
+    erasure_confirmation,
 };
 pub use json::{JsonLimits, Metadata};
 pub use limits::{LimitInfo, MemoryLimits};

@@ -38,14 +38,7 @@ pub struct PolicyChecked<S> {
 impl<S: MemoryStore> PolicyChecked<S> {
     /// Wraps `inner`; questions are stamped with `clock`'s time.
     pub fn new(inner: S, policy: Arc<dyn Policy>, clock: Arc<dyn Clock>) -> Self {
-        let default_timeout = inner
-            .capabilities()
-            .limits
-            .iter()
-            .find(|l| l.name == "call_timeout_ms")
-            .map_or(hippocamp_core::deadline::DEFAULT_TIMEOUT, |l| {
-                Duration::from_millis(l.value)
-            });
+        let default_timeout = inner.capabilities().call_timeout();
         Self {
             inner,
             policy,

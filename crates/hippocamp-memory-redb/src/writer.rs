@@ -261,8 +261,8 @@ impl Tx<'_> {
     fn check_deletes(&self, keys: &[[u8; 32]], now_ms: u64) -> Result<(), Fail> {
         let mut found = Vec::new();
         for k in keys {
-            if self.obligations.get(k)?.is_some() {
-                found.push(self.obligations_of(k)?);
+            if let Some(v) = self.obligations.get(k)? {
+                found.push(decode_obligations(v.value()).op()?);
             }
         }
         check_deletes(&found, now_ms).op()

@@ -7,7 +7,7 @@
 //! page starts strictly after it: entries added or removed meanwhile never
 //! make a page repeat or skip an entry that stayed.
 
-use hippocamp_core::limits::{page_limit, to_usize};
+use hippocamp_core::limits::page_limit;
 use hippocamp_core::{EntryId, Error, Field, Filter, MemoryLimits, Problem, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -126,13 +126,19 @@ fn decode_cursor(cursor: &str, newest_first: bool) -> Result<(u64, EntryId)> {
     }
     let ts = u64::from_str_radix(&cursor[1..17], 16)
         .map_err(|_| bad_cursor("not a cursor this store made"))?;
+    Ok((ts, hex_id(&cursor[17..])?))
+}
+
+/// An entry id from its 32 hex digits (as cursors carry it).
+fn hex_id(text: &str) -> Result<EntryId> {
     let mut id = [0u8; 16];
     for (i, out) in id.iter_mut().enumerate() {
-        let at = 17 + 2 * i;
-        *out = u8::from_str_radix(&cursor[at..at + 2], 16)
-            .map_err(|_| bad_cursor("not a cursor this store made"))?;
+        *out = text
+            .get(2 * i..2 * i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(|| bad_cursor("not a cursor this store made"))?;
     }
-    Ok((ts, EntryId::from_bytes(id)))
+    Ok(EntryId::from_bytes(id))
 }
 
 /// Validates a listing (limit, cursor, filter, in that order).
@@ -162,7 +168,7 @@ pub const MAX_SWEEP_BATCH: u64 = 10_000;
 
 /// Checks a sweep's batch size: 1..=[`MAX_SWEEP_BATCH`].
 pub fn check_sweep_batch(max: u64) -> Result<usize> {
-    page_limit(Some(max), max, MAX_SWEEP_BATCH).map(|n| n.min(to_usize(MAX_SWEEP_BATCH)))
+    page_limit(Some(max), max, MAX_SWEEP_BATCH)
 }
 
 #[cfg(test)]
@@ -238,17 +244,7 @@ pub fn prepare_export(req: &ExportRequest, limits: &MemoryLimits) -> Result<Prep
     let limit = page_limit(req.limit, limits.max_page_entries, limits.max_page_entries)?;
     let after = match req.cursor.as_deref() {
         None => None,
-        Some(c) if c.starts_with('i') && c.len() == 33 => {
-            let mut id = [0u8; 16];
-            for (i, out) in id.iter_mut().enumerate() {
-                let at = 1 + 2 * i;
-                *out = c
-                    .get(at..at + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| bad_cursor("not a cursor this store made"))?;
-            }
-            Some(ExportCursor::Id(EntryId::from_bytes(id)))
-        }
+        Some(c) if c.starts_with('i') && c.len() == 33 => Some(ExportCursor::Id(hex_id(&c[1..])?)),
         Some(c) => {
             let (ts, id) = decode_cursor(c, false)?;
             Some(ExportCursor::Time(ts, id))

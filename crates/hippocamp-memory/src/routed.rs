@@ -54,13 +54,7 @@ impl RoutedMemory {
     /// Routes `inner` with `config`.
     pub fn new(inner: Arc<dyn MemoryStore>, config: RouterConfig) -> Result<Self> {
         let caps = inner.capabilities();
-        let default_timeout = caps
-            .limits
-            .iter()
-            .find(|l| l.name == "call_timeout_ms")
-            .map_or(hippocamp_core::deadline::DEFAULT_TIMEOUT, |l| {
-                Duration::from_millis(l.value)
-            });
+        let default_timeout = caps.call_timeout();
         let adapter = Arc::new(Adapter {
             inner: Arc::clone(&inner),
             volatile: !caps.durable,

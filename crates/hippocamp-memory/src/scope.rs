@@ -107,8 +107,7 @@ impl ScopeData {
 
     /// Whether deleting every entry at `now_ms` is allowed.
     pub fn check_delete_all(&self, now_ms: u64) -> hippocamp_core::Result<()> {
-        let guarded: Vec<EntryId> = self.guarded.iter().copied().collect();
-        self.check_deletes(&guarded, now_ms)
+        self.check_deletes(&self.guarded, now_ms)
     }
 
     /// Up to `max` entries the sweeper may remove at `now_ms` (expired,
@@ -124,11 +123,6 @@ impl ScopeData {
             .map(|(_, id)| *id)
             .take(max)
             .collect()
-    }
-
-    /// The earliest expiry among the entries, if any.
-    pub fn next_expiry(&self) -> Option<u64> {
-        self.expiring.first().map(|(at, _)| *at)
     }
 
     /// One page of live entries at `now_ms` in `order`, starting after

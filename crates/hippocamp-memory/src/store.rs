@@ -341,6 +341,19 @@ pub struct Capabilities {
     pub routing: Option<RoutingInfo>,
 }
 
+impl Capabilities {
+    /// The store's default call timeout (`call_timeout_ms`): what a
+    /// wrapper starts a caller's clock with when the call gives none.
+    pub fn call_timeout(&self) -> std::time::Duration {
+        self.limits
+            .iter()
+            .find(|l| l.name == "call_timeout_ms")
+            .map_or(hippocamp_core::deadline::DEFAULT_TIMEOUT, |l| {
+                std::time::Duration::from_millis(l.value)
+            })
+    }
+}
+
 /// Content-free state of a store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoreStatus {

@@ -29,7 +29,7 @@ use hippocamp_artifacts::{
     ArtifactName, ArtifactScope, Body, ByteRange, DeleteSelector, MimeType, PageRequest,
     PutOptions, Selector,
 };
-use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, SessionId};
+use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, SessionId, erasure_confirmation};
 use hippocamp_memory::event::{merge_report, parse_events};
 use hippocamp_memory::{NewEntry, SearchRequest, WriteOptions};
 use hippocamp_services::auth::{Grant, Permission};
@@ -85,9 +85,10 @@ impl axum::extract::FromRef<AppState> for Arc<tokio::sync::Semaphore> {
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// The grant of the request's bearer token (`Authorization: Bearer …`,
-/// the scheme in any case, RFC 7235).
+/// the scheme in any case, RFC 7235), and who the policy sees: the
+/// token's public id.
 #[derive(Debug, Clone)]
-pub struct Caller(pub Grant);
+pub struct Caller(pub Grant, pub hippocamp_core::Caller);
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -97,8 +98,8 @@ impl FromRequestParts<AppState> for Caller {
         state
             .services
             .tokens
-            .authenticate(secret)
-            .map(Caller)
+            .identify(secret)
+            .map(|(grant, id)| Caller(grant, hippocamp_core::Caller::token(&id)))
             .ok_or_else(ApiError::unauthorized)
     }
 }
@@ -112,13 +113,6 @@ fn bearer(parts: &Parts) -> Option<&str> {
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, secret)| secret.trim())
-}
-
-/// Who the policy and the audit log see: the token's public id.
-fn token_caller(parts: &Parts) -> hippocamp_core::Caller {
-    bearer(parts).map_or_else(hippocamp_core::Caller::default, |secret| {
-        hippocamp_core::Caller::token(&hippocamp_services::auth::token_id(secret))
-    })
 }
 
 /// The row of the route being served (every handler is registered with
@@ -169,6 +163,9 @@ fn permission(route: &Route) -> ApiResult<Permission> {
 pub struct MemoryCall {
     pub(crate) scope: MemoryScope,
     pub(crate) params: HashMap<String, String>,
+    /// The token's grant (a route may also consult it for what else it
+    /// returns, as the export does for artifacts).
+    pub(crate) grant: Grant,
     /// The token that made the call, for the policy.
     pub(crate) caller: hippocamp_core::Caller,
 }
@@ -186,7 +183,7 @@ impl FromRequestParts<AppState> for MemoryCall {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
-        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
         let params = path_params(parts, state).await?;
         let scope = MemoryScope::parse(param(&params, "app")?, param(&params, "user")?)?;
         tracing::Span::current().record("scope", scope.log_hash());
@@ -196,7 +193,8 @@ impl FromRequestParts<AppState> for MemoryCall {
         Ok(Self {
             scope,
             params,
-            caller: token_caller(parts),
+            grant,
+            caller,
         })
     }
 }
@@ -219,7 +217,7 @@ impl FromRequestParts<AppState> for ArtifactCall {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
-        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        let Caller(grant, _) = Caller::from_request_parts(parts, state).await?;
         let params = path_params(parts, state).await?;
         let app = param(&params, "app")?;
         let scope = match (params.get("user"), params.get("session")) {
@@ -473,7 +471,7 @@ async fn delete_session(
     let session = SessionId::new(param(&m.params, "session")?)?;
     let q = parse_query(q)?;
     confirmed(
-        &format!("{}/{}/{session}", m.scope.app(), m.scope.user()),
+        &erasure_confirmation(&m.scope, Some(&session)),
         q.confirm.as_deref(),
     )?;
     let call = m.call(q.timeout_ms)?;
@@ -491,10 +489,7 @@ async fn delete_user(
     q: Q<EraseQuery>,
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
-    confirmed(
-        &format!("{}/{}", m.scope.app(), m.scope.user()),
-        q.confirm.as_deref(),
-    )?;
+    confirmed(&erasure_confirmation(&m.scope, None), q.confirm.as_deref())?;
     let call = m.call(q.timeout_ms)?;
     memory(&s)?;
     // The user's memory and their agent sessions go in one step.
@@ -599,7 +594,7 @@ impl FromRequestParts<AppState> for Operator {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
-        let Caller(grant) = Caller::from_request_parts(parts, state).await?;
+        let Caller(grant, _) = Caller::from_request_parts(parts, state).await?;
         if grant.app.is_some() || !grant.permissions.contains(&permission(route)?) {
             return Err(ApiError::forbidden());
         }
@@ -1140,7 +1135,7 @@ pub(crate) const CONFIRM_USER: (&str, &str, &str) = (
     "string",
     "required: the exact scope erased, {app}/{user}",
 );
-const CONFIRM_SESSION: (&str, &str, &str) = (
+pub(crate) const CONFIRM_SESSION: (&str, &str, &str) = (
     "confirm",
     "string",
     "required: the exact scope erased, {app}/{user}/{session}",

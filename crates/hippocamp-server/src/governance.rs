@@ -13,6 +13,7 @@ use hippocamp_services::auth::Permission;
 use serde::Deserialize;
 
 use hippocamp_artifacts::ArtifactScope;
+use hippocamp_core::{MemoryScope, erasure_confirmation};
 
 use crate::api::{
     ApiResult, AppState, ArtifactCall, CallQuery, MemoryCall, NoQuery, Payload, Q, Route, json,
@@ -103,20 +104,15 @@ async fn delete_consent(
     )
 }
 
-async fn export(
-    State(s): State<AppState>,
-    m: MemoryCall,
-    caller: crate::api::Caller,
-    q: Q<CallQuery>,
-) -> ApiResult<Response> {
+async fn export(State(s): State<AppState>, m: MemoryCall, q: Q<CallQuery>) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = m.call(q.timeout_ms)?;
     // Artifact records only for a token that may read the user's
     // artifacts: `memory:read` alone does not reach them.
     let user_artifacts = ArtifactScope::user(m.scope.app().as_str(), m.scope.user().as_str())?;
     let include = hippocamp_services::export::Include {
-        artifacts: caller
-            .0
+        artifacts: m
+            .grant
             .allows_artifacts(&user_artifacts, Permission::ArtifactsRead),
     };
     let mut lines = hippocamp_services::export::export(&s.services, m.scope.clone(), call, include);
@@ -151,8 +147,13 @@ async fn erase_artifacts(
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let expected = match &a.scope {
-        ArtifactScope::User { app, user } => format!("{app}/{user}"),
-        ArtifactScope::Session { app, user, session } => format!("{app}/{user}/{session}"),
+        ArtifactScope::User { app, user } => {
+            erasure_confirmation(&MemoryScope::new(app.clone(), user.clone()), None)
+        }
+        ArtifactScope::Session { app, user, session } => {
+            erasure_confirmation(&MemoryScope::new(app.clone(), user.clone()), Some(session))
+        }
+        // No route erases an app's artifacts: it would be refused here.
         ArtifactScope::App { app } => app.to_string(),
     };
     crate::api::confirmed(&expected, q.confirm.as_deref())?;
@@ -182,17 +183,6 @@ const LIST_QUERY: &[(&str, &str, &str)] = &[
     crate::api::TIMEOUT,
 ];
 
-const CONFIRM_ARTIFACTS_USER: (&str, &str, &str) = (
-    "confirm",
-    "string",
-    "required: the exact scope erased, {app}/{user}",
-);
-const CONFIRM_ARTIFACTS_SESSION: (&str, &str, &str) = (
-    "confirm",
-    "string",
-    "required: the exact scope erased, {app}/{user}/{session}",
-);
-
 /// The lifecycle routes.
 pub(crate) const ROUTES: &[Route] = &[
     Route {
@@ -201,7 +191,7 @@ pub(crate) const ROUTES: &[Route] = &[
         id: "erase_artifacts_user",
         summary: "Delete every version of every artifact of the user's scope (not their sessions'); ?confirm={app}/{user} is required",
         permission: Some(Permission::ArtifactsDelete),
-        query: &[crate::api::TIMEOUT, CONFIRM_ARTIFACTS_USER],
+        query: &[crate::api::TIMEOUT, crate::api::CONFIRM_USER],
         request: Payload::None,
         success: (
             200,
@@ -219,7 +209,7 @@ pub(crate) const ROUTES: &[Route] = &[
         id: "erase_artifacts_session",
         summary: "Delete every version of every artifact of one session of the user; ?confirm={app}/{user}/{session} is required",
         permission: Some(Permission::ArtifactsDelete),
-        query: &[crate::api::TIMEOUT, CONFIRM_ARTIFACTS_SESSION],
+        query: &[crate::api::TIMEOUT, crate::api::CONFIRM_SESSION],
         request: Payload::None,
         success: (
             200,

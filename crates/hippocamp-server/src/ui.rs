@@ -27,7 +27,7 @@ pub async fn page() -> Response {
 }
 
 /// `GET /ui/whoami`: whether the token is an admin token.
-pub async fn whoami(Caller(grant): Caller) -> Response {
+pub async fn whoami(Caller(grant, _): Caller) -> Response {
     axum::Json(json!({
         "admin": grant.is_admin(),
         "app": grant.app.as_ref().map(hippocamp_core::AppName::as_str),

@@ -9,30 +9,10 @@ mod support;
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client};
+use support::{TestServer, client, send_json as send};
 
 const ALICE: &str = "/v1/apps/shop/users/alice";
 const BOB: &str = "/v1/apps/shop/users/bob";
-
-async fn send(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut rq = client().request(method, s.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rq = rq.json(&b);
-    }
-    let r = rq.send().await.unwrap();
-    let status = r.status();
-    let bytes = r.bytes().await.unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
 
 fn policy(c: &mut hippocamp_server::Config) {
     #[derive(serde::Deserialize)]

@@ -12,29 +12,9 @@ use std::time::{Duration, Instant};
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client};
+use support::{TestServer, client, send_json as send};
 
 const ALICE: &str = "/v1/apps/shop/users/alice";
-
-async fn send(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut rq = client().request(method, s.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rq = rq.json(&b);
-    }
-    let r = rq.send().await.unwrap();
-    let status = r.status();
-    let bytes = r.bytes().await.unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
 
 fn event(id: &str, text: &str) -> Value {
     json!({"id": id, "author": "user", "timestamp_ms": 1,

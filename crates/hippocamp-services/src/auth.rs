@@ -146,12 +146,6 @@ impl Grant {
     }
 }
 
-/// The public id of the token whose secret is `secret` (the first 12 hex
-/// digits of its SHA-256): what logs, the policy and the audit log see.
-pub fn token_id(secret: &str) -> String {
-    hash(secret)[..12].to_owned()
-}
-
 /// A stored token (its secret is never stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -348,7 +342,15 @@ impl TokenStore {
     /// The grant of a presented secret, if it is a current token: a
     /// lookup in memory (the file is watched elsewhere).
     pub fn authenticate(&self, secret: &str) -> Option<Grant> {
-        self.loaded.read().by_hash.get(&hash(secret)).cloned()
+        self.identify(secret).map(|(grant, _)| grant)
+    }
+
+    /// [`authenticate`](Self::authenticate) with the token's public id
+    /// (the first 12 hex digits of the same hash, computed once).
+    pub fn identify(&self, secret: &str) -> Option<(Grant, String)> {
+        let h = hash(secret);
+        let grant = self.loaded.read().by_hash.get(&h).cloned()?;
+        Some((grant, h[..12].to_owned()))
     }
 
     /// Re-reads the file if it changed since it was last read.

@@ -100,8 +100,13 @@ async fn produce(
     if let Some(c) = s.governance.consents.get(scope).await? {
         line(tx, &json!({"kind": "consent", "consent": c})).await?;
     }
-    let held = format!("{}/{}", scope.app(), scope.user());
-    if s.governance.policy.describe().legal_holds.contains(&held) {
+    // The policy reports holds as `app/user`, the scope's display form.
+    if s.governance
+        .policy
+        .describe()
+        .legal_holds
+        .contains(&scope.to_string())
+    {
         line(tx, &json!({"kind": "legal_hold", "by": "policy"})).await?;
     }
     let sessions = s.agent().export_sessions(scope).await?;

@@ -83,6 +83,28 @@ pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// `method path` with `token` and a JSON body; the status and the JSON
+/// reply (`null` when the reply is not JSON).
+pub(crate) async fn send_json(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<serde_json::Value>,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let mut rq = client().request(method, s.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        rq = rq.json(&b);
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status();
+    let bytes = r.bytes().await.unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// One request per scoped route of the table, on scope `app`/`user`
 /// (session `s1`, artifact `doc.txt`), with a body the route takes.
 pub(crate) fn requests(app: &str, user: &str) -> Vec<(reqwest::Method, String, Option<Vec<u8>>)> {
