@@ -318,6 +318,12 @@ pub enum Field {
     JobId,
     /// An outbox target name.
     Target,
+    /// The scope a restored record names.
+    Scope,
+    /// An entry's revision history.
+    History,
+    /// A line of an export being restored.
+    Line,
 }
 
 impl Field {
@@ -352,6 +358,9 @@ impl Field {
             Field::Body => "body",
             Field::JobId => "job_id",
             Field::Target => "target",
+            Field::Scope => "scope",
+            Field::History => "history",
+            Field::Line => "line",
         }
     }
 }

@@ -154,6 +154,9 @@ limit_table! {
         /// Entries one listing page may return.
         max_page_entries: default 100, min 1, max 1_000,
             "entries one listing page may return (the default limit); a page also stops at max_result_bytes";
+        /// Revisions of one entry kept (the current one included).
+        max_revisions: default 16, min 1, max 1_000,
+            "revisions of one entry kept, the current one included; a correction beyond it drops the oldest";
         /// Events in one `add_events` call.
         max_events_per_request: default 1_000, min 1, max 10_000,
             "events in one add_events call";

@@ -19,8 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Clock, Deadline, EntryId, MemoryScope, Result, SessionId};
 use hippocamp_memory::{
-    AddOutcome, Capabilities, EntryPage, Erasure, Event, IngestReport, ListRequest, MemoryEntry,
-    MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus, Sweep,
+    AddOutcome, Capabilities, EntryPage, EntryUpdate, Erasure, Event, ImportReport, ImportedEntry,
+    IngestReport, ListRequest, MemoryEntry, MemoryStore, NamePage, NamesRequest, NewEntry,
+    Obligations, Revision, SearchRequest, SearchResults, StoreStatus, Sweep, UpdateOutcome,
     WriteOptions,
 };
 
@@ -248,6 +249,68 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         let r = Resource::sweep(max);
         let (_, call) = self.ask(Action::Prune, None, r, opts).await?;
         self.inner.sweep_expired(max, &call).await
+    }
+
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        let r = Resource::entry(*entry);
+        let (_, call) = self.ask(Action::Update, Some(scope), r, &opts.call).await?;
+        let opts = WriteOptions {
+            call,
+            ..opts.clone()
+        };
+        self.inner.update_entry(scope, entry, update, &opts).await
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        entry: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        let r = Resource::entry(*entry);
+        let (_, call) = self.ask(Action::Get, Some(scope), r, opts).await?;
+        self.inner.entry_history(scope, entry, &call).await
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        // A restore writes entries as an ingestion does (consent and the
+        // policy's refusal apply); they keep the obligations they were
+        // exported with.
+        let r = Resource::new("entries", format!("{} restored entries", entries.len()));
+        let (_, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
+        let opts = WriteOptions {
+            call,
+            ..opts.clone()
+        };
+        self.inner.import_entries(scope, entries, &opts).await
+    }
+
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        let r = Resource::fixed("apps", "the apps that hold memory");
+        let (_, call) = self.ask(Action::List, None, r, opts).await?;
+        self.inner.list_apps(request, &call).await
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        let r = Resource::new("users", format!("the users of app {app}"));
+        let (_, call) = self.ask(Action::List, None, r, opts).await?;
+        self.inner.list_users(app, request, &call).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {

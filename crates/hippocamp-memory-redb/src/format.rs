@@ -10,6 +10,8 @@
 //! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event that would make it again is skipped (erasure is sticky); never removed |
 //! | `obligations` | scope hash ‖ entry id (32 bytes) | the entry's [`Obligations`] when it has any; written and deleted in the entry's transactions |
 //! | `expiry` | expiry ms (u64 BE) ‖ scope hash ‖ entry id (40 bytes) | `()`: entries by expiry, for the sweeper |
+//! | `revisions` | scope hash ‖ entry id ‖ revision (u32 BE) (36 bytes) | [`RevisionRecord`]: the kept revisions of a corrected entry, the current one included (none for an entry never corrected); the last key gives the entry's revision; written and deleted in the entry's transactions |
+//! | `users` | app ‖ NUL ‖ user (text) | `()`: the scopes that hold at least one entry, for `list_apps` and `list_users`; kept where a scope's entry count leaves or reaches zero (built from `scopes` once when a store written before it opens) |
 //!
 //! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
 //! has embedded: its vectors are only comparable with that model's, so
@@ -25,7 +27,7 @@
 use hippocamp_core::{
     Author, EntryId, Error, EventId, MemoryScope, Result, SessionId, Sha256Digest,
 };
-use hippocamp_memory::{MemoryEntry, Obligations, Provenance};
+use hippocamp_memory::{MemoryEntry, Obligations, Provenance, Revision};
 use hippocamp_search::TermFreqs;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,81 @@ pub(crate) const ERASED: TableDefinition<&[u8; 48], ()> = TableDefinition::new("
 pub(crate) const OBLIGATIONS: TableDefinition<&[u8; 32], &[u8]> =
     TableDefinition::new("obligations");
 pub(crate) const EXPIRY: TableDefinition<&[u8; 40], ()> = TableDefinition::new("expiry");
+pub(crate) const REVISIONS: TableDefinition<&[u8; 36], &[u8]> = TableDefinition::new("revisions");
+pub(crate) const USERS: TableDefinition<&str, ()> = TableDefinition::new("users");
+
+/// The `meta` key set once the `users` index holds every scope.
+pub(crate) const USERS_INDEXED_KEY: &str = "users_indexed";
+
+/// The `users` key of a scope: app names and user ids hold no NUL, so
+/// the keys of one app sort together and after the app's prefix.
+pub(crate) fn user_key(app: &str, user: &str) -> String {
+    format!("{app}\0{user}")
+}
+
+/// The `revisions` key of revision `rev` of the entry under `entry_key`.
+pub(crate) fn revision_key(entry_key: &[u8; 32], rev: u32) -> [u8; 36] {
+    let mut k = [0u8; 36];
+    k[..32].copy_from_slice(entry_key);
+    k[32..].copy_from_slice(&rev.to_be_bytes());
+    k
+}
+
+/// The first and last `revisions` keys under a 16-byte scope or 32-byte
+/// entry prefix.
+pub(crate) fn revision_range(prefix: &[u8]) -> ([u8; 36], [u8; 36]) {
+    let mut lo = [0u8; 36];
+    let mut hi = [0xffu8; 36];
+    lo[..prefix.len()].copy_from_slice(prefix);
+    hi[..prefix.len()].copy_from_slice(prefix);
+    (lo, hi)
+}
+
+/// One kept revision of an entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RevisionRecord {
+    pub(crate) app: String,
+    pub(crate) user: String,
+    pub(crate) content: String,
+    pub(crate) metadata_json: String,
+    pub(crate) digest: [u8; 32],
+    pub(crate) written_at_ms: u64,
+}
+
+impl RevisionRecord {
+    pub(crate) fn new(scope: &MemoryScope, r: &Revision) -> Result<Self> {
+        Ok(Self {
+            app: scope.app().as_str().to_owned(),
+            user: scope.user().as_str().to_owned(),
+            content: r.content.clone(),
+            metadata_json: serde_json::to_string(&r.metadata)
+                .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?,
+            digest: *r.digest.as_bytes(),
+            written_at_ms: r.written_at_ms,
+        })
+    }
+
+    /// The revision numbered `rev`, checked against `scope` and its digest.
+    pub(crate) fn into_revision(self, scope: &MemoryScope, rev: u32) -> Result<Revision> {
+        if self.app != scope.app().as_str() || self.user != scope.user().as_str() {
+            return Err(Error::foreign_record("the memory database", "a revision"));
+        }
+        let digest = Sha256Digest::from_bytes(self.digest);
+        if Sha256Digest::of(self.content.as_bytes()) != digest {
+            return Err(Error::Corrupt(
+                "a revision's content does not match its digest".into(),
+            ));
+        }
+        Ok(Revision {
+            revision: rev,
+            content: self.content,
+            metadata: serde_json::from_str(&self.metadata_json)
+                .map_err(|e| Error::Corrupt(format!("stored metadata is not JSON: {e}")))?,
+            digest,
+            written_at_ms: self.written_at_ms,
+        })
+    }
+}
 
 /// The `expiry` key of an entry that expires at `at`.
 pub(crate) fn expiry_key(at: u64, entry_key: &[u8; 32]) -> [u8; 40] {
@@ -202,6 +279,10 @@ pub(crate) enum Mutation {
     DelObligationsIn(Vec<u8>, Vec<u8>),
     PutExpiry(Vec<u8>),
     DelExpiry(Vec<u8>),
+    PutRevision(Vec<u8>, Vec<u8>),
+    DelRevisionsIn(Vec<u8>, Vec<u8>),
+    PutUser(String),
+    DelUser(String),
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -276,8 +357,10 @@ impl EntryRecord {
             digest,
             timestamp_ms: self.timestamp_ms,
             epoch: self.epoch,
-            // Kept in their own table; the reader attaches them.
+            // Kept in their own tables; the reader attaches them.
             obligations: Obligations::default(),
+            revision: 1,
+            revised_at_ms: None,
         };
         let terms = TermFreqs {
             terms: self.terms,
@@ -311,4 +394,48 @@ pub(crate) fn decode_obligations(bytes: &[u8]) -> Result<Obligations> {
         retain_until_ms: r.retain_until_ms,
         legal_hold: r.legal_hold,
     })
+}
+
+/// The revision and correction time of the entry under `key`, from the
+/// `revisions` table: (1, none) for an entry never corrected.
+pub(crate) fn revision_of(
+    table: &impl redb::ReadableTable<&'static [u8; 36], &'static [u8]>,
+    key: &[u8; 32],
+) -> Result<(u32, Option<u64>)> {
+    let (lo, hi) = revision_range(key);
+    let last = table
+        .range::<&[u8; 36]>(&lo..=&hi)
+        .map_err(Error::storage)?
+        .next_back();
+    match last {
+        None => Ok((1, None)),
+        Some(item) => {
+            let (k, v) = item.map_err(Error::storage)?;
+            let rec: RevisionRecord = decode(v.value(), "revision")?;
+            let mut rev = [0u8; 4];
+            rev.copy_from_slice(&k.value()[32..]);
+            Ok((u32::from_be_bytes(rev), Some(rec.written_at_ms)))
+        }
+    }
+}
+
+/// Every kept revision of the entry under `key`, oldest first.
+pub(crate) fn revisions_of(
+    table: &impl redb::ReadableTable<&'static [u8; 36], &'static [u8]>,
+    scope: &MemoryScope,
+    key: &[u8; 32],
+) -> Result<Vec<Revision>> {
+    let (lo, hi) = revision_range(key);
+    let mut out = Vec::new();
+    for item in table
+        .range::<&[u8; 36]>(&lo..=&hi)
+        .map_err(Error::storage)?
+    {
+        let (k, v) = item.map_err(Error::storage)?;
+        let rec: RevisionRecord = decode(v.value(), "revision")?;
+        let mut rev = [0u8; 4];
+        rev.copy_from_slice(&k.value()[32..]);
+        out.push(rec.into_revision(scope, u32::from_be_bytes(rev))?);
+    }
+    Ok(out)
 }

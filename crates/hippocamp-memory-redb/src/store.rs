@@ -10,8 +10,11 @@ use hippocamp_core::{
     CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId, Stage,
 };
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
+use hippocamp_memory::entry::check_update;
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
 use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, plan_events};
+use hippocamp_memory::import::prepare_import;
+use hippocamp_memory::list::prepare_names;
 use hippocamp_memory::list::{
     ExportCursor, PreparedExport, check_sweep_batch, prepare_export, prepare_list,
 };
@@ -19,9 +22,10 @@ use hippocamp_memory::mem::list_page;
 use hippocamp_memory::scope::ScopeData;
 use hippocamp_memory::search::prepare_search;
 use hippocamp_memory::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ExportRequest, ListRequest, MemoryConfig,
-    MemoryEntry, MemoryStore, NewEntry, Obligations, SearchRequest, SearchResults, StoreStatus,
-    Sweep, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, EntryUpdate, Erasure, ExportRequest, ImportReport,
+    ImportedEntry, ListRequest, MemoryConfig, MemoryEntry, MemoryStore, NamePage, NamesRequest,
+    NewEntry, Obligations, Revision, SearchRequest, SearchResults, StoreStatus, Sweep,
+    UpdateOutcome, WriteOptions,
 };
 use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::Mutex;
@@ -31,9 +35,9 @@ use tokio::sync::oneshot;
 use crate::cache::ScopeCache;
 use crate::format::{
     EMBEDDER_KEY, ENTRIES, ERASED, EXPIRY, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation,
-    OBLIGATIONS, SCOPES, SESSIONS, ScopeRow, Totals, VECTORS, WAL_SEQ_KEY, decode,
-    decode_obligations, decode_vector, entry_key, entry_range, scope_hash, session_hash,
-    session_key,
+    OBLIGATIONS, REVISIONS, SCOPES, SESSIONS, ScopeRow, Totals, USERS, USERS_INDEXED_KEY, VECTORS,
+    WAL_SEQ_KEY, decode, decode_obligations, decode_vector, entry_key, entry_range, revision_of,
+    revision_range, revisions_of, scope_hash, session_hash, session_key, user_key,
 };
 use crate::writer::{Admission, Committer, Embedded, Moment, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
@@ -178,6 +182,7 @@ impl RedbMemoryStore {
     ) -> Result<Self> {
         init_format(&db)?;
         let seq = replay(&db, &mut *wal)?;
+        index_users(&db)?;
         let totals = count(&db)?;
         let published = Arc::new(Mutex::new(totals));
         let db = Arc::new(db);
@@ -307,12 +312,16 @@ impl RedbMemoryStore {
     ) -> Result<HashMap<EntryId, MemoryEntry>> {
         let txn = self.db.begin_read().map_err(storage)?;
         let entries = txn.open_table(ENTRIES).map_err(storage)?;
+        let revisions = txn.open_table(REVISIONS).map_err(storage)?;
         let h = scope_hash(scope);
         let mut out = HashMap::new();
         for id in ids {
-            if let Some(v) = entries.get(&entry_key(&h, &id)).map_err(storage)? {
+            let key = entry_key(&h, &id);
+            if let Some(v) = entries.get(&key).map_err(storage)? {
                 let rec: EntryRecord = decode(v.value(), "entry")?;
-                out.insert(id, rec.into_entry(scope)?.0);
+                let mut entry = rec.into_entry(scope)?.0;
+                (entry.revision, entry.revised_at_ms) = revision_of(&revisions, &key)?;
+                out.insert(id, entry);
             }
         }
         Ok(out)
@@ -351,6 +360,8 @@ fn init_format(db: &Database) -> Result<()> {
             txn.open_table(ERASED).map_err(storage)?;
             txn.open_table(OBLIGATIONS).map_err(storage)?;
             txn.open_table(EXPIRY).map_err(storage)?;
+            txn.open_table(REVISIONS).map_err(storage)?;
+            txn.open_table(USERS).map_err(storage)?;
             Ok(())
         },
     )
@@ -401,6 +412,8 @@ struct Replayed<'t> {
     erased: redb::Table<'t, &'static [u8; 48], ()>,
     obligations: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
     expiry: redb::Table<'t, &'static [u8; 40], ()>,
+    revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
+    users: redb::Table<'t, &'static str, ()>,
 }
 
 fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
@@ -418,6 +431,8 @@ impl<'t> Replayed<'t> {
             erased: txn.open_table(ERASED).map_err(storage)?,
             obligations: txn.open_table(OBLIGATIONS).map_err(storage)?,
             expiry: txn.open_table(EXPIRY).map_err(storage)?,
+            revisions: txn.open_table(REVISIONS).map_err(storage)?,
+            users: txn.open_table(USERS).map_err(storage)?,
         })
     }
 
@@ -450,9 +465,43 @@ impl<'t> Replayed<'t> {
                 .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
             Mutation::PutExpiry(k) => self.expiry.insert(&fixed(&k)?, ()).map(drop),
             Mutation::DelExpiry(k) => self.expiry.remove(&fixed(&k)?).map(drop),
+            Mutation::PutRevision(k, v) => {
+                self.revisions.insert(&fixed(&k)?, v.as_slice()).map(drop)
+            }
+            Mutation::DelRevisionsIn(lo, hi) => self
+                .revisions
+                .retain_in::<&[u8; 36], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutUser(k) => self.users.insert(k.as_str(), ()).map(drop),
+            Mutation::DelUser(k) => self.users.remove(k.as_str()).map(drop),
         };
         written.map_err(storage)
     }
+}
+
+/// Builds the `users` index from the scope rows once, for a store
+/// written before the index existed; later every write keeps it.
+fn index_users(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(storage)?;
+    {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        if meta.get(USERS_INDEXED_KEY).map_err(storage)?.is_some() {
+            return Ok(());
+        }
+        let scopes = txn.open_table(SCOPES).map_err(storage)?;
+        let mut users = txn.open_table(USERS).map_err(storage)?;
+        for item in scopes.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            let row: ScopeRow = decode(v.value(), "scope")?;
+            if row.entries > 0 {
+                users
+                    .insert(user_key(&row.app, &row.user).as_str(), ())
+                    .map_err(storage)?;
+            }
+        }
+        meta.insert(USERS_INDEXED_KEY, [1u8].as_slice())
+            .map_err(storage)?;
+    }
+    txn.commit().map_err(storage)
 }
 
 /// Sums the scope rows into the store-wide counters.
@@ -482,6 +531,7 @@ fn export_page(
     let txn = db.begin_read().map_err(storage)?;
     let entries = txn.open_table(ENTRIES).map_err(storage)?;
     let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
+    let revisions = txn.open_table(REVISIONS).map_err(storage)?;
     let h = scope_hash(scope);
     let (lo, hi) = entry_range(&h);
     let start = after.map(|id| entry_key(&h, &id));
@@ -503,6 +553,7 @@ fn export_page(
         if entry.obligations.expired(now_ms) {
             continue;
         }
+        (entry.revision, entry.revised_at_ms) = revision_of(&revisions, k.value())?;
         if page.entries.len() == p.limit || (!page.entries.is_empty() && used + bytes > p.max_bytes)
         {
             page.next_cursor = last.map(|id| ExportCursor::Id(id).encode());
@@ -513,6 +564,72 @@ fn export_page(
         page.entries.push(entry);
     }
     Ok(page)
+}
+
+/// A live entry with its obligations and revision, as of `txn`.
+fn live_entry(
+    txn: &redb::ReadTransaction,
+    scope: &MemoryScope,
+    id: &EntryId,
+    now_ms: u64,
+) -> Result<MemoryEntry> {
+    let key = entry_key(&scope_hash(scope), id);
+    let entries = txn.open_table(ENTRIES).map_err(storage)?;
+    let Some(v) = entries.get(&key).map_err(storage)? else {
+        return Err(Error::NotFound("entry"));
+    };
+    let rec: EntryRecord = decode(v.value(), "entry")?;
+    let (mut entry, _, _) = rec.into_entry(scope)?;
+    if entry.id != *id {
+        return Err(Error::Corrupt("entry stored under another id".into()));
+    }
+    let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
+    if let Some(v) = obligations.get(&key).map_err(storage)? {
+        entry.obligations = decode_obligations(v.value())?;
+    }
+    if entry.obligations.expired(now_ms) {
+        return Err(Error::NotFound("entry"));
+    }
+    let revisions = txn.open_table(REVISIONS).map_err(storage)?;
+    (entry.revision, entry.revised_at_ms) = revision_of(&revisions, &key)?;
+    Ok(entry)
+}
+
+/// One page of the `users` index in `range`, keys cut by `name`.
+fn names_page(
+    db: &Database,
+    range: (std::ops::Bound<String>, std::ops::Bound<String>),
+    p: &hippocamp_memory::list::PreparedNames,
+    name: impl Fn(&str) -> Option<String>,
+    skip_to: impl Fn(&str) -> Option<String>,
+) -> Result<NamePage> {
+    use std::ops::Bound::{Excluded, Included};
+    let txn = db.begin_read().map_err(storage)?;
+    let users = txn.open_table(USERS).map_err(storage)?;
+    let mut names = Vec::new();
+    let (mut from, to) = range;
+    // One seek per name: after a name, the walk jumps past the rest of
+    // its keys (an app's other users), so a page costs O(page) seeks.
+    while names.len() <= p.limit {
+        let bounds = (
+            from.as_ref().map(String::as_str),
+            to.as_ref().map(String::as_str),
+        );
+        let Some(item) = users.range::<&str>(bounds).map_err(storage)?.next() else {
+            break;
+        };
+        let (k, _) = item.map_err(storage)?;
+        let key = k.value().to_owned();
+        let Some(n) = name(&key) else {
+            break;
+        };
+        names.push(n);
+        from = match skip_to(&key) {
+            Some(next) => Included(next),
+            None => Excluded(key),
+        };
+    }
+    Ok(p.page(names))
 }
 
 /// Reads every record of a scope into a fresh [`ScopeData`].
@@ -526,6 +643,19 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
         let (k, v) = item.map_err(storage)?;
         bound.insert(*k.value(), decode_obligations(v.value())?);
     }
+    // The last kept revision of each corrected entry is its current one.
+    let mut revised: HashMap<[u8; 32], (u32, u64)> = HashMap::new();
+    let revisions = txn.open_table(REVISIONS).map_err(storage)?;
+    let (rlo, rhi) = revision_range(&scope_hash(scope));
+    for item in revisions.range::<&[u8; 36]>(&rlo..=&rhi).map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let rec: crate::format::RevisionRecord = decode(v.value(), "revision")?;
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&k.value()[..32]);
+        let mut rev = [0u8; 4];
+        rev.copy_from_slice(&k.value()[32..]);
+        revised.insert(key, (u32::from_be_bytes(rev), rec.written_at_ms));
+    }
     let mut data = ScopeData::default();
     for item in entries.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
@@ -533,6 +663,10 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
         let (mut entry, bytes, terms) = rec.into_entry(scope)?;
         if let Some(o) = bound.remove(k.value()) {
             entry.obligations = o;
+        }
+        if let Some((rev, at)) = revised.remove(k.value()) {
+            entry.revision = rev;
+            entry.revised_at_ms = Some(at);
         }
         data.insert(entry, bytes, &terms);
     }
@@ -638,7 +772,7 @@ impl MemoryStore for RedbMemoryStore {
             }
             match stored.entries.get(&p.entry.id) {
                 None => Decision::New,
-                Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
+                Some(e) if e.is_resubmission(&p.entry) => Decision::Duplicate,
                 Some(_) => Decision::Conflict,
             }
         };
@@ -732,29 +866,7 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<MemoryEntry> {
         self.deadline(opts).check(Stage::Queueing)?;
         let txn = self.db.begin_read().map_err(storage)?;
-        let entries = txn.open_table(ENTRIES).map_err(storage)?;
-        let found = entries
-            .get(&entry_key(&scope_hash(scope), id))
-            .map_err(storage)?;
-        let Some(v) = found else {
-            return Err(Error::NotFound("entry"));
-        };
-        let rec: EntryRecord = decode(v.value(), "entry")?;
-        let (mut entry, _, _) = rec.into_entry(scope)?;
-        if entry.id != *id {
-            return Err(Error::Corrupt("entry stored under another id".into()));
-        }
-        let obligations = txn.open_table(OBLIGATIONS).map_err(storage)?;
-        if let Some(v) = obligations
-            .get(&entry_key(&scope_hash(scope), id))
-            .map_err(storage)?
-        {
-            entry.obligations = decode_obligations(v.value())?;
-        }
-        if entry.obligations.expired(self.clock.now_ms()) {
-            return Err(Error::NotFound("entry"));
-        }
-        Ok(entry)
+        live_entry(&txn, scope, id, self.clock.now_ms())
     }
 
     async fn delete_entry(
@@ -862,6 +974,134 @@ impl MemoryStore for RedbMemoryStore {
         let max = check_sweep_batch(max)?;
         let at = self.moment(opts);
         self.submit(|reply| Op::Sweep { max, at, reply }).await
+    }
+
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        let at = self.moment(&opts.call);
+        let update = check_update(update.clone(), &self.config.limits)?;
+        let terms = self.analyzer.analyze(&update.content);
+        let vector = embed_passages(self.embedder.as_deref(), &[&update.content], at.deadline)
+            .await?
+            .pop();
+        let (scope, id, fence) = (scope.clone(), *id, opts.epoch);
+        self.submit(|reply| Op::UpdateEntry {
+            scope,
+            id,
+            update: Box::new(update),
+            terms,
+            vector,
+            fence,
+            at,
+            reply,
+        })
+        .await
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        self.deadline(opts).check(Stage::Queueing)?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let entry = live_entry(&txn, scope, id, self.clock.now_ms())?;
+        let revisions = txn.open_table(REVISIONS).map_err(storage)?;
+        let mut kept = revisions_of(&revisions, scope, &entry_key(&scope_hash(scope), id))?;
+        if kept.is_empty() {
+            kept.push(Revision::of(&entry));
+        }
+        kept.reverse();
+        Ok(kept)
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        let at = self.moment(&opts.call);
+        let prepared = prepare_import(scope, entries, &self.config.limits)?;
+        let texts: Vec<&str> = prepared
+            .iter()
+            .filter(|p| !p.entry.obligations.expired(at.now_ms))
+            .map(|p| p.entry.content.as_str())
+            .collect();
+        // Embedded before the write, as for any new entry; a duplicate's
+        // vector is simply not used (a restore is rare).
+        let mut vectors = embed_passages(self.embedder.as_deref(), &texts, at.deadline)
+            .await?
+            .into_iter();
+        let items = prepared
+            .into_iter()
+            .map(|p| {
+                let terms = self.analyzer.analyze(&p.entry.content);
+                let v = if p.entry.obligations.expired(at.now_ms) {
+                    None
+                } else {
+                    vectors.next()
+                };
+                (p, terms, v)
+            })
+            .collect();
+        let (scope, fence) = (scope.clone(), opts.epoch);
+        self.submit(|reply| Op::ImportEntries {
+            scope,
+            items,
+            fence,
+            at,
+            reply,
+        })
+        .await
+    }
+
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        use std::ops::Bound::{Included, Unbounded};
+        self.deadline(opts).check(Stage::Queueing)?;
+        let p = prepare_names(request, &self.config.limits)?;
+        // Every key of an app sorts between `app\0` and `app\u{1}`.
+        let from = match &p.after {
+            Some(app) => Included(format!("{app}\u{1}")),
+            None => Unbounded,
+        };
+        names_page(
+            &self.db,
+            (from, Unbounded),
+            &p,
+            |k| k.split_once('\0').map(|(a, _)| a.to_owned()),
+            |k| k.split_once('\0').map(|(a, _)| format!("{a}\u{1}")),
+        )
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        use std::ops::Bound::{Excluded, Included};
+        self.deadline(opts).check(Stage::Queueing)?;
+        let p = prepare_names(request, &self.config.limits)?;
+        let from = match &p.after {
+            Some(user) => Excluded(user_key(app.as_str(), user)),
+            None => Included(user_key(app.as_str(), "")),
+        };
+        let to = Excluded(format!("{}\u{1}", app.as_str()));
+        let prefix = user_key(app.as_str(), "");
+        names_page(
+            &self.db,
+            (from, to),
+            &p,
+            |k| k.strip_prefix(prefix.as_str()).map(str::to_owned),
+            |_| None,
+        )
     }
 
     async fn status(&self) -> Result<StoreStatus> {

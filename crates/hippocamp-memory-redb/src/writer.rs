@@ -18,9 +18,11 @@ use std::sync::Arc;
 use hippocamp_core::{
     Deadline, EntryId, Error, MemoryLimits, MemoryScope, QuotaLimit, SessionId, Stage,
 };
-use hippocamp_memory::entry::PreparedEntry;
-use hippocamp_memory::entry::check_deletes;
+use hippocamp_memory::entry::{
+    EntryUpdate, PreparedEntry, Revision, UpdateOutcome, apply_update, check_deletes, check_revise,
+};
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport};
+use hippocamp_memory::import::{ImportReport, PreparedImport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep, WriteOptions};
@@ -30,10 +32,10 @@ use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
-    ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, SCOPES, SESSIONS, ScopeRow,
-    Totals, VECTORS, WAL_SEQ_KEY, decode, decode_obligations, encode, encode_obligations,
-    encode_vector, entry_key, entry_range, expiry_key, scope_hash, session_hash, session_key,
-    session_range,
+    ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
+    SCOPES, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
+    encode, encode_obligations, encode_vector, entry_key, entry_range, expiry_key, revision_key,
+    revision_of, revision_range, scope_hash, session_hash, session_key, session_range, user_key,
 };
 use hippocamp_durable::{WalStorage, encode_record};
 
@@ -104,6 +106,23 @@ pub(crate) enum Op {
         at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<Sweep>>,
     },
+    UpdateEntry {
+        scope: MemoryScope,
+        id: EntryId,
+        update: Box<EntryUpdate>,
+        terms: TermFreqs,
+        vector: Option<Vec<f32>>,
+        fence: Option<u64>,
+        at: Moment,
+        reply: oneshot::Sender<hippocamp_core::Result<UpdateOutcome>>,
+    },
+    ImportEntries {
+        scope: MemoryScope,
+        items: Vec<(PreparedImport, TermFreqs, Option<Vec<f32>>)>,
+        fence: Option<u64>,
+        at: Moment,
+        reply: oneshot::Sender<hippocamp_core::Result<ImportReport>>,
+    },
 }
 
 /// When a deletion runs: its deadline, and the wall-clock moment its
@@ -169,6 +188,14 @@ enum Reply {
         oneshot::Sender<hippocamp_core::Result<Sweep>>,
         hippocamp_core::Result<Sweep>,
     ),
+    Updated(
+        oneshot::Sender<hippocamp_core::Result<UpdateOutcome>>,
+        hippocamp_core::Result<UpdateOutcome>,
+    ),
+    Imported(
+        oneshot::Sender<hippocamp_core::Result<ImportReport>>,
+        hippocamp_core::Result<ImportReport>,
+    ),
 }
 
 impl Reply {
@@ -179,6 +206,8 @@ impl Reply {
             Reply::Count(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Erased(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Swept(_, r @ Ok(_)) => *r = Err(e.clone()),
+            Reply::Updated(_, r @ Ok(_)) => *r = Err(e.clone()),
+            Reply::Imported(_, r @ Ok(_)) => *r = Err(e.clone()),
             _ => {}
         }
     }
@@ -191,6 +220,8 @@ impl Reply {
             Reply::Count(tx, r) => drop(tx.send(r)),
             Reply::Erased(tx, r) => drop(tx.send(r)),
             Reply::Swept(tx, r) => drop(tx.send(r)),
+            Reply::Updated(tx, r) => drop(tx.send(r)),
+            Reply::Imported(tx, r) => drop(tx.send(r)),
         }
     }
 }
@@ -203,6 +234,8 @@ struct Tx<'t> {
     erased: Table<'t, &'static [u8; 48], ()>,
     obligations: Table<'t, &'static [u8; 32], &'static [u8]>,
     expiry: Table<'t, &'static [u8; 40], ()>,
+    revisions: Table<'t, &'static [u8; 36], &'static [u8]>,
+    users: Table<'t, &'static str, ()>,
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
@@ -244,6 +277,7 @@ impl Tx<'_> {
                 let rec: EntryRecord = decode(v.value(), "entry").op()?;
                 let mut entry = rec.into_entry(scope).op()?.0;
                 entry.obligations = self.obligations_of(&key)?;
+                (entry.revision, entry.revised_at_ms) = revision_of(&self.revisions, &key).op()?;
                 Ok(Some(entry))
             }
         }
@@ -319,6 +353,7 @@ impl Tx<'_> {
         }
         if row.entries == 0 {
             self.totals.scopes += 1;
+            self.index_user(row, true)?;
         }
         row.entries += 1;
         row.bytes += bytes;
@@ -369,15 +404,63 @@ impl Tx<'_> {
             self.log.push(Mutation::DelSession(key.to_vec()));
             self.remember_erased(&key)?;
         }
+        self.drop_revisions(&key)?;
         row.entries = row.entries.saturating_sub(1);
         row.bytes = row.bytes.saturating_sub(rec.storage_bytes);
         if row.entries == 0 {
             self.totals.scopes = self.totals.scopes.saturating_sub(1);
+            self.index_user(row, false)?;
         }
         self.totals.entries = self.totals.entries.saturating_sub(1);
         self.totals.bytes = self.totals.bytes.saturating_sub(rec.storage_bytes);
         self.changes.push((*h, CacheOp::Remove(*id)));
         Ok(true)
+    }
+
+    /// Adds a scope to the `users` index (`present`) or removes it.
+    fn index_user(&mut self, row: &ScopeRow, present: bool) -> Result<(), Fail> {
+        let key = user_key(&row.app, &row.user);
+        if present {
+            self.users.insert(key.as_str(), ())?;
+            self.log.push(Mutation::PutUser(key));
+        } else {
+            self.users.remove(key.as_str())?;
+            self.log.push(Mutation::DelUser(key));
+        }
+        Ok(())
+    }
+
+    /// Deletes every kept revision under `prefix` (an entry's key, or a
+    /// scope's hash), logging only when there was one.
+    fn drop_revisions(&mut self, prefix: &[u8]) -> Result<(), Fail> {
+        let (lo, hi) = revision_range(prefix);
+        if self
+            .revisions
+            .range::<&[u8; 36]>(&lo..=&hi)?
+            .next()
+            .is_none()
+        {
+            return Ok(());
+        }
+        self.revisions
+            .retain_in::<&[u8; 36], _>(&lo..=&hi, |_, _| false)?;
+        self.log
+            .push(Mutation::DelRevisionsIn(lo.to_vec(), hi.to_vec()));
+        Ok(())
+    }
+
+    /// Stores one revision of the entry under `key`.
+    fn put_revision(
+        &mut self,
+        scope: &MemoryScope,
+        key: &[u8; 32],
+        r: &Revision,
+    ) -> Result<(), Fail> {
+        let k = revision_key(key, r.revision);
+        let v = encode(&RevisionRecord::new(scope, r).txn()?).txn()?;
+        self.revisions.insert(&k, v.as_slice())?;
+        self.log.push(Mutation::PutRevision(k.to_vec(), v));
+        Ok(())
     }
 
     /// Remembers an erased entry of a session (its session-index key).
@@ -404,7 +487,7 @@ impl Tx<'_> {
         }
         Ok(match self.existing(h, scope, &p.entry.id)? {
             None => Decision::New,
-            Some(e) if e.same_data(&p.entry) => Decision::Duplicate,
+            Some(e) if e.is_resubmission(&p.entry) => Decision::Duplicate,
             Some(_) => Decision::Conflict,
         })
     }
@@ -431,7 +514,7 @@ impl Tx<'_> {
         if prepared.keyed
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
-            return if existing.same_data(&prepared.entry) {
+            return if existing.is_resubmission(&prepared.entry) {
                 Ok(Embedded::Done(AddOutcome {
                     entry: existing,
                     duplicate: true,
@@ -607,9 +690,11 @@ impl Tx<'_> {
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
         self.log
             .push(Mutation::DelVectors(lo.to_vec(), hi.to_vec()));
+        self.drop_revisions(&h)?;
         let removed = row.entries;
         if removed > 0 {
             self.totals.scopes = self.totals.scopes.saturating_sub(1);
+            self.index_user(&row, false)?;
         }
         self.totals.entries = self.totals.entries.saturating_sub(row.entries);
         self.totals.bytes = self.totals.bytes.saturating_sub(row.bytes);
@@ -679,6 +764,133 @@ impl Tx<'_> {
             self.put_row(&h, &row)?;
         }
         Ok(Sweep { deleted, more })
+    }
+
+    /// Writes a correction as the entry's next revision.
+    #[allow(clippy::too_many_arguments)] // one operation's parts, unpacked once
+    fn update_entry(
+        &mut self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        terms: TermFreqs,
+        vector: Option<Vec<f32>>,
+        fence: Option<u64>,
+        at: Moment,
+    ) -> Result<UpdateOutcome, Fail> {
+        let h = scope_hash(scope);
+        let mut row = self.row(&h, scope)?;
+        check_epoch(fence, row.epoch).op()?;
+        let current = match self.existing(&h, scope, id)? {
+            Some(e) if !e.obligations.expired(at.now_ms) => e,
+            _ => return Err(Fail::Op(Error::NotFound("entry"))),
+        };
+        let Some((entry, bytes)) = apply_update(&current, update, at.now_ms) else {
+            return Ok(UpdateOutcome {
+                entry: current,
+                changed: false,
+            });
+        };
+        check_revise(&current, self.limits.max_revisions, at.now_ms).op()?;
+        let key = entry_key(&h, id);
+        let old: EntryRecord = match self.entries.get(&key)? {
+            Some(v) => decode(v.value(), "entry").op()?,
+            None => return Err(Fail::Op(Error::NotFound("entry"))),
+        };
+        let old_bytes = old.storage_bytes;
+        check_scope_quota(
+            self.limits,
+            row.entries.saturating_sub(1),
+            row.bytes.saturating_sub(old_bytes),
+            1,
+            bytes,
+        )
+        .op()?;
+        self.check_global(0, bytes.saturating_sub(old_bytes))?;
+        at.deadline.check(Stage::Commit).op()?;
+        let rec = encode(&EntryRecord::new(&entry, bytes, &terms).txn()?).txn()?;
+        self.entries.insert(&key, rec.as_slice())?;
+        self.log.push(Mutation::PutEntry(key.to_vec(), rec));
+        if let Some(v) = &vector {
+            let b = encode_vector(v);
+            self.vectors.insert(&key, b.as_slice())?;
+            self.log.push(Mutation::PutVector(key.to_vec(), b));
+        }
+        if current.revision == 1 {
+            self.put_revision(scope, &key, &Revision::of(&current))?;
+        }
+        self.put_revision(scope, &key, &Revision::of(&entry))?;
+        let max = u32::try_from(self.limits.max_revisions).unwrap_or(u32::MAX);
+        if entry.revision > max {
+            let (lo, _) = revision_range(&key);
+            let hi = revision_key(&key, entry.revision - max);
+            self.revisions
+                .retain_in::<&[u8; 36], _>(&lo..=&hi, |_, _| false)?;
+            self.log
+                .push(Mutation::DelRevisionsIn(lo.to_vec(), hi.to_vec()));
+        }
+        row.bytes = row.bytes.saturating_sub(old_bytes) + bytes;
+        self.totals.bytes = self.totals.bytes.saturating_sub(old_bytes) + bytes;
+        self.put_row(&h, &row)?;
+        self.changes.push((
+            h,
+            CacheOp::Insert(Box::new((entry.clone(), bytes, terms, vector))),
+        ));
+        Ok(UpdateOutcome {
+            entry,
+            changed: true,
+        })
+    }
+
+    /// Restores entries under their own ids (see `hippocamp_memory::import`).
+    fn import_entries(
+        &mut self,
+        scope: &MemoryScope,
+        items: Vec<(PreparedImport, TermFreqs, Option<Vec<f32>>)>,
+        fence: Option<u64>,
+        at: Moment,
+    ) -> Result<ImportReport, Fail> {
+        let h = scope_hash(scope);
+        let mut row = self.row(&h, scope)?;
+        check_epoch(fence, row.epoch).op()?;
+        let mut report = ImportReport::default();
+        let mut new = Vec::new();
+        for (p, terms, vector) in items {
+            let e = &p.entry;
+            let erased = match &e.provenance.session_id {
+                Some(s) => self
+                    .erased
+                    .get(&session_key(&h, &session_hash(s), &e.id))?
+                    .is_some(),
+                None => false,
+            };
+            if e.obligations.expired(at.now_ms) {
+                report.expired += 1;
+            } else if erased {
+                report.erased += 1;
+            } else if self.entries.get(&entry_key(&h, &e.id))?.is_some() {
+                report.existing += 1;
+            } else {
+                new.push((p, terms, vector));
+            }
+        }
+        let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
+        let add_entries = new.len() as u64;
+        check_scope_quota(self.limits, row.entries, row.bytes, add_entries, add_bytes).op()?;
+        self.check_global(add_entries, add_bytes)?;
+        at.deadline.check(Stage::Commit).op()?;
+        for (p, terms, vector) in new {
+            let key = entry_key(&h, &p.entry.id);
+            for r in &p.history {
+                self.put_revision(scope, &key, r)?;
+            }
+            self.insert(&h, &mut row, p.entry, p.storage_bytes, terms, vector)?;
+            report.imported += 1;
+        }
+        if report.imported > 0 {
+            self.put_row(&h, &row)?;
+        }
+        Ok(report)
     }
 }
 
@@ -798,6 +1010,8 @@ impl Writer {
                 erased: txn.open_table(ERASED).map_err(Error::storage)?,
                 obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
                 expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
+                revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
+                users: txn.open_table(USERS).map_err(Error::storage)?,
                 totals,
                 limits: &self.limits,
                 changes: Vec::new(),
@@ -929,6 +1143,29 @@ impl Writer {
                 let r = tx.sweep(max, at);
                 Self::collect(fatal, r, |r| Reply::Swept(reply, r))
             }
+            Op::UpdateEntry {
+                scope,
+                id,
+                update,
+                terms,
+                vector,
+                fence,
+                at,
+                reply,
+            } => {
+                let r = tx.update_entry(&scope, &id, &update, terms, vector, fence, at);
+                Self::collect(fatal, r, |r| Reply::Updated(reply, r))
+            }
+            Op::ImportEntries {
+                scope,
+                items,
+                fence,
+                at,
+                reply,
+            } => {
+                let r = tx.import_entries(&scope, items, fence, at);
+                Self::collect(fatal, r, |r| Reply::Imported(reply, r))
+            }
         }
     }
 
@@ -959,6 +1196,8 @@ impl Writer {
             }
             Op::DeleteUser { reply, .. } => Reply::Erased(reply, Err(e)),
             Op::Sweep { reply, .. } => Reply::Swept(reply, Err(e)),
+            Op::UpdateEntry { reply, .. } => Reply::Updated(reply, Err(e)),
+            Op::ImportEntries { reply, .. } => Reply::Imported(reply, Err(e)),
         }
     }
 }

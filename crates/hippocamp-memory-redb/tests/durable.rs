@@ -568,3 +568,69 @@ async fn obligations_survive_a_reopen() {
     assert_eq!(store.status().await.unwrap().entries, 1);
     assert_eq!(store.sweep_expired(10, &c()).await.unwrap().deleted, 0);
 }
+
+/// Revisions, histories and the app/user index are logged and replayed:
+/// after a reopen (replaying the log) and after a checkpointed reopen the
+/// corrected entry, its history, its search terms and the index read back.
+#[tokio::test]
+async fn revisions_and_the_user_index_survive_a_reopen() {
+    use hippocamp_core::{AppName, IdempotencyKey};
+    use hippocamp_memory::{EntryUpdate, NamesRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    let s = scope("revised");
+    let id = {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        let e = store
+            .add_entry(
+                &s,
+                NewEntry::new("the heron eats frogs")
+                    .idempotency_key(IdempotencyKey::new("heron").unwrap()),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap()
+            .entry;
+        for text in ["the heron eats fish", "the heron eats eels"] {
+            store
+                .update_entry(
+                    &s,
+                    &e.id,
+                    &EntryUpdate {
+                        content: text.into(),
+                        metadata: serde_json::Map::new(),
+                    },
+                    &WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .add_entry(&scope("gone"), NewEntry::new("x"), &WriteOptions::default())
+            .await
+            .unwrap();
+        store.delete_user(&scope("gone"), &c()).await.unwrap();
+        e.id
+    };
+    for _ in 0..2 {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        let e = store.get_entry(&s, &id, &c()).await.unwrap();
+        assert_eq!((e.revision, e.content.as_str()), (3, "the heron eats eels"));
+        let h = store.entry_history(&s, &id, &c()).await.unwrap();
+        assert_eq!(
+            h.iter().map(|r| r.revision).collect::<Vec<_>>(),
+            vec![3, 2, 1]
+        );
+        assert_eq!(search(&store, &s, "eels").await.hits.len(), 1);
+        assert!(search(&store, &s, "frogs").await.hits.is_empty());
+        let users = store
+            .list_users(
+                &AppName::new("app").unwrap(),
+                &NamesRequest::default(),
+                &c(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(users.names, ["revised"]);
+    }
+}

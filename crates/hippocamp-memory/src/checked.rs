@@ -16,11 +16,12 @@
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, EntryId, Error, IdempotencyKey, MemoryScope, Result, SessionId};
 
-use crate::entry::{MemoryEntry, NewEntry};
+use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
 use crate::event::{Event, IngestReport, IngestedEvent};
+use crate::import::{ImportReport, ImportedEntry};
 use crate::store::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, SearchRequest,
-    SearchResults, StoreStatus, Sweep, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, NamePage, NamesRequest,
+    SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// Checks every returned record against the requested scope.
@@ -231,6 +232,70 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
             )));
         }
         Ok(sweep)
+    }
+
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        let out = self.inner.update_entry(scope, id, update, opts).await?;
+        own(scope, &out.entry)?;
+        if out.entry.id != *id {
+            return Err(Error::foreign_record(SERVICE, "an entry of another id"));
+        }
+        Ok(out)
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        let history = self.inner.entry_history(scope, id, opts).await?;
+        if history.windows(2).any(|w| w[0].revision <= w[1].revision) {
+            return Err(bad("it returned a history out of order"));
+        }
+        Ok(history)
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        let r = self.inner.import_entries(scope, entries, opts).await?;
+        if r.imported + r.existing + r.erased + r.expired != entries.len() as u64 {
+            return Err(bad("its import report does not add up to the entries sent"));
+        }
+        Ok(r)
+    }
+
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        let page = self.inner.list_apps(request, opts).await?;
+        for name in &page.names {
+            hippocamp_core::AppName::new(name.as_str())
+                .map_err(|_| bad("it listed an app name that is not valid"))?;
+        }
+        Ok(page)
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        let page = self.inner.list_users(app, request, opts).await?;
+        for name in &page.names {
+            hippocamp_core::UserId::new(name.as_str())
+                .map_err(|_| bad("it listed a user id that is not valid"))?;
+        }
+        Ok(page)
     }
 
     async fn status(&self) -> Result<StoreStatus> {

@@ -38,8 +38,10 @@ use crate::{InMemoryStore, MemoryConfig};
 
 pub mod lifecycle;
 pub mod model;
+pub mod revisions;
 
 pub use lifecycle::*;
+pub use revisions::*;
 
 /// Creates fresh, empty stores for the suite.
 #[async_trait]
@@ -191,6 +193,10 @@ macro_rules! memory_conformance_tests {
             listing_pages_with_cursors,
             metadata_rules_choose_obligations,
             export_pages_through_every_live_entry_once,
+            corrections_are_revisions_under_the_same_id,
+            history_is_bounded_and_erased_with_the_entry,
+            export_and_import_round_trip,
+            apps_and_users_are_indexed,
         );
         #[test]
         fn model_test() {

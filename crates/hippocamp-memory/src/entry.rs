@@ -105,6 +105,122 @@ pub struct MemoryEntry {
     /// legal hold. Stored with the entry and enforced by the store.
     #[serde(default, skip_serializing_if = "Obligations::is_empty")]
     pub obligations: Obligations,
+    /// Which revision this is: 1 as written, one more for each correction
+    /// (`update_entry`). Absent means 1.
+    #[serde(default = "first_revision", skip_serializing_if = "is_first_revision")]
+    pub revision: u32,
+    /// When the current revision was written by a correction (ms since
+    /// the Unix epoch); absent for revision 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised_at_ms: Option<u64>,
+}
+
+fn first_revision() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_first_revision(r: &u32) -> bool {
+    *r == 1
+}
+
+/// One revision of an entry, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    /// 1 for the entry as first written, then one more per correction.
+    pub revision: u32,
+    /// The content of that revision.
+    pub content: String,
+    /// Its (redacted) metadata.
+    pub metadata: Metadata,
+    /// SHA-256 of its content.
+    pub digest: Sha256Digest,
+    /// When it was written: the entry's timestamp for revision 1, the
+    /// correction's time after.
+    pub written_at_ms: u64,
+}
+
+impl Revision {
+    /// The revision `entry` is now.
+    pub fn of(entry: &MemoryEntry) -> Self {
+        Self {
+            revision: entry.revision,
+            content: entry.content.clone(),
+            metadata: entry.metadata.clone(),
+            digest: entry.digest,
+            written_at_ms: entry.revised_at_ms.unwrap_or(entry.timestamp_ms),
+        }
+    }
+}
+
+/// A correction: the content and metadata that replace an entry's, as a
+/// new revision under the same id (provenance, obligations and timestamp
+/// stay).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryUpdate {
+    /// The corrected text, under the same rules as a new entry's.
+    pub content: String,
+    /// The corrected metadata (replaces the old metadata as a whole).
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+/// The result of `update_entry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UpdateOutcome {
+    /// The entry as it now is.
+    pub entry: MemoryEntry,
+    /// Whether a new revision was written (false when the update carried
+    /// the current content and metadata: a repeated correction).
+    pub changed: bool,
+}
+
+/// Validates a correction with the rules of a new entry: content rules,
+/// metadata redaction and bounds.
+pub fn check_update(mut update: EntryUpdate, limits: &MemoryLimits) -> Result<EntryUpdate> {
+    check_content(&update.content, limits)?;
+    secrets::redact_metadata(&mut update.metadata);
+    check_object(Field::Metadata, &update.metadata, limits.json())?;
+    Ok(update)
+}
+
+/// A correction applied to `current` at `now_ms`, after
+/// [`check_update`]: the new revision and its size, or `None` when it
+/// changes nothing (so repeating a correction is idempotent). The caller
+/// checks that the entry is live and may be revised
+/// ([`check_revise`]).
+pub fn apply_update(
+    current: &MemoryEntry,
+    update: &EntryUpdate,
+    now_ms: u64,
+) -> Option<(MemoryEntry, u64)> {
+    if current.content == update.content && current.metadata == update.metadata {
+        return None;
+    }
+    let entry = MemoryEntry {
+        content: update.content.clone(),
+        metadata: update.metadata.clone(),
+        digest: Sha256Digest::of(update.content.as_bytes()),
+        revision: current.revision.saturating_add(1),
+        revised_at_ms: Some(now_ms),
+        ..current.clone()
+    };
+    let bytes = entry.storage_bytes();
+    Some((entry, bytes))
+}
+
+/// Whether `current` may get another revision at `now_ms` with
+/// `max_revisions` kept: a correction that would drop the oldest kept
+/// revision deletes it, so retention and legal hold refuse it as they
+/// refuse any deletion.
+pub fn check_revise(current: &MemoryEntry, max_revisions: u64, now_ms: u64) -> Result<()> {
+    let kept = u64::from(current.revision).min(max_revisions);
+    if kept >= max_revisions {
+        current.obligations.check_delete(now_ms)?;
+    }
+    Ok(())
 }
 
 /// Lifecycle obligations of an entry, decided by the policy when the entry
@@ -192,6 +308,14 @@ impl MemoryEntry {
             && self.content == other.content
             && self.metadata == other.metadata
             && self.provenance == other.provenance
+    }
+
+    /// Whether `submitted` (an add under this entry's id) is a duplicate
+    /// rather than a conflict: the same data, or any data once the entry
+    /// has been corrected, so replaying the event or idempotency key that
+    /// created it never reverts nor refuses the correction.
+    pub fn is_resubmission(&self, submitted: &MemoryEntry) -> bool {
+        self.revision > 1 || self.same_data(submitted)
     }
 
     /// Bytes this entry counts against quotas and result budgets: content
@@ -301,6 +425,8 @@ pub fn prepare_entry(
         provenance,
         epoch: 0,
         obligations: Obligations::default(),
+        revision: 1,
+        revised_at_ms: None,
     };
     Ok(PreparedEntry {
         storage_bytes: entry.storage_bytes(),

@@ -34,6 +34,7 @@ pub mod config;
 pub mod embedding;
 pub mod entry;
 pub mod event;
+pub mod import;
 pub mod list;
 pub mod mem;
 pub mod quota;
@@ -47,14 +48,17 @@ pub mod conformance;
 
 pub use checked::ScopeChecked;
 pub use config::MemoryConfig;
-pub use entry::{MemoryEntry, NewEntry, Obligations, Provenance};
+pub use entry::{
+    EntryUpdate, MemoryEntry, NewEntry, Obligations, Provenance, Revision, UpdateOutcome,
+};
 pub use event::{Event, IngestReport, SkipReason};
+pub use import::{ImportReport, ImportedEntry};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
     AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ExportRequest, ListOrder,
-    ListRequest, MemoryStore, ObligationRules, ScoreDetails, ScoreType, SearchHit, SearchMode,
-    SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
+    ListRequest, MemoryStore, NamePage, NamesRequest, ObligationRules, ScoreDetails, ScoreType,
+    SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

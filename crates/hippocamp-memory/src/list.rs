@@ -256,3 +256,78 @@ pub fn prepare_export(req: &ExportRequest, limits: &MemoryLimits) -> Result<Prep
         max_bytes: limits.max_result_bytes,
     })
 }
+
+/// A page request of the store's index of apps or of one app's users.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamesRequest {
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Most names, 1..=`max_page_entries` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One page of names (apps, or one app's users), in byte order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NamePage {
+    /// The names.
+    pub names: Vec<String>,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A validated names request: the name to start after and the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedNames {
+    /// Start strictly after this name.
+    pub after: Option<String>,
+    /// Most names.
+    pub limit: usize,
+}
+
+impl PreparedNames {
+    /// The page of `names` (sorted, starting after `after`): at most
+    /// `limit`, with a cursor when one more was there.
+    pub fn page(&self, names: impl IntoIterator<Item = String>) -> NamePage {
+        let mut names: Vec<String> = names.into_iter().take(self.limit + 1).collect();
+        let more = names.len() > self.limit;
+        names.truncate(self.limit);
+        NamePage {
+            next_cursor: if more {
+                names.last().map(|n| format!("n{}", hex(n.as_bytes())))
+            } else {
+                None
+            },
+            names,
+        }
+    }
+}
+
+/// Validates a names request (limit, then cursor).
+pub fn prepare_names(req: &NamesRequest, limits: &MemoryLimits) -> Result<PreparedNames> {
+    let limit = page_limit(req.limit, limits.max_page_entries, limits.max_page_entries)?;
+    let after = match req.cursor.as_deref() {
+        None => None,
+        Some(c) => {
+            let bad = || bad_cursor("not a names cursor");
+            let hexed = c.strip_prefix('n').ok_or_else(bad)?;
+            if hexed.len() % 2 != 0 || hexed.len() > 2 * 256 {
+                return Err(bad());
+            }
+            let bytes = (0..hexed.len())
+                .step_by(2)
+                .map(|i| {
+                    hexed
+                        .get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect::<Option<Vec<u8>>>()
+                .ok_or_else(bad)?;
+            Some(String::from_utf8(bytes).map_err(|_| bad())?)
+        }
+    };
+    Ok(PreparedNames { after, limit })
+}

@@ -7,7 +7,7 @@
 //! ids of erased entries too (a scope's epoch survives `delete_user`,
 //! which is what fences it).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,11 +21,15 @@ use tokio::sync::{RwLock as AsyncRwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::{MemoryConfig, StoreClock};
 use crate::embedding::{embed_passages, embed_plan};
-use crate::entry::{MemoryEntry, NewEntry, PreparedEntry, prepare_entry};
+use crate::entry::{
+    EntryUpdate, MemoryEntry, NewEntry, PreparedEntry, Revision, UpdateOutcome, apply_update,
+    check_revise, check_update, prepare_entry,
+};
 use crate::event::{Decision, Event, IngestReport, plan_events};
+use crate::import::{ImportReport, ImportedEntry, prepare_import};
 use crate::list::{
-    EntryPage, ExportCursor, ExportRequest, ListRequest, PreparedList, Sweep, check_sweep_batch,
-    prepare_export, prepare_list,
+    EntryPage, ExportCursor, ExportRequest, ListRequest, NamePage, NamesRequest, PreparedList,
+    Sweep, check_sweep_batch, prepare_export, prepare_list, prepare_names,
 };
 use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
@@ -59,6 +63,9 @@ struct Shell {
     /// The (session, entry id) of every erased entry of a session: an event
     /// that would make one again is skipped (erasure is sticky).
     erased: HashSet<(SessionId, EntryId)>,
+    /// The kept revisions of every corrected entry, oldest first, the
+    /// current one last (none for an entry never corrected).
+    history: HashMap<EntryId, Vec<Revision>>,
 }
 
 impl Shell {
@@ -74,6 +81,7 @@ impl Shell {
     /// there.
     fn erase(&mut self, id: &EntryId) -> Option<u64> {
         let (entry, bytes) = self.data.remove(id)?;
+        self.history.remove(id);
         if let Some(s) = &entry.provenance.session_id {
             self.erased.insert((s.clone(), entry.id));
         }
@@ -92,6 +100,9 @@ pub struct InMemoryStore {
     scopes: RwLock<HashMap<MemoryScope, ShellRef>>,
     quota: Arc<GlobalQuota>,
     clock: StoreClock,
+    /// Apps and their users that hold at least one entry: the index
+    /// `list_apps` and `list_users` page through.
+    index: RwLock<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// Checks a write's epoch fence against the scope's epoch: an older one
@@ -133,6 +144,26 @@ impl InMemoryStore {
             analyzer: Analyzer::english(),
             scopes: RwLock::new(HashMap::new()),
             quota,
+            index: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Keeps the app/user index in step with a scope after a write.
+    fn reindex(&self, scope: &MemoryScope, shell: &Shell) {
+        let (app, user) = (scope.app().as_str(), scope.user().as_str());
+        let mut index = self.index.write();
+        if shell.data.is_empty() {
+            if let Some(users) = index.get_mut(app) {
+                users.remove(user);
+                if users.is_empty() {
+                    index.remove(app);
+                }
+            }
+        } else if !index.get(app).is_some_and(|u| u.contains(user)) {
+            index
+                .entry(app.to_owned())
+                .or_default()
+                .insert(user.to_owned());
         }
     }
 
@@ -269,6 +300,7 @@ impl MemoryStore for InMemoryStore {
         if let Some(v) = vector {
             s.data.insert_vector(id, &v);
         }
+        self.reindex(scope, &s);
         Ok(AddOutcome {
             entry,
             duplicate: false,
@@ -333,6 +365,7 @@ impl MemoryStore for InMemoryStore {
                 s.data.insert_vector(id, &v);
             }
         }
+        self.reindex(scope, &s);
         Ok(report)
     }
 
@@ -389,13 +422,15 @@ impl MemoryStore for InMemoryStore {
         };
         let mut s = Self::write(&shell, deadline).await?;
         s.data.check_deletes([id], self.clock.now_ms())?;
-        Ok(match s.erase(id) {
+        let removed = match s.erase(id) {
             Some(bytes) => {
                 self.release((1, bytes));
                 1
             }
             None => 0,
-        })
+        };
+        self.reindex(scope, &s);
+        Ok(removed)
     }
 
     async fn delete_session(
@@ -419,6 +454,7 @@ impl MemoryStore for InMemoryStore {
             }
         }
         self.release(removed);
+        self.reindex(scope, &s);
         Ok(removed.0)
     }
 
@@ -439,6 +475,7 @@ impl MemoryStore for InMemoryStore {
         s.data.clear();
         s.epoch += 1;
         self.release(released);
+        self.reindex(scope, &s);
         Ok(Erasure {
             deleted: released.0,
             epoch: s.epoch,
@@ -508,9 +545,14 @@ impl MemoryStore for InMemoryStore {
         let deadline = self.deadline(opts);
         let max = check_sweep_batch(max)?;
         let now = self.clock.now_ms();
-        let shells: Vec<ShellRef> = self.scopes.read().values().cloned().collect();
+        let shells: Vec<(MemoryScope, ShellRef)> = self
+            .scopes
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let mut sweep = Sweep::default();
-        for shell in shells {
+        for (scope, shell) in shells {
             let mut s = Self::write(&shell, deadline).await?;
             let left = max - usize::try_from(sweep.deleted).unwrap_or(max);
             // One more than fits, to know whether more are due.
@@ -524,12 +566,212 @@ impl MemoryStore for InMemoryStore {
                 }
             }
             self.release(released);
+            self.reindex(&scope, &s);
             sweep.deleted += released.0;
             if sweep.more {
                 break;
             }
         }
         Ok(sweep)
+    }
+
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        let deadline = self.deadline(&opts.call);
+        let limits = &self.config.limits;
+        let update = check_update(update.clone(), limits)?;
+        let terms = self.analyzer.analyze(&update.content);
+        let embedder = self.embedder.as_deref();
+        let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
+        let current = {
+            let s = Self::read(&shell, deadline).await?;
+            s.data
+                .get_live(id, self.clock.now_ms())
+                .cloned()
+                .ok_or(Error::NotFound("entry"))?
+        };
+        if current.content == update.content && current.metadata == update.metadata {
+            return Ok(UpdateOutcome {
+                entry: current,
+                changed: false,
+            });
+        }
+        // Embedded before the lock, as for a new entry.
+        let vector = embed_passages(embedder, &[&update.content], deadline)
+            .await?
+            .pop();
+        let mut s = Self::write(&shell, deadline).await?;
+        check_epoch(opts.epoch, s.epoch)?;
+        let now = self.clock.now_ms();
+        let current = s
+            .data
+            .get_live(id, now)
+            .cloned()
+            .ok_or(Error::NotFound("entry"))?;
+        let Some((entry, bytes)) = apply_update(&current, &update, now) else {
+            return Ok(UpdateOutcome {
+                entry: current,
+                changed: false,
+            });
+        };
+        check_revise(&current, limits.max_revisions, now)?;
+        let old_bytes = current.storage_bytes();
+        let grow = bytes.saturating_sub(old_bytes);
+        check_scope_quota(
+            limits,
+            s.data.len().saturating_sub(1),
+            s.data.bytes() - old_bytes,
+            1,
+            bytes,
+        )?;
+        let reservation = self.quota.reserve(0, grow)?;
+        deadline.check(Stage::Commit)?;
+        reservation.commit();
+        self.release((0, old_bytes.saturating_sub(bytes)));
+        let max = usize::try_from(limits.max_revisions).unwrap_or(usize::MAX);
+        let history = s
+            .history
+            .entry(*id)
+            .or_insert_with(|| vec![Revision::of(&current)]);
+        history.push(Revision::of(&entry));
+        if history.len() > max {
+            let drop = history.len() - max;
+            history.drain(..drop);
+        }
+        s.data.insert(entry.clone(), bytes, &terms);
+        if let Some(v) = vector {
+            s.data.insert_vector(*id, &v);
+        }
+        Ok(UpdateOutcome {
+            entry,
+            changed: true,
+        })
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        let deadline = self.deadline(opts);
+        let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
+        let s = Self::read(&shell, deadline).await?;
+        let entry = s
+            .data
+            .get_live(id, self.clock.now_ms())
+            .ok_or(Error::NotFound("entry"))?;
+        Ok(match s.history.get(id) {
+            Some(h) => h.iter().rev().cloned().collect(),
+            None => vec![Revision::of(entry)],
+        })
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        let deadline = self.deadline(&opts.call);
+        let limits = &self.config.limits;
+        let prepared = prepare_import(scope, entries, limits)?;
+        let terms: Vec<TermFreqs> = prepared
+            .iter()
+            .map(|p| self.analyzer.analyze(&p.entry.content))
+            .collect();
+        let now = self.clock.now_ms();
+        let shell = self.find_or_create(scope);
+        // What is new is decided under the lock; embedding happens first
+        // for everything not expired (an import is rare; a duplicate's
+        // vector is simply not used).
+        let texts: Vec<&str> = prepared
+            .iter()
+            .filter(|p| !p.entry.obligations.expired(now))
+            .map(|p| p.entry.content.as_str())
+            .collect();
+        let mut vectors = embed_passages(self.embedder.as_deref(), &texts, deadline)
+            .await?
+            .into_iter();
+        let mut s = Self::write(&shell, deadline).await?;
+        check_epoch(opts.epoch, s.epoch)?;
+        let mut report = ImportReport::default();
+        let mut new = Vec::new();
+        for (p, t) in prepared.into_iter().zip(terms) {
+            if p.entry.obligations.expired(now) {
+                report.expired += 1;
+                continue;
+            }
+            let v = vectors.next();
+            let erased = p
+                .entry
+                .provenance
+                .session_id
+                .as_ref()
+                .is_some_and(|sid| s.erased.contains(&(sid.clone(), p.entry.id)));
+            if erased {
+                report.erased += 1;
+            } else if s.data.get(&p.entry.id).is_some() {
+                report.existing += 1;
+            } else {
+                new.push((p, t, v));
+            }
+        }
+        let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
+        let add_entries = new.len() as u64;
+        check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
+        let reservation = self.quota.reserve(add_entries, add_bytes)?;
+        deadline.check(Stage::Commit)?;
+        reservation.commit();
+        let epoch = s.epoch;
+        for (p, t, v) in new {
+            let mut entry = p.entry;
+            entry.epoch = epoch;
+            let id = entry.id;
+            if !p.history.is_empty() {
+                s.history.insert(id, p.history);
+            }
+            s.data.insert(entry, p.storage_bytes, &t);
+            if let Some(v) = v {
+                s.data.insert_vector(id, &v);
+            }
+            report.imported += 1;
+        }
+        self.reindex(scope, &s);
+        Ok(report)
+    }
+
+    async fn list_apps(&self, request: &NamesRequest, _opts: &CallOptions) -> Result<NamePage> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let p = prepare_names(request, &self.config.limits)?;
+        let index = self.index.read();
+        let from = p.after.clone().map_or(Unbounded, Excluded);
+        Ok(p.page(
+            index
+                .range::<String, _>((from, Unbounded))
+                .map(|(a, _)| a.clone()),
+        ))
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        _opts: &CallOptions,
+    ) -> Result<NamePage> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let p = prepare_names(request, &self.config.limits)?;
+        let index = self.index.read();
+        let Some(users) = index.get(app.as_str()) else {
+            return Ok(NamePage::default());
+        };
+        let from = p.after.clone().map_or(Unbounded, Excluded);
+        Ok(p.page(users.range::<String, _>((from, Unbounded)).cloned()))
     }
 
     async fn status(&self) -> Result<StoreStatus> {

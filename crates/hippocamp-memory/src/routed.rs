@@ -17,11 +17,12 @@ use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, EntryId, MemoryScope, Result, SessionId};
 use hippocamp_router::{Access, RouterConfig, RouterStats, ScopeRouter, ScopeState};
 
-use crate::entry::{MemoryEntry, NewEntry};
+use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
 use crate::event::{Event, IngestReport};
+use crate::import::{ImportReport, ImportedEntry};
 use crate::store::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, RouterStatus,
-    RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, NamePage, NamesRequest,
+    RouterStatus, RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 struct Adapter {
@@ -234,6 +235,64 @@ impl MemoryStore for RoutedMemory {
         // Across scopes: no one scope's worker to enter; the store orders
         // it with each scope's writes itself.
         self.inner.sweep_expired(max, opts).await
+    }
+
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        let deadline = self.deadline(&opts.call);
+        let _lease = self.router.enter(scope, deadline, Access::Write).await?;
+        let opts = WriteOptions {
+            call: forwarded(&opts.call, deadline),
+            ..opts.clone()
+        };
+        self.inner.update_entry(scope, id, update, &opts).await
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Read).await?;
+        self.inner
+            .entry_history(scope, id, &forwarded(opts, deadline))
+            .await
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        let deadline = self.deadline(&opts.call);
+        let _lease = self.router.enter(scope, deadline, Access::Write).await?;
+        let opts = WriteOptions {
+            call: forwarded(&opts.call, deadline),
+            ..opts.clone()
+        };
+        self.inner.import_entries(scope, entries, &opts).await
+    }
+
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        // The store's index of scopes, not any one scope: no worker to enter.
+        self.inner.list_apps(request, opts).await
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        self.inner.list_users(app, request, opts).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {

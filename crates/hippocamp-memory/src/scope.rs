@@ -170,7 +170,7 @@ impl ScopeData {
     pub fn existing(&self, entry: &MemoryEntry) -> Existing<'_> {
         match self.entries.get(&entry.id) {
             None => Existing::New,
-            Some(s) if s.entry.same_data(entry) => Existing::Duplicate(&s.entry),
+            Some(s) if s.entry.is_resubmission(entry) => Existing::Duplicate(&s.entry),
             Some(_) => Existing::Conflict,
         }
     }

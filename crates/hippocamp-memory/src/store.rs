@@ -16,9 +16,12 @@ use hippocamp_search::Bm25Params;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::entry::{MemoryEntry, NewEntry, Obligations};
+use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Obligations, Revision, UpdateOutcome};
 use crate::event::{Event, IngestReport};
-pub use crate::list::{EntryPage, ExportRequest, ListOrder, ListRequest, Sweep};
+use crate::import::{ImportReport, ImportedEntry};
+pub use crate::list::{
+    EntryPage, ExportRequest, ListOrder, ListRequest, NamePage, NamesRequest, Sweep,
+};
 
 /// The version of this contract, reported by `capabilities`.
 pub const CONTRACT_VERSION: u32 = 1;
@@ -514,6 +517,78 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         })
     }
 
+    /// Replaces a live entry's content and metadata as a new revision
+    /// under the same id, in one step with its search state (the old text
+    /// no longer matches, the new text does). The same content and
+    /// metadata again change nothing (`changed: false`). At most
+    /// `max_revisions` revisions are kept: beyond, the oldest is dropped,
+    /// which retention and legal hold refuse as any deletion. A later add
+    /// under the entry's id is a duplicate (see
+    /// [`MemoryEntry::is_resubmission`]). Expired or absent: `NotFound`.
+    async fn update_entry(
+        &self,
+        _scope: &MemoryScope,
+        _id: &EntryId,
+        _update: &EntryUpdate,
+        _opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        Err(Error::Unsupported {
+            operation: "update_entry",
+            backend: "this store",
+        })
+    }
+
+    /// A live entry's kept revisions, newest first (the current one
+    /// first; one revision for an entry never corrected).
+    async fn entry_history(
+        &self,
+        _scope: &MemoryScope,
+        _id: &EntryId,
+        _opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        Err(Error::Unsupported {
+            operation: "entry_history",
+            backend: "this store",
+        })
+    }
+
+    /// Restores exported entries under their own ids (see
+    /// [`crate::import`]): idempotent, never over an existing id, never
+    /// into an erased session; quotas and the epoch fence apply.
+    async fn import_entries(
+        &self,
+        _scope: &MemoryScope,
+        _entries: &[ImportedEntry],
+        _opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        Err(Error::Unsupported {
+            operation: "import_entries",
+            backend: "this store",
+        })
+    }
+
+    /// One page of the apps that hold memory, from the store's own index
+    /// of scopes (not a scan of entries), in byte order.
+    async fn list_apps(&self, _request: &NamesRequest, _opts: &CallOptions) -> Result<NamePage> {
+        Err(Error::Unsupported {
+            operation: "list_apps",
+            backend: "this store",
+        })
+    }
+
+    /// One page of an app's users that hold memory, from the same index.
+    async fn list_users(
+        &self,
+        _app: &hippocamp_core::AppName,
+        _request: &NamesRequest,
+        _opts: &CallOptions,
+    ) -> Result<NamePage> {
+        Err(Error::Unsupported {
+            operation: "list_users",
+            backend: "this store",
+        })
+    }
+
     /// Content-free counters.
     async fn status(&self) -> Result<StoreStatus>;
 
@@ -572,6 +647,21 @@ macro_rules! forward {
             }
             async fn export_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ExportRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
                 (**self).export_entries(scope, request, opts).await
+            }
+            async fn update_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, update: &$crate::entry::EntryUpdate, opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::entry::UpdateOutcome> {
+                (**self).update_entry(scope, id, update, opts).await
+            }
+            async fn entry_history(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<::std::vec::Vec<$crate::entry::Revision>> {
+                (**self).entry_history(scope, id, opts).await
+            }
+            async fn import_entries(&self, scope: &::hippocamp_core::MemoryScope, entries: &[$crate::import::ImportedEntry], opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::import::ImportReport> {
+                (**self).import_entries(scope, entries, opts).await
+            }
+            async fn list_apps(&self, request: &$crate::store::NamesRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::NamePage> {
+                (**self).list_apps(request, opts).await
+            }
+            async fn list_users(&self, app: &::hippocamp_core::AppName, request: &$crate::store::NamesRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::NamePage> {
+                (**self).list_users(app, request, opts).await
             }
             async fn sweep_expired(&self, max: u64, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
                 (**self).sweep_expired(max, opts).await

@@ -177,6 +177,51 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         self.inner.sweep_expired(max, opts).await
     }
 
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &hippocamp_memory::EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<hippocamp_memory::UpdateOutcome> {
+        self.inner.update_entry(scope, id, update, opts).await
+    }
+
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<hippocamp_memory::Revision>> {
+        self.inner.entry_history(scope, id, opts).await
+    }
+
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[hippocamp_memory::ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<hippocamp_memory::ImportReport> {
+        self.inner.import_entries(scope, entries, opts).await
+    }
+
+    async fn list_apps(
+        &self,
+        request: &hippocamp_memory::NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::NamePage> {
+        self.inner.list_apps(request, opts).await
+    }
+
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &hippocamp_memory::NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::NamePage> {
+        self.inner.list_users(app, request, opts).await
+    }
+
     async fn status(&self) -> Result<StoreStatus> {
         self.inner.status().await
     }

@@ -16,9 +16,9 @@ use crate::event::Event;
 use crate::list::{ListOrder, ListRequest};
 use crate::store::{MemoryStore, WriteOptions};
 
-const T0: u64 = 1_700_000_000_000;
+pub(crate) const T0: u64 = 1_700_000_000_000;
 
-async fn clocked(f: &dyn StoreFactory) -> (Arc<dyn MemoryStore>, Arc<ManualClock>) {
+pub(crate) async fn clocked(f: &dyn StoreFactory) -> (Arc<dyn MemoryStore>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::at(T0));
     let config = MemoryConfig {
         clock: StoreClock(clock.clone()),
@@ -31,7 +31,7 @@ fn with(o: Obligations) -> WriteOptions {
     WriteOptions::default().obligations(o)
 }
 
-fn expiring(at: u64) -> Obligations {
+pub(crate) fn expiring(at: u64) -> Obligations {
     Obligations {
         expires_at_ms: Some(at),
         ..Obligations::default()
