@@ -878,6 +878,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 target,
                 cmd: memory_cli::MemoryCmd::Export,
             } => memory_cli::export(&target).await,
+            Command::Memory {
+                target,
+                cmd: memory_cli::MemoryCmd::Restore { file },
+            } => {
+                let out = memory_cli::restore(&target, &file).await?;
+                emit(&serde_json::to_string_pretty(&out)?)?;
+                Ok(())
+            }
             Command::Memory { target, cmd } => {
                 let out = memory_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;

@@ -94,10 +94,33 @@ pub(crate) enum MemoryCmd {
         #[arg(long)]
         yes: bool,
     },
-    /// Print everything held about the user as JSON Lines (entries,
-    /// consent, legal hold, agent sessions, artifact records; see
-    /// `GET …/export`), read page by page.
+    /// Correct an entry: the content (and metadata) replace its own as a
+    /// new revision under the same id.
+    Correct {
+        /// The entry id.
+        id: String,
+        /// The corrected text.
+        content: String,
+        /// The corrected metadata as a JSON object (default: none).
+        #[arg(long)]
+        metadata: Option<String>,
+    },
+    /// Show an entry's kept revisions, newest first.
+    History {
+        /// The entry id.
+        id: String,
+    },
+    /// Print everything held about the user as JSON Lines (consent, legal
+    /// hold, entries with their revisions, agent sessions, artifact
+    /// records; see `GET …/export`), read page by page.
     Export,
+    /// Restore a file written by `export` into the same user: consent,
+    /// entries with their revisions, agent sessions (idempotent; artifact
+    /// and legal-hold lines are counted, not restored).
+    Restore {
+        /// The export file.
+        file: PathBuf,
+    },
     /// Ingest events from a JSON-lines file (one event per line).
     #[command(alias = "ingest")]
     Import {
@@ -163,6 +186,130 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
         }
     }
     Ok(out.flush()?)
+}
+
+/// `delete-user` on a data directory: the user's agent sessions go with
+/// their memory, as over HTTP.
+async fn erase_user(
+    config: &hippocamp_services::config::Config,
+    services: &hippocamp_services::MemoryServices,
+    scope: &MemoryScope,
+    c: &CallOptions,
+) -> anyhow::Result<Value> {
+    let cfg = config.clone();
+    let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
+    let agent = hippocamp_agent::AgentServices {
+        memory: Some(std::sync::Arc::clone(&services.memory)),
+        ..hippocamp_agent::AgentServices::new(sessions)
+    };
+    let gone = agent.erase_user(scope, c).await?;
+    let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
+    Ok(json!({"deleted": memory.deleted, "epoch": memory.epoch, "sessions": gone.sessions}))
+}
+
+/// `correct` and `history` on a data directory.
+async fn revise(
+    store: &dyn hippocamp_memory::MemoryStore,
+    scope: &MemoryScope,
+    cmd: MemoryCmd,
+    w: &WriteOptions,
+) -> anyhow::Result<Value> {
+    Ok(match cmd {
+        MemoryCmd::Correct {
+            id,
+            content,
+            metadata,
+        } => {
+            let id: EntryId = id.parse()?;
+            let update = correction(content, metadata.as_deref())?;
+            serde_json::to_value(store.update_entry(scope, &id, &update, w).await?)?
+        }
+        MemoryCmd::History { id } => {
+            let id: EntryId = id.parse()?;
+            json!({"revisions": store.entry_history(scope, &id, &w.call).await?})
+        }
+        _ => bail!("not a correction command"),
+    })
+}
+
+/// `correct` and `history` through a server.
+async fn revise_remote(
+    remote: &crate::remote::Remote,
+    base: &[&str],
+    cmd: MemoryCmd,
+) -> anyhow::Result<Value> {
+    use reqwest::Method;
+    match cmd {
+        MemoryCmd::Correct {
+            id,
+            content,
+            metadata,
+        } => {
+            let update = serde_json::to_value(correction(content, metadata.as_deref())?)?;
+            remote
+                .json(
+                    Method::PUT,
+                    &at(base, &["entries", &id]),
+                    &[],
+                    Some(&update),
+                )
+                .await
+        }
+        MemoryCmd::History { id } => {
+            remote
+                .json(
+                    Method::GET,
+                    &at(base, &["entries", &id, "history"]),
+                    &[],
+                    None,
+                )
+                .await
+        }
+        _ => bail!("not a correction command"),
+    }
+}
+
+fn correction(
+    content: String,
+    metadata: Option<&str>,
+) -> anyhow::Result<hippocamp_memory::EntryUpdate> {
+    Ok(hippocamp_memory::EntryUpdate {
+        content,
+        metadata: match metadata {
+            Some(m) => json_object(m, "--metadata")?,
+            None => serde_json::Map::new(),
+        },
+    })
+}
+
+/// `hippocamp memory restore FILE`: on a data directory through its
+/// services, or streamed to a server's `POST …/restore`.
+pub(crate) async fn restore(target: &Target, file: &Path) -> anyhow::Result<Value> {
+    let scope = scope(target)?;
+    let f = tokio::fs::File::open(file)
+        .await
+        .with_context(|| format!("cannot open {}", file.display()))?;
+    if let Some(remote) = target.place.remote()? {
+        let url = remote.url(&[
+            "v1",
+            "apps",
+            scope.app().as_str(),
+            "users",
+            scope.user().as_str(),
+            "restore",
+        ])?;
+        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(f));
+        let r = remote
+            .send(remote.request(reqwest::Method::POST, url).body(body))
+            .await?;
+        return Ok(r.json().await?);
+    }
+    let config = target.place.config()?;
+    let services = Services::open(&config).await?;
+    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let reader = tokio::io::BufReader::new(f);
+    let report = hippocamp_services::restore::restore(&services, &scope, reader, &call).await?;
+    Ok(serde_json::to_value(report)?)
 }
 
 /// A whole-scope erasure goes ahead only with `--yes` or once the person
@@ -280,19 +427,13 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
             let session = SessionId::new(session)?;
             json!({"deleted": store.delete_session(&scope, &session, &c).await?})
         }
-        MemoryCmd::DeleteUser { .. } => {
-            // The user's agent sessions go with their memory, as over HTTP.
-            let cfg = config.clone();
-            let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
-            let agent = hippocamp_agent::AgentServices {
-                memory: Some(std::sync::Arc::clone(&services.memory)),
-                ..hippocamp_agent::AgentServices::new(sessions)
-            };
-            let gone = agent.erase_user(&scope, &c).await?;
-            let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
-            json!({"deleted": memory.deleted, "epoch": memory.epoch, "sessions": gone.sessions})
+        MemoryCmd::DeleteUser { .. } => erase_user(&config, &services, &scope, &c).await?,
+        MemoryCmd::Correct { .. } | MemoryCmd::History { .. } => {
+            revise(store, &scope, cmd, &w).await?
         }
-        MemoryCmd::Export => bail!("export writes JSON Lines on its own (memory_cli::export)"),
+        MemoryCmd::Export | MemoryCmd::Restore { .. } => {
+            bail!("export and restore run on the whole services (memory_cli::export, ::restore)")
+        }
         MemoryCmd::Import { file, session, .. } => {
             let session = SessionId::new(session)?;
             let (scope, session) = (&scope, &session);
@@ -427,7 +568,12 @@ async fn run_remote(
             let path = at(&base, &["sessions", &session, "ingest"]);
             queue_file(&file, |events| remote_ingest(remote, &path, events)).await?
         }
-        MemoryCmd::Export => bail!("export writes JSON Lines on its own (memory_cli::export)"),
+        MemoryCmd::Correct { .. } | MemoryCmd::History { .. } => {
+            revise_remote(remote, &base, cmd).await?
+        }
+        MemoryCmd::Export | MemoryCmd::Restore { .. } => {
+            bail!("export and restore run on the whole services (memory_cli::export, ::restore)")
+        }
         MemoryCmd::Import { file, session, .. } => {
             let path = at(&base, &["sessions", &session, "events"]);
             import_remote(remote, &path, &file).await?

@@ -133,6 +133,79 @@ fn export_prints_json_lines(d: &std::path::Path) {
     assert!(entries >= 1);
 }
 
+fn export_file(d: &std::path::Path, to: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = hippocamp()
+        .args(["memory", "--data-dir"])
+        .arg(d)
+        .args(["--app", "app", "--user", "alice", "export"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(to, &out.stdout).unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("exported_at_ms");
+            v
+        })
+        .collect()
+}
+
+/// A correction and its history on a data directory, then the user's
+/// export restored into another data directory reads back the same, and
+/// a second restore writes nothing.
+#[test]
+fn a_corrected_user_exports_and_restores_into_another_data_directory() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (ok, added, err) = memory(a.path(), &["add", "Alice lives in Lisbon", "--key", "home"]);
+    assert!(ok, "{err}");
+    let id = added["entry"]["id"].as_str().unwrap().to_owned();
+    let (ok, fixed, err) = memory(
+        a.path(),
+        &[
+            "correct",
+            &id,
+            "Alice lives in Porto",
+            "--metadata",
+            r#"{"by":"alice"}"#,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(fixed["entry"]["revision"], 2);
+    let (_, history, _) = memory(a.path(), &["history", &id]);
+    assert_eq!(history["revisions"][1]["content"], "Alice lives in Lisbon");
+    memory(a.path(), &["add", "Alice has a cat"]);
+    let file = a.path().join("alice.jsonl");
+    let before = export_file(a.path(), &file);
+    let (ok, report, err) = memory(b.path(), &["restore", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(report["entries"]["imported"], 2, "{report}");
+    let again = b.path().join("again.jsonl");
+    assert_eq!(export_file(b.path(), &again), before);
+    let (_, report, _) = memory(b.path(), &["restore", file.to_str().unwrap()]);
+    assert_eq!(report["entries"]["existing"], 2, "{report}");
+    let (_, got, _) = memory(b.path(), &["get", &id]);
+    assert_eq!(
+        (got["content"].as_str(), got["revision"].as_u64()),
+        (Some("Alice lives in Porto"), Some(2))
+    );
+    // Into another user: refused, the file is alice's.
+    let out = hippocamp()
+        .args(["memory", "--data-dir"])
+        .arg(b.path())
+        .args(["--app", "app", "--user", "bob", "restore"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scope"));
+}
+
 #[test]
 fn memory_commands_round_trip_on_a_data_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -623,6 +696,7 @@ fn spawn_server(dir: &std::path::Path) -> (std::process::Child, String, String) 
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one session against one server, step by step
 fn memory_and_artifact_commands_work_against_a_server() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, server, token) = spawn_server(&dir.path().join("data"));
@@ -674,6 +748,23 @@ fn memory_and_artifact_commands_work_against_a_server() {
     );
     let (_, out, _) = run(&["memory", "get", &id]);
     assert_eq!(v(&out)["content"], "Alice likes jazz");
+    let (ok, out, err) = run(&["memory", "correct", &id, "Alice likes bebop"]);
+    assert!(ok, "{err}");
+    assert_eq!(v(&out)["entry"]["revision"], 2);
+    let (_, out, _) = run(&["memory", "history", &id]);
+    assert_eq!(v(&out)["revisions"][1]["content"], "Alice likes jazz");
+    let (ok, exported, err) = run(&["memory", "export"]);
+    assert!(ok, "{err}");
+    let file = dir.path().join("alice.jsonl");
+    std::fs::write(&file, &exported).unwrap();
+    let (ok, out, err) = run(&["memory", "restore", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        v(&out)["entries"]["existing"],
+        2,
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
     let (ok, _, err) = run(&["memory", "get", "mem-bad"]);
     assert!(!ok && err.contains("invalid_argument"), "{err}");
 

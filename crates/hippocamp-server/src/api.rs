@@ -323,7 +323,7 @@ pub(crate) fn call_options(timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
 
 /// An upload's or download's deadline: `?timeout_ms=` (1 ..= 300,000) or
 /// the server's transfer timeout.
-fn transfer_options(
+pub(crate) fn transfer_options(
     state: &AppState,
     timeout_ms: Option<u64>,
 ) -> ApiResult<(CallOptions, Instant)> {
@@ -434,7 +434,7 @@ async fn search(
     json(timed("search", memory(&s)?.search(&m.scope, &req, &call)).await?)
 }
 
-fn entry_id(m: &MemoryCall) -> ApiResult<EntryId> {
+pub(crate) fn entry_id(m: &MemoryCall) -> ApiResult<EntryId> {
     Ok(param(&m.params, "id")?.parse::<EntryId>()?)
 }
 
@@ -587,18 +587,45 @@ async fn cancel_job(
 /// app-bound token, even an admin one, is refused): the outbox's global
 /// routes.
 #[derive(Debug)]
-pub struct Operator;
+pub struct Operator {
+    /// The token that made the call, for the policy.
+    pub(crate) caller: hippocamp_core::Caller,
+}
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
-        let Caller(grant, _) = Caller::from_request_parts(parts, state).await?;
+        let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
         if grant.app.is_some() || !grant.permissions.contains(&permission(route)?) {
             return Err(ApiError::forbidden());
         }
-        Ok(Self)
+        Ok(Self { caller })
+    }
+}
+
+/// A caller whose token holds the route's permission over the whole app
+/// in the path (every user of it, or every app): an app's admin listing.
+#[derive(Debug)]
+pub struct AppOperator {
+    pub(crate) app: hippocamp_core::AppName,
+    pub(crate) caller: hippocamp_core::Caller,
+}
+
+impl FromRequestParts<AppState> for AppOperator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let route = served(parts)?;
+        let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
+        let params = path_params(parts, state).await?;
+        let app = hippocamp_core::AppName::new(param(&params, "app")?)?;
+        let whole_app = grant.app.as_ref().is_none_or(|a| *a == app) && grant.user.is_none();
+        if !whole_app || !grant.permissions.contains(&permission(route)?) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(Self { app, caller })
     }
 }
 

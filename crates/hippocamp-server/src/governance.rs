@@ -1,5 +1,7 @@
-//! Routes of a user's lifecycle: listing their memory page by page, and
-//! recording, reading and withdrawing their consent. The rows join the
+//! Routes of a user's lifecycle: listing their memory page by page,
+//! correcting an entry and reading its history, exporting and restoring,
+//! recording, reading and withdrawing their consent, erasing their
+//! artifacts, and the admin listing of apps and users. The rows join the
 //! one route table (`api::routes`), which declares each permission.
 
 use axum::body::Body as HttpBody;
@@ -16,8 +18,8 @@ use hippocamp_artifacts::ArtifactScope;
 use hippocamp_core::{MemoryScope, erasure_confirmation};
 
 use crate::api::{
-    ApiResult, AppState, ArtifactCall, CallQuery, MemoryCall, NoQuery, Payload, Q, Route, json,
-    json_body, memory, parse_query, schema, timed,
+    ApiResult, AppOperator, AppState, ArtifactCall, CallQuery, MemoryCall, NoQuery, Operator,
+    Payload, Q, Route, call_options, entry_id, json, json_body, memory, parse_query, schema, timed,
 };
 use crate::error::ApiError;
 
@@ -56,6 +58,111 @@ async fn list_entries(
         timed(
             "list_entries",
             memory(&s)?.list_entries(&m.scope, &request, &call),
+        )
+        .await?,
+    )
+}
+
+async fn update_entry(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let id = entry_id(&m)?;
+    let call = m.call(parse_query(q)?.timeout_ms)?;
+    let update: hippocamp_memory::EntryUpdate = json_body(&s, body).await?;
+    let w = hippocamp_memory::WriteOptions::new(call);
+    json(
+        timed(
+            "update_entry",
+            memory(&s)?.update_entry(&m.scope, &id, &update, &w),
+        )
+        .await?,
+    )
+}
+
+/// An entry's kept revisions, newest first.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+struct History {
+    revisions: Vec<hippocamp_memory::Revision>,
+}
+
+async fn entry_history(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+) -> ApiResult<Response> {
+    let id = entry_id(&m)?;
+    let call = m.call(parse_query(q)?.timeout_ms)?;
+    let revisions = timed(
+        "entry_history",
+        memory(&s)?.entry_history(&m.scope, &id, &call),
+    )
+    .await?;
+    json(History { revisions })
+}
+
+async fn restore(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<CallQuery>,
+    body: HttpBody,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let (call, _) = crate::api::transfer_options(&s, q.timeout_ms)?;
+    let call = call.on_behalf_of(m.caller);
+    let stream = body
+        .into_data_stream()
+        .map(|r| r.map_err(std::io::Error::other));
+    let reader = tokio_util::io::StreamReader::new(stream);
+    json(
+        timed(
+            "restore",
+            hippocamp_services::restore::restore(&s.services, &m.scope, reader, &call),
+        )
+        .await?,
+    )
+}
+
+/// `?limit=&cursor=` of the admin listings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamesQuery {
+    limit: Option<u64>,
+    cursor: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+async fn list_apps(
+    State(s): State<AppState>,
+    o: Operator,
+    q: Q<NamesQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let call = call_options(q.timeout_ms)?.on_behalf_of(o.caller);
+    let request = hippocamp_memory::NamesRequest {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    json(timed("list_apps", memory(&s)?.list_apps(&request, &call)).await?)
+}
+
+async fn list_users(
+    State(s): State<AppState>,
+    o: AppOperator,
+    q: Q<NamesQuery>,
+) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let call = call_options(q.timeout_ms)?.on_behalf_of(o.caller);
+    let request = hippocamp_memory::NamesRequest {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    json(
+        timed(
+            "list_users",
+            memory(&s)?.list_users(&o.app, &request, &call),
         )
         .await?,
     )
@@ -183,8 +290,123 @@ const LIST_QUERY: &[(&str, &str, &str)] = &[
     crate::api::TIMEOUT,
 ];
 
+const NAMES_QUERY: &[(&str, &str, &str)] = &[
+    (
+        "limit",
+        "integer",
+        "names in the page, 1..=max_page_entries (default max_page_entries)",
+    ),
+    (
+        "cursor",
+        "string",
+        "the next_cursor of the previous page (opaque)",
+    ),
+    crate::api::TIMEOUT,
+];
+
 /// The lifecycle routes.
 pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        method: "put",
+        path: "/v1/apps/{app}/users/{user}/memory/entries/{id}",
+        id: "update_entry",
+        summary: "Correct an entry: {content, metadata} replace its own as a new revision under the same id (search follows at once); the same body again changes nothing; replaying the add or event that made it is a duplicate that never reverts it",
+        permission: Some(Permission::MemoryWrite),
+        query: &[crate::api::TIMEOUT],
+        request: Payload::Json("EntryUpdate", schema::<hippocamp_memory::EntryUpdate>),
+        success: (
+            200,
+            Payload::Json("UpdateOutcome", schema::<hippocamp_memory::UpdateOutcome>),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "not_found",
+            "sensitive_content",
+            "quota_exceeded",
+            "retention",
+            "legal_hold",
+            "payload_too_large",
+            "memory_disabled",
+        ],
+        handler: || put(update_entry),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users/{user}/memory/entries/{id}/history",
+        id: "entry_history",
+        summary: "An entry's kept revisions, newest first (at most max_revisions, the current one included)",
+        permission: Some(Permission::MemoryRead),
+        query: &[crate::api::TIMEOUT],
+        request: Payload::None,
+        success: (200, Payload::Json("History", schema::<History>)),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "not_found",
+            "memory_disabled",
+        ],
+        handler: || get(entry_history),
+    },
+    Route {
+        method: "post",
+        path: "/v1/apps/{app}/users/{user}/restore",
+        id: "restore",
+        summary: "Restore an export of this same user (the JSON Lines of GET …/export as the body): consent, entries with their revisions, agent sessions; idempotent; artifact and legal-hold lines are counted, not restored",
+        permission: Some(Permission::MemoryWrite),
+        query: &[(
+            "timeout_ms",
+            "integer",
+            "deadline of the whole restore, 1..=300000 ms (default: http.transfer_timeout_ms)",
+        )],
+        request: Payload::Bytes,
+        success: (
+            200,
+            Payload::Json(
+                "RestoreReport",
+                schema::<hippocamp_services::restore::RestoreReport>,
+            ),
+        ),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "sensitive_content",
+            "quota_exceeded",
+            "consent_required",
+            "memory_disabled",
+        ],
+        handler: || axum::routing::post(restore),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps",
+        id: "list_apps",
+        summary: "The apps that hold memory, one page in byte order, from the store's index; only for an admin token of every app",
+        permission: Some(Permission::Admin),
+        query: NAMES_QUERY,
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("IndexPage", schema::<hippocamp_memory::NamePage>),
+        ),
+        errors: &["invalid_argument", "forbidden", "memory_disabled"],
+        handler: || get(list_apps),
+    },
+    Route {
+        method: "get",
+        path: "/v1/apps/{app}/users",
+        id: "list_users",
+        summary: "The app's users that hold memory, one page in byte order, from the store's index; only for an admin token of that whole app (or of every app)",
+        permission: Some(Permission::Admin),
+        query: NAMES_QUERY,
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("IndexPage", schema::<hippocamp_memory::NamePage>),
+        ),
+        errors: &["invalid_argument", "forbidden", "memory_disabled"],
+        handler: || get(list_users),
+    },
     Route {
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/artifacts",

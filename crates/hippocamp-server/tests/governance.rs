@@ -498,7 +498,7 @@ async fn the_export_streams_everything_held_about_the_user() {
     assert_eq!(
         kinds,
         [
-            "export", "entry", "entry", "entry", "entry", "entry", "consent", "artifact", "end"
+            "export", "consent", "entry", "entry", "entry", "entry", "entry", "artifact", "end"
         ]
     );
     assert_eq!(lines[0]["scope"], json!({"app": "shop", "user": "alice"}));
@@ -655,5 +655,305 @@ async fn artifact_scopes_are_erased_whole_when_confirmed() {
         (StatusCode::OK, json!(0)),
         "idempotent"
     );
+    s.stop().await;
+}
+
+/// A correction over HTTP: a new revision under the same id that search
+/// follows, its history, an idempotent repeat, a replayed add that stays
+/// a duplicate, and refusals (unknown entry, unknown field, another
+/// user's token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_is_corrected_as_a_new_revision() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let original = json!({"content": "alice lives in Lisbon", "idempotency_key": "home"});
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(original.clone()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    let id = b["entry"]["id"].as_str().unwrap().to_owned();
+    let path = format!("{ALICE}/memory/entries/{id}");
+    let fix = json!({"content": "alice lives in Porto", "metadata": {"source": "user"}});
+    let (st, b) = send(&s, Method::PUT, &path, &t, Some(fix.clone())).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["changed"].clone(), b["entry"]["revision"].clone()),
+        (json!(true), json!(2))
+    );
+    assert_eq!(b["entry"]["id"], id.as_str());
+    let (_, b) = send(&s, Method::PUT, &path, &t, Some(fix)).await;
+    assert_eq!(
+        (b["changed"].clone(), b["entry"]["revision"].clone()),
+        (json!(false), json!(2))
+    );
+    let (st, b) = send(&s, Method::GET, &format!("{path}/history"), &t, None).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    let revs: Vec<(u64, String)> = b["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_u64().unwrap(),
+                r["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        revs,
+        [
+            (2, "alice lives in Porto".to_owned()),
+            (1, "alice lives in Lisbon".to_owned())
+        ]
+    );
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(original),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "a replayed add is a duplicate: {b}");
+    assert_eq!(b["entry"]["content"], "alice lives in Porto");
+    let (_, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        &t,
+        Some(json!({"query": "Lisbon"})),
+    )
+    .await;
+    assert_eq!(b["hits"].as_array().unwrap().len(), 0, "{b}");
+    let (_, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        &t,
+        Some(json!({"query": "Porto"})),
+    )
+    .await;
+    assert_eq!(b["hits"][0]["id"], id.as_str());
+    let missing = format!("{ALICE}/memory/entries/mem-{}", "2".repeat(32));
+    let (st, b) = send(&s, Method::PUT, &missing, &t, Some(json!({"content": "x"}))).await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::PUT,
+        &path,
+        &t,
+        Some(json!({"content": "x", "colour": 1})),
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument"))
+    );
+    let bob = s.all_permissions("shop", Some("bob"));
+    for (m, p) in [
+        (Method::PUT, path.clone()),
+        (Method::GET, format!("{path}/history")),
+    ] {
+        let (st, b) = send(&s, m, &p, &bob, Some(json!({"content": "bob was here"}))).await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("forbidden")),
+            "{p}"
+        );
+    }
+    let (_, b) = send(&s, Method::GET, &path, &t, None).await;
+    assert_eq!(b["content"], "alice lives in Porto");
+    s.stop().await;
+}
+
+async fn export_text(s: &TestServer, token: &str) -> String {
+    let r = client()
+        .get(s.url(&format!("{ALICE}/export")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.text().await.unwrap()
+}
+
+/// The lines of an export without its time (the only thing a restore
+/// cannot make equal).
+fn comparable(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("exported_at_ms");
+            }
+            v
+        })
+        .collect()
+}
+
+/// An export restored into a fresh server reads back equal (entries with
+/// revisions and obligations, consent), a second restore changes
+/// nothing, and a file of another user or a cut file is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_restores_into_a_fresh_server_unchanged() {
+    let tune = |c: &mut hippocamp_server::Config| c.memory.limits.max_page_entries = 2;
+    let a = TestServer::start(Profile::Durable, tune).await;
+    let ta = a.all_permissions("shop", Some("alice"));
+    send(
+        &a,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &ta,
+        Some(json!({"consent_id": "form-1", "scope": "memory"})),
+    )
+    .await;
+    let mut first = String::new();
+    for i in 0..5u64 {
+        let (_, b) = send(
+            &a,
+            Method::POST,
+            &format!("{ALICE}/memory/entries"),
+            &ta,
+            Some(entry(&format!("restored fact {i}"), 10 + i)),
+        )
+        .await;
+        if i == 0 {
+            first = b["entry"]["id"].as_str().unwrap().to_owned();
+        }
+    }
+    let (st, _) = send(
+        &a,
+        Method::PUT,
+        &format!("{ALICE}/memory/entries/{first}"),
+        &ta,
+        Some(json!({"content": "corrected fact"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let exported = export_text(&a, &ta).await;
+    assert!(exported.contains(r#""history""#), "{exported}");
+
+    let b = TestServer::start(Profile::Durable, tune).await;
+    let tb = b.all_permissions("shop", Some("alice"));
+    let restore = |token: String, body: String, path: String| {
+        let url = b.url(&path);
+        async move {
+            let r = client()
+                .post(url)
+                .bearer_auth(token)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let st = r.status();
+            (st, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (st, report) = restore(tb.clone(), exported.clone(), format!("{ALICE}/restore")).await;
+    assert_eq!(st, StatusCode::OK, "{report}");
+    assert_eq!(report["entries"]["imported"], 5);
+    assert_eq!(report["consent_restored"], true);
+    assert_eq!(
+        comparable(&export_text(&b, &tb).await),
+        comparable(&exported)
+    );
+    let (_, again) = restore(tb.clone(), exported.clone(), format!("{ALICE}/restore")).await;
+    assert_eq!(again["entries"]["imported"], 0, "{again}");
+    assert_eq!(again["entries"]["existing"], 5);
+    assert_eq!(again["consent_restored"], false);
+    assert_eq!(
+        comparable(&export_text(&b, &tb).await),
+        comparable(&exported)
+    );
+    // Into bob: the file is alice's.
+    let bob = b.all_permissions("shop", Some("bob"));
+    let (st, e) = restore(bob.clone(), exported.clone(), format!("{BOB}/restore")).await;
+    assert_eq!(
+        (st, e["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument")),
+        "{e}"
+    );
+    // Bob's token cannot restore into alice.
+    let (st, _) = restore(bob, exported.clone(), format!("{ALICE}/restore")).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    // A cut file (no end line) is refused.
+    let cut: String = exported.lines().take(3).collect::<Vec<_>>().join("\n") + "\n";
+    let (st, e) = restore(tb.clone(), cut, format!("{ALICE}/restore")).await;
+    assert_eq!(
+        (st, e["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument")),
+        "{e}"
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// The admin listing: every app for an admin token of every app, one
+/// app's users for an admin token of that app, nothing for others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_and_users_are_listed_for_admins_only() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    for (app, user) in [("shop", "alice"), ("shop", "bob"), ("zoo", "carol")] {
+        let t = s.all_permissions(app, Some(user));
+        let (st, _) = send(
+            &s,
+            Method::POST,
+            &format!("/v1/apps/{app}/users/{user}/memory/entries"),
+            &t,
+            Some(entry("x", 1)),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let (st, b) = send(&s, Method::GET, "/v1/apps?limit=1", &s.admin, None).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(b["names"], json!(["shop"]));
+    let c = b["next_cursor"].as_str().unwrap();
+    let (_, b) = send(
+        &s,
+        Method::GET,
+        &format!("/v1/apps?limit=1&cursor={c}"),
+        &s.admin,
+        None,
+    )
+    .await;
+    assert_eq!(b["names"], json!(["zoo"]));
+    assert!(b["next_cursor"].is_null());
+    let shop_admin = s.token(Some("shop"), None, "admin");
+    let (st, b) = send(&s, Method::GET, "/v1/apps/shop/users", &shop_admin, None).await;
+    assert_eq!(
+        (st, b["names"].clone()),
+        (StatusCode::OK, json!(["alice", "bob"]))
+    );
+    let (st, b) = send(&s, Method::GET, "/v1/apps/shop/users", &s.admin, None).await;
+    assert_eq!(
+        (st, b["names"].clone()),
+        (StatusCode::OK, json!(["alice", "bob"]))
+    );
+    let alice_admin = s.token(Some("shop"), Some("alice"), "admin");
+    let reader = s.token(Some("shop"), None, "memory:read");
+    for (token, path) in [
+        (&shop_admin, "/v1/apps"),
+        (&shop_admin, "/v1/apps/zoo/users"),
+        (&alice_admin, "/v1/apps/shop/users"),
+        (&reader, "/v1/apps/shop/users"),
+    ] {
+        let (st, b) = send(&s, Method::GET, path, token, None).await;
+        assert_eq!(
+            (st, b["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("forbidden")),
+            "{path}"
+        );
+    }
+    let (st, _) = send(&s, Method::GET, "/v1/apps?colour=red", &s.admin, None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
     s.stop().await;
 }

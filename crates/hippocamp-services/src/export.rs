@@ -3,12 +3,14 @@
 //! the CLI holds the scope in memory.
 //!
 //! Lines, in order (each a JSON object with a `kind`):
-//! `export` (format version, scope, time) · `entry` (each live entry,
-//! with its obligations) · `consent` (if recorded) · `legal_hold` (if the
-//! policy holds the user) · `session` (each agent session with its
-//! events) · `artifact` (each artifact version's record, never its bytes;
-//! the user's scope and each of their sessions' scopes) · `end` (counts,
-//! so a truncated export is recognisable).
+//! `export` (format version, scope, time) · `consent` (if recorded) ·
+//! `legal_hold` (if the policy holds the user) · `entry` (each live
+//! entry, with its obligations, and its kept revisions when it was
+//! corrected) · `session` (each agent session with its events) ·
+//! `artifact` (each artifact version's record, never its bytes; the
+//! user's scope and each of their sessions' scopes) · `end` (counts, so a
+//! truncated export is recognisable). Consent comes before the entries so
+//! that a restore (`crate::restore`) records it before it writes them.
 
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, PageRequest};
 use hippocamp_core::{CallOptions, Error, MemoryScope, Result};
@@ -86,17 +88,6 @@ async fn produce(
         &json!({"kind": "export", "version": EXPORT_VERSION, "scope": scope, "exported_at_ms": now}),
     )
     .await?;
-    let mut entries = 0u64;
-    while let Some(p) = page.take() {
-        for e in &p.entries {
-            entries += 1;
-            line(tx, &json!({"kind": "entry", "entry": e})).await?;
-        }
-        if let (Some(c), Some(m)) = (p.next_cursor, &s.memory) {
-            request.cursor = Some(c);
-            page = Some(m.export_entries(scope, &request, &call).await?);
-        }
-    }
     if let Some(c) = s.governance.consents.get(scope).await? {
         line(tx, &json!({"kind": "consent", "consent": c})).await?;
     }
@@ -108,6 +99,26 @@ async fn produce(
         .contains(&scope.to_string())
     {
         line(tx, &json!({"kind": "legal_hold", "by": "policy"})).await?;
+    }
+    let mut entries = 0u64;
+    while let Some(p) = page.take() {
+        for e in &p.entries {
+            entries += 1;
+            let v = match (&s.memory, e.revision > 1) {
+                (Some(m), true) => {
+                    // Oldest first, as a restore takes them.
+                    let mut history = m.entry_history(scope, &e.id, &call).await?;
+                    history.reverse();
+                    json!({"kind": "entry", "entry": e, "history": history})
+                }
+                _ => json!({"kind": "entry", "entry": e}),
+            };
+            line(tx, &v).await?;
+        }
+        if let (Some(c), Some(m)) = (p.next_cursor, &s.memory) {
+            request.cursor = Some(c);
+            page = Some(m.export_entries(scope, &request, &call).await?);
+        }
     }
     let sessions = s.agent().export_sessions(scope).await?;
     for session in &sessions {

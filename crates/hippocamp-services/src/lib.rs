@@ -31,6 +31,7 @@ pub mod config;
 pub mod embedder;
 pub mod export;
 pub mod layout;
+pub mod restore;
 
 use std::sync::Arc;
 

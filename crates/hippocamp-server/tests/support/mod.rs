@@ -146,7 +146,7 @@ pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name
 pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
     use hippocamp_server::api::Payload;
     match r.request {
-        Payload::Json("NewEntry", _) => Some(br#"{"content":"planted"}"#.to_vec()),
+        Payload::Json("NewEntry" | "EntryUpdate", _) => Some(br#"{"content":"planted"}"#.to_vec()),
         Payload::Json("Events", _) => Some(
             br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
         ),
