@@ -89,6 +89,18 @@ enum Command {
         #[command(subcommand)]
         cmd: outbox_cli::OutboxCmd,
     },
+    /// One page of the audit log (erasures, denials, holds, consent
+    /// changes, expiries; never content), oldest first.
+    Audit {
+        #[command(flatten)]
+        target: Place,
+        /// Records in the page, 1..=1000 (default 100).
+        #[arg(long)]
+        limit: Option<u64>,
+        /// The `next_cursor` of the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -893,6 +905,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Command::Chat(args) => chat_cli::run(args).await,
             Command::Mcp(args) => mcp_cli::run(args).await,
+            Command::Audit {
+                target,
+                limit,
+                cursor,
+            } => {
+                let page = audit(&target, limit, cursor).await?;
+                emit(&serde_json::to_string_pretty(&page)?)?;
+                Ok(())
+            }
             Command::Outbox { target, cmd } => {
                 let out = outbox_cli::run(&target, cmd).await?;
                 emit(&serde_json::to_string_pretty(&out)?)?;
@@ -900,4 +921,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     })
+}
+
+/// `hippocamp audit`: a server's `GET /v1/audit`, or the data directory's
+/// log on its own authority.
+async fn audit(
+    target: &Place,
+    limit: Option<u64>,
+    cursor: Option<String>,
+) -> anyhow::Result<serde_json::Value> {
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(l) = limit {
+        query.push(("limit", l.to_string()));
+    }
+    if let Some(c) = &cursor {
+        query.push(("cursor", c.clone()));
+    }
+    if let Some(remote) = target.remote()? {
+        return remote
+            .json(reqwest::Method::GET, &["v1", "audit"], &query, None)
+            .await;
+    }
+    let config = target.config()?;
+    let governance =
+        tokio::task::spawn_blocking(move || hippocamp_services::Services::governance(&config))
+            .await??;
+    Ok(serde_json::to_value(
+        governance.audit.page(cursor.as_deref(), limit).await?,
+    )?)
 }

@@ -207,6 +207,7 @@ fn a_corrected_user_exports_and_restores_into_another_data_directory() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one data directory, command by command
 fn memory_commands_round_trip_on_a_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -293,6 +294,26 @@ fn memory_commands_round_trip_on_a_data_directory() {
         ),
         (Some(0), Some(1), Some(0))
     );
+    // The erasures are in the audit log, with the command line as caller.
+    let out = hippocamp()
+        .args(["audit", "--data-dir"])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let erasures: Vec<&serde_json::Value> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["event"] == "erasure" && r["caller"] == "cli")
+        .collect();
+    assert!(erasures.iter().any(|r| r["target"] == "user"), "{audit}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Miso"));
     // Bad input: a clear error and a non-zero exit, nothing else.
     let (ok, _, err) = memory(d, &["get", "not-an-id"]);
     assert!(!ok);

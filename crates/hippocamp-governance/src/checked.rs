@@ -12,6 +12,11 @@
 //!
 //! Not consulted (no user data moves): `capabilities`, `status`,
 //! `erasure_epoch`, `activate_scope`, `release_scope`.
+//!
+//! With an audit log ([`PolicyChecked::with_audit`]) it also records every
+//! denial, every erasure (entry, session, user) with its outcome, a
+//! hold's refusal, and every sweep that removed something: all paths go
+//! through here, so none escapes the log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,7 @@ use hippocamp_memory::{
     WriteOptions,
 };
 
+use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
 use crate::policy::{Action, Grant, Policy, Question, Resource, consult};
 
 /// Asks `policy` before every operation on `inner`'s data.
@@ -34,6 +40,7 @@ pub struct PolicyChecked<S> {
     policy: Arc<dyn Policy>,
     clock: Arc<dyn Clock>,
     default_timeout: Duration,
+    audit: Option<Arc<dyn AuditLog>>,
 }
 
 impl<S: MemoryStore> PolicyChecked<S> {
@@ -45,7 +52,61 @@ impl<S: MemoryStore> PolicyChecked<S> {
             policy,
             clock,
             default_timeout,
+            audit: None,
         }
+    }
+
+    /// Records denials, erasures, holds and sweeps in `audit`.
+    #[must_use]
+    pub fn with_audit(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// Appends one record; a failure to record is logged, not returned
+    /// (the operation it describes already happened or was refused).
+    async fn record(
+        &self,
+        event: AuditEvent,
+        target: &'static str,
+        scope: Option<&MemoryScope>,
+        caller: hippocamp_core::Caller,
+        outcome: String,
+        count: Option<u64>,
+    ) {
+        let Some(audit) = &self.audit else { return };
+        let r = NewAuditRecord {
+            event,
+            target,
+            scope: scope.cloned(),
+            caller,
+            outcome,
+            count,
+        };
+        if let Err(e) = audit.append(r, self.clock.now_ms()).await {
+            tracing::error!(error = %e, "an audit record could not be written");
+        }
+    }
+
+    /// Records how a deletion of `target` ended, and passes it on.
+    async fn erased<T: Copy>(
+        &self,
+        target: &'static str,
+        scope: &MemoryScope,
+        caller: hippocamp_core::Caller,
+        result: Result<T>,
+        count: impl Fn(T) -> u64,
+    ) -> Result<T> {
+        let (event, outcome, n) = match &result {
+            Ok(v) => (AuditEvent::Erasure, "ok".to_owned(), Some(count(*v))),
+            Err(e @ hippocamp_core::Error::LegalHold) => {
+                (AuditEvent::Hold, e.code().to_owned(), None)
+            }
+            Err(e) => (AuditEvent::Erasure, e.code().to_owned(), None),
+        };
+        self.record(event, target, Some(scope), caller, outcome, n)
+            .await;
+        result
     }
 
     /// The policy.
@@ -75,7 +136,25 @@ impl<S: MemoryStore> PolicyChecked<S> {
             caller: opts.caller(),
             now_ms: self.clock.now_ms(),
         };
-        let grant = consult(&*self.policy, &question, deadline).await?;
+        let grant = match consult(&*self.policy, &question, deadline).await {
+            Ok(g) => g,
+            Err(e) => {
+                let outcome = match &e {
+                    hippocamp_core::Error::PolicyDenied { reason } => {
+                        format!("policy_denied:{reason}")
+                    }
+                    other => other.code().to_owned(),
+                };
+                let event = if matches!(e, hippocamp_core::Error::LegalHold) {
+                    AuditEvent::Hold
+                } else {
+                    AuditEvent::Denial
+                };
+                self.record(event, action.as_str(), scope, opts.caller(), outcome, None)
+                    .await;
+                return Err(e);
+            }
+        };
         Ok((
             grant,
             CallOptions::until(deadline).on_behalf_of(opts.caller()),
@@ -199,7 +278,9 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
     ) -> Result<u64> {
         let r = Resource::entry(*entry);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
-        self.inner.delete_entry(scope, entry, &call).await
+        let result = self.inner.delete_entry(scope, entry, &call).await;
+        self.erased("entry", scope, opts.caller(), result, |n| n)
+            .await
     }
 
     async fn delete_session(
@@ -210,13 +291,17 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
     ) -> Result<u64> {
         let r = Resource::session(session);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
-        self.inner.delete_session(scope, session, &call).await
+        let result = self.inner.delete_session(scope, session, &call).await;
+        self.erased("session", scope, opts.caller(), result, |n| n)
+            .await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
         let r = Resource::fixed("scope", "every entry of the scope");
         let (_, call) = self.ask(Action::Erase, Some(scope), r, opts).await?;
-        self.inner.delete_user(scope, &call).await
+        let result = self.inner.delete_user(scope, &call).await;
+        self.erased("user", scope, opts.caller(), result, |e| e.deleted)
+            .await
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
@@ -248,7 +333,20 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
     async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         let r = Resource::sweep(max);
         let (_, call) = self.ask(Action::Prune, None, r, opts).await?;
-        self.inner.sweep_expired(max, &call).await
+        let sweep = self.inner.sweep_expired(max, &call).await?;
+        if sweep.deleted > 0 {
+            let n = Some(sweep.deleted);
+            self.record(
+                AuditEvent::Expiry,
+                "store",
+                None,
+                opts.caller(),
+                "ok".into(),
+                n,
+            )
+            .await;
+        }
+        Ok(sweep)
     }
 
     async fn update_entry(

@@ -10,11 +10,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod checked;
 pub mod consent;
 pub mod policy;
 pub mod static_policy;
 
+pub use audit::{
+    AuditEvent, AuditLog, AuditPage, AuditRecord, InMemoryAudit, NewAuditRecord, RedbAudit,
+};
 pub use checked::PolicyChecked;
 pub use consent::{
     Consent, ConsentScope, ConsentStore, InMemoryConsents, NewConsent, RedbConsents,

@@ -168,6 +168,20 @@ async fn list_users(
     )
 }
 
+/// `?limit=&cursor=` of the audit log.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    limit: Option<u64>,
+    cursor: Option<String>,
+}
+
+async fn audit(State(s): State<AppState>, _o: Operator, q: Q<AuditQuery>) -> ApiResult<Response> {
+    let q = parse_query(q)?;
+    let audit = &s.services.governance.audit;
+    json(timed("audit", audit.page(q.cursor.as_deref(), q.limit)).await?)
+}
+
 async fn put_consent(
     State(s): State<AppState>,
     m: MemoryCall,
@@ -176,7 +190,13 @@ async fn put_consent(
 ) -> ApiResult<Response> {
     parse_query(q)?;
     let consent: NewConsent = json_body(&s, body).await?;
-    json(timed("put_consent", s.services.record_consent(&m.scope, consent)).await?)
+    json(
+        timed(
+            "put_consent",
+            s.services.record_consent(&m.scope, consent, m.caller),
+        )
+        .await?,
+    )
 }
 
 /// The scope's consent, or `null`.
@@ -306,6 +326,28 @@ const NAMES_QUERY: &[(&str, &str, &str)] = &[
 
 /// The lifecycle routes.
 pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        method: "get",
+        path: "/v1/audit",
+        id: "audit",
+        summary: "The audit log, oldest first, one page: erasures, denials, holds, consent changes and expiries, each with who, the scope's hash, when and the outcome (never content); only for an admin token of every app",
+        permission: Some(Permission::Admin),
+        query: &[
+            (
+                "limit",
+                "integer",
+                "records in the page, 1..=1000 (default 100)",
+            ),
+            ("cursor", "string", "the next_cursor of the previous page"),
+        ],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json("AuditPage", schema::<hippocamp_governance::AuditPage>),
+        ),
+        errors: &["invalid_argument", "forbidden"],
+        handler: || get(audit),
+    },
     Route {
         method: "put",
         path: "/v1/apps/{app}/users/{user}/memory/entries/{id}",

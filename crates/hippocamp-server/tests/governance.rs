@@ -957,3 +957,95 @@ async fn apps_and_users_are_listed_for_admins_only() {
     assert_eq!(st, StatusCode::BAD_REQUEST);
     s.stop().await;
 }
+
+/// The audit log over HTTP: consent changes, a denial, a refused and a
+/// done erasure, each with the caller and the scope's hash and no
+/// content; only an admin of every app reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_records_governance_events_for_admins() {
+    let s = TestServer::start(Profile::Durable, policy).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (st, _) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        &t,
+        Some(entry("alice's diary", 1)),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "consent is required");
+    send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/consent"),
+        &t,
+        Some(json!({"consent_id": "form-1", "scope": "all"})),
+    )
+    .await;
+    let bob = s.all_permissions("shop", Some("bob"));
+    let (st, _) = send(
+        &s,
+        Method::DELETE,
+        &format!("{BOB}/memory?confirm=shop/bob"),
+        &bob,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT, "bob is held");
+    send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
+    let (st, page) = send(&s, Method::GET, "/v1/audit?limit=1000", &s.admin, None).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    let events: Vec<(String, String)> = page["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap().to_owned(),
+                r["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for want in [
+        ("denial", "consent_required"),
+        ("consent_recorded", "ok"),
+        ("hold", "legal_hold"),
+        ("consent_withdrawn", "ok"),
+        ("erasure", "ok"),
+    ] {
+        assert!(
+            events.iter().any(|(e, o)| (e.as_str(), o.as_str()) == want),
+            "{want:?} missing from {events:?}"
+        );
+    }
+    let r = &page["records"][0];
+    assert_eq!(r["caller"], "token");
+    assert!(r["token_id"].as_str().is_some_and(|id| id.len() == 12));
+    assert_eq!(r["scope_hash"].as_str().unwrap().len(), 16);
+    let text = page.to_string();
+    for word in ["alice", "diary", "form-1", "shop", "bob"] {
+        assert!(!text.contains(word), "{word} leaked: {text}");
+    }
+    let (_, first) = send(&s, Method::GET, "/v1/audit?limit=1", &s.admin, None).await;
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let (_, next) = send(
+        &s,
+        Method::GET,
+        &format!("/v1/audit?limit=1&cursor={cursor}"),
+        &s.admin,
+        None,
+    )
+    .await;
+    assert_eq!(
+        next["records"][0]["seq"],
+        first["records"][0]["seq"].as_u64().unwrap() + 1
+    );
+    let shop_admin = s.token(Some("shop"), None, "admin");
+    for token in [&shop_admin, &t] {
+        let (st, _) = send(&s, Method::GET, "/v1/audit", token, None).await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+    }
+    let (st, _) = send(&s, Method::GET, "/v1/audit?cursor=x", &s.admin, None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    s.stop().await;
+}

@@ -151,6 +151,38 @@ pub struct Config {
     pub policy: hippocamp_governance::PolicyConfig,
     /// The background sweeper that deletes expired entries.
     pub sweeper: SweeperConfig,
+    /// The audit log's own retention.
+    pub audit: AuditConfig,
+}
+
+/// The audit log (`[audit]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// How long a record is kept, in ms, 3,600,000 (an hour) ..=
+    /// 3,153,600,000,000 (a century); default 31,536,000,000 (365 days).
+    /// The sweeper prunes older records on each pass.
+    pub retention_ms: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            retention_ms: 31_536_000_000,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// Checks the range.
+    pub fn validate(&self) -> Result<(), Error> {
+        hippocamp_core::error::check_range(
+            "audit.retention_ms",
+            self.retention_ms,
+            3_600_000,
+            3_153_600_000_000,
+        )
+    }
 }
 
 /// How the background sweeper runs (`[sweeper]`).
@@ -211,6 +243,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             policy: hippocamp_governance::PolicyConfig::default(),
             sweeper: SweeperConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -262,6 +295,7 @@ impl Config {
         self.sessions.validate()?;
         self.policy.validate()?;
         self.sweeper.validate()?;
+        self.audit.validate()?;
         self.agent
             .validate()
             .map_err(|e| Error::config("agent", Problem::Malformed(e.to_string())))?;

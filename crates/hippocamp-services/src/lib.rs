@@ -39,8 +39,8 @@ use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
 use hippocamp_core::{CallOptions, Caller, CallerKind, Clock, Error, MemoryScope, Result};
 use hippocamp_governance::{
-    Consent, ConsentStore, InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbConsents,
-    StaticPolicy,
+    AuditEvent, AuditLog, Consent, ConsentStore, InMemoryAudit, InMemoryConsents, NewConsent,
+    Policy, PolicyChecked, RedbAudit, RedbConsents, StaticPolicy,
 };
 use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
@@ -97,6 +97,39 @@ pub struct Governance {
     pub consents: Arc<dyn ConsentStore>,
     /// The clock the stores and the policy read.
     pub clock: Arc<dyn Clock>,
+    /// The audit log (durable in the data directory, except ephemeral).
+    pub audit: Arc<dyn AuditLog>,
+    /// How long audit records are kept.
+    pub audit_retention_ms: u64,
+}
+
+impl Governance {
+    /// Appends a record now; a failure is logged (what it records happened).
+    async fn record(
+        &self,
+        event: AuditEvent,
+        target: &'static str,
+        scope: &MemoryScope,
+        caller: Caller,
+        outcome: &Result<impl Sized>,
+        count: Option<u64>,
+    ) {
+        let outcome = match outcome {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.code().to_owned(),
+        };
+        let r = hippocamp_governance::NewAuditRecord {
+            event,
+            target,
+            scope: Some(scope.clone()),
+            caller,
+            outcome,
+            count,
+        };
+        if let Err(e) = self.audit.append(r, self.clock.now_ms()).await {
+            tracing::error!(error = %e, "an audit record could not be written");
+        }
+    }
 }
 
 /// What erasing a scope's artifacts removed.
@@ -180,6 +213,19 @@ pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
                 tracing::warn!(error = %e, "the sweep failed; the next period retries");
                 return total;
             }
+        }
+    }
+}
+
+/// Removes the audit records older than the log's retention (logged, not
+/// returned, when it fails: the next period tries again).
+pub async fn prune_audit(g: &Governance) -> u64 {
+    let before = g.clock.now_ms().saturating_sub(g.audit_retention_ms);
+    match g.audit.prune(before).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "pruning the audit log failed; the next period retries");
+            0
         }
     }
 }
@@ -277,22 +323,43 @@ impl Services {
             )?),
             Profile::Distributed => return Err(unavailable_profile()),
         };
+        let audit: Arc<dyn AuditLog> = match config.profile {
+            Profile::Ephemeral => Arc::new(InMemoryAudit::default()),
+            Profile::Durable | Profile::Disabled => {
+                Arc::new(RedbAudit::open(&layout::governance_dir(&config.data_dir)?)?)
+            }
+            Profile::Distributed => return Err(unavailable_profile()),
+        };
         let policy = Arc::new(StaticPolicy::new(config.policy.clone(), consents.clone())?);
         Ok(Governance {
             policy,
             consents,
             clock: config.memory.clock.0.clone(),
+            audit,
+            audit_retention_ms: config.audit.retention_ms,
         })
     }
 
-    /// Records the scope's consent.
+    /// Records the scope's consent (and that `caller` recorded it, in
+    /// the audit log).
     pub async fn record_consent(
         &self,
         scope: &MemoryScope,
         consent: NewConsent,
+        caller: Caller,
     ) -> Result<Consent> {
         let g = &self.governance;
-        g.consents.put(scope, consent, g.clock.now_ms()).await
+        let r = g.consents.put(scope, consent, g.clock.now_ms()).await;
+        g.record(
+            AuditEvent::ConsentRecorded,
+            "consent",
+            scope,
+            caller,
+            &r,
+            None,
+        )
+        .await;
+        r
     }
 
     /// Withdraws the scope's consent: new ingestion stops at once (the
@@ -305,7 +372,18 @@ impl Services {
         scope: &MemoryScope,
         call: &CallOptions,
     ) -> Result<Withdrawal> {
-        let withdrawn = self.governance.consents.remove(scope).await?;
+        let removed = self.governance.consents.remove(scope).await;
+        self.governance
+            .record(
+                AuditEvent::ConsentWithdrawn,
+                "consent",
+                scope,
+                call.caller(),
+                &removed,
+                None,
+            )
+            .await;
+        let withdrawn = removed?;
         let cancelled_jobs = match &self.outbox {
             Some(o) => o.erased(scope, None, None).await?,
             None => 0,
@@ -327,6 +405,31 @@ impl Services {
     /// session's), name by name; returns the names and versions removed.
     /// Idempotent: an empty scope removes nothing.
     pub async fn erase_artifacts(
+        &self,
+        scope: &hippocamp_artifacts::ArtifactScope,
+        call: &CallOptions,
+    ) -> Result<ArtifactsErased> {
+        let r = self.erase_artifacts_unaudited(scope, call).await;
+        if let hippocamp_artifacts::ArtifactScope::User { app, user }
+        | hippocamp_artifacts::ArtifactScope::Session { app, user, .. } = scope
+        {
+            let memory_scope = MemoryScope::new(app.clone(), user.clone());
+            let count = r.as_ref().ok().map(|e| e.versions);
+            self.governance
+                .record(
+                    AuditEvent::ArtifactErasure,
+                    "artifacts",
+                    &memory_scope,
+                    call.caller(),
+                    &r,
+                    count,
+                )
+                .await;
+        }
+        r
+    }
+
+    async fn erase_artifacts_unaudited(
         &self,
         scope: &hippocamp_artifacts::ArtifactScope,
         call: &CallOptions,
@@ -373,11 +476,13 @@ impl Services {
             return;
         }
         let options = self.sweeper_options.clone();
+        let governance = self.governance.clone();
         *slot = Some(tokio::spawn(async move {
             let period = std::time::Duration::from_millis(options.interval_ms);
             loop {
                 tokio::time::sleep(period).await;
                 sweep_once(&*memory, options.batch).await;
+                prune_audit(&governance).await;
             }
         }));
     }
@@ -522,11 +627,14 @@ impl Services {
     ) -> Result<MemoryServices> {
         config.validate()?;
         let governed = |store: Arc<dyn MemoryStore>| -> Arc<dyn MemoryStore> {
-            Arc::new(PolicyChecked::new(
-                store,
-                Arc::clone(&governance.policy),
-                Arc::clone(&governance.clock),
-            ))
+            Arc::new(
+                PolicyChecked::new(
+                    store,
+                    Arc::clone(&governance.policy),
+                    Arc::clone(&governance.clock),
+                )
+                .with_audit(Arc::clone(&governance.audit)),
+            )
         };
         let inner: Arc<dyn MemoryStore> = match config.profile {
             Profile::Disabled => return Err(Error::MemoryDisabled),

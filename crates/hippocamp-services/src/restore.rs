@@ -144,9 +144,14 @@ impl Restore<'_> {
                 consent_id: consent.consent_id,
                 scope: consent.scope,
             };
-            g.consents
+            let r = g
+                .consents
                 .put(self.scope, new, consent.recorded_at_ms)
-                .await?;
+                .await;
+            let event = hippocamp_governance::AuditEvent::ConsentRecorded;
+            g.record(event, "consent", self.scope, self.call.caller(), &r, None)
+                .await;
+            r?;
             self.report.consent_restored = true;
         }
         Ok(())
