@@ -1,7 +1,10 @@
 //! The inspection page end to end in headless Chromium, driven through
 //! chromedriver's WebDriver protocol: search shows the hit, a wrong scope
 //! typed back erases nothing, the exact one erases the entry, artifact
-//! versions are listed (metadata only) and deleted, the user is erased.
+//! versions are listed (metadata only) and deleted, the user is erased;
+//! and browsing: apps, their users, a user's entries newest first page by
+//! page, an entry's history, consent, holds, the export and the outbox.
+//! `HIPPOCAMP_UI_SCREENSHOT=FILE` saves a screenshot of the browsing page.
 //!
 //! Needs `chromium` and `chromedriver` (Debian packages `chromium`,
 //! `chromium-driver`); skips without them unless
@@ -345,4 +348,159 @@ async fn artifacts(s: &TestServer, d: &Driver, alice: &str) {
         .await
         .unwrap();
     assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
+}
+
+/// Alice with 25 entries a minute apart (the oldest corrected) and a
+/// consent; bob (held by the policy) and carol of another app with one.
+async fn seed_browsing(s: &TestServer) {
+    let alice = "/v1/apps/shop/users/alice";
+    let mut first = String::new();
+    for i in 0..25u64 {
+        let e = api(
+            s,
+            reqwest::Method::POST,
+            &format!("{alice}/memory/entries"),
+            Some(json!({"content": format!("alice fact number {i}"), "provenance": {"timestamp_ms": 1_700_000_000_000u64 + i * 60_000}})),
+        )
+        .await;
+        if i == 0 {
+            e["entry"]["id"].as_str().unwrap().clone_into(&mut first);
+        }
+    }
+    api(
+        s,
+        reqwest::Method::PUT,
+        &format!("{alice}/memory/entries/{first}"),
+        Some(json!({"content": "alice fact number 0, corrected"})),
+    )
+    .await;
+    api(
+        s,
+        reqwest::Method::PUT,
+        &format!("{alice}/consent"),
+        Some(json!({"consent_id": "signup-form-7", "scope": "memory"})),
+    )
+    .await;
+    api(
+        s,
+        reqwest::Method::POST,
+        "/v1/apps/shop/users/bob/memory/entries",
+        Some(json!({"content": "bob is on hold"})),
+    )
+    .await;
+    api(
+        s,
+        reqwest::Method::POST,
+        "/v1/apps/zoo/users/carol/memory/entries",
+        Some(json!({"content": "carol"})),
+    )
+    .await;
+}
+
+/// Browsing a store from the page: the apps and users of the index, a
+/// user's entries newest first in pages, a corrected entry's history, the
+/// consent, a policy's hold, the export, the outbox's counters, and an
+/// entry erased from the listing after the scope is typed back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspection_page_browses_users_entries_and_history_in_chromium() {
+    let chromedriver = find_binary(&["chromedriver"]);
+    let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
+    let (Some(chromedriver), Some(chromium)) = (chromedriver, chromium) else {
+        hippocamp_testkit::missing(
+            "chromium or chromedriver is missing",
+            "Debian packages chromium, chromium-driver",
+        );
+        return;
+    };
+    let s = TestServer::start(Profile::Durable, |c| {
+        c.policy
+            .apps
+            .entry("shop".to_owned())
+            .or_default()
+            .legal_holds = vec!["bob".to_owned()];
+    })
+    .await;
+    seed_browsing(&s).await;
+    let d = Driver::start(&chromedriver, &chromium).await;
+    d.call(
+        reqwest::Method::POST,
+        "/window/rect",
+        Some(json!({"width": 1280, "height": 1400})),
+    )
+    .await;
+    d.goto(&s.url("/ui")).await;
+    d.type_into("#token", &s.admin).await;
+    d.click("#apps").await;
+    d.wait_text("#apps-msg", |t| t == "2 app(s)").await;
+    let apps = d.text("#app-list").await;
+    assert!(apps.contains("shop") && apps.contains("zoo"), "{apps}");
+    d.wait_text("#outbox", |t| t.contains("0 queued")).await;
+    d.click("button.app-name").await;
+    d.wait_text("#user-list", |t| t.contains("alice") && t.contains("bob"))
+        .await;
+    // Bob: held by the policy.
+    let users = d.find_all("button.user-name").await;
+    d.click_element(&users[1]).await;
+    d.wait_text("#user-hold", |t| t == "held by the policy")
+        .await;
+    // Alice: consent, entries newest first, twenty to a page.
+    d.click_element(&users[0]).await;
+    d.wait_text("#consent", |t| t.contains("signup-form-7"))
+        .await;
+    d.wait_text("#entries-msg", |t| t == "20 entries shown, more follow")
+        .await;
+    let top = d.text("tr.entry").await;
+    assert!(top.contains("alice fact number 24"), "newest first: {top}");
+    d.click("#more-entries").await;
+    d.wait_text("#entries-msg", |t| t == "25 entries shown")
+        .await;
+    let rows = d.find_all("tr.entry").await;
+    assert_eq!(rows.len(), 25);
+    // The corrected entry is the oldest: the last row; its history.
+    let last = rows.last().unwrap();
+    let text = d
+        .call(reqwest::Method::GET, &format!("/element/{last}/text"), None)
+        .await;
+    assert!(text.as_str().unwrap().contains("corrected"), "{text}");
+    let buttons = d.find_all("button.entry-history").await;
+    d.click_element(buttons.last().unwrap()).await;
+    d.wait_text("#history-title", |t| t.ends_with("2 revision(s)"))
+        .await;
+    let revisions = d.text("#history").await;
+    assert!(
+        revisions.contains("alice fact number 0, corrected"),
+        "{revisions}"
+    );
+    let rows = d.find_all("tr.revision").await;
+    let oldest = d
+        .call(
+            reqwest::Method::GET,
+            &format!("/element/{}/text", rows[1]),
+            None,
+        )
+        .await;
+    assert!(!oldest.as_str().unwrap().contains("corrected"), "{oldest}");
+    d.click("#export").await;
+    d.wait_text("#status", |t| t.starts_with("exported ")).await;
+    assert!(!d.find_all("#export-link:not([hidden])").await.is_empty());
+    if let Ok(path) = std::env::var("HIPPOCAMP_UI_SCREENSHOT") {
+        use base64::Engine as _;
+        let png = d.call(reqwest::Method::GET, "/screenshot", None).await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    // Erase the newest from the listing, once the scope is typed back.
+    d.click("button.erase-listed").await;
+    d.confirm("shop/alice").await;
+    d.wait_text("#status", |t| t == "erased 1 entry").await;
+    d.wait_text("#entries-msg", |t| t == "20 entries shown, more follow")
+        .await;
+    let top = d.text("tr.entry").await;
+    assert!(top.contains("alice fact number 23"), "{top}");
+
+    d.call(reqwest::Method::DELETE, "", None).await;
+    drop(d);
+    s.stop().await;
 }
