@@ -716,6 +716,7 @@ impl ArtifactStore for FsArtifacts {
             immutable_versions: true,
             range_reads: true,
             streaming: true,
+            scope_listing: true,
             limits,
             routing: None,
         }
@@ -989,6 +990,54 @@ impl ArtifactStore for FsArtifacts {
             items,
             next_cursor,
         })
+    }
+
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_artifacts::ScopePage> {
+        self.deadline(opts).check(Stage::Queueing)?;
+        let limit = self.limits.page_limit(limit)?;
+        let after =
+            match cursor {
+                None => None,
+                Some(c) => Some(hex::decode(c).ok().filter(|b| b.len() == 32).ok_or_else(
+                    || {
+                        Error::invalid(
+                            hippocamp_core::Field::Cursor,
+                            hippocamp_core::Problem::Malformed("not a scope cursor".into()),
+                        )
+                    },
+                )?),
+            };
+        let rtx = self.db.begin_read().map_err(storage)?;
+        let table = rtx.open_table(SCOPES).map_err(storage)?;
+        let lower = match &after {
+            Some(a) => std::ops::Bound::Excluded(a.as_slice()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut found = Vec::new();
+        for item in table
+            .range::<&[u8]>((lower, std::ops::Bound::Unbounded))
+            .map_err(storage)?
+        {
+            let (k, v) = item.map_err(storage)?;
+            let row: ScopeRow = decode(v.value(), "scope")?;
+            if row.artifacts == 0 {
+                continue;
+            }
+            let hash: [u8; 32] = k
+                .value()
+                .try_into()
+                .map_err(|_| Error::Corrupt("a scope key is malformed".into()))?;
+            found.push((hash, row.scope.scope()?));
+            if found.len() > limit {
+                break;
+            }
+        }
+        hippocamp_artifacts::model::scope_page(found, None, limit)
     }
 
     async fn status(&self) -> Result<ArtifactStatus> {

@@ -726,6 +726,7 @@ impl ArtifactStore for ObjectArtifacts {
             immutable_versions: true,
             range_reads: true,
             streaming: true,
+            scope_listing: false,
             limits: self.options.describe(),
             routing: None,
         }

@@ -185,6 +185,22 @@ impl<S: ArtifactStore> ArtifactStore for ScopeChecked<S> {
         Ok(out)
     }
 
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<crate::model::ScopePage> {
+        let out = self.inner.list_scopes(cursor, limit, opts).await?;
+        if limit.is_some_and(|l| out.scopes.len() as u64 > l) {
+            return Err(bad(format!(
+                "it listed {} scopes for a page of {limit:?}",
+                out.scopes.len()
+            )));
+        }
+        Ok(out)
+    }
+
     async fn status(&self) -> Result<ArtifactStatus> {
         self.inner.status().await
     }

@@ -229,6 +229,7 @@ macro_rules! artifact_conformance_tests {
             empty_artifacts,
             missing_things,
             versions_survive_restart,
+            scopes_holding_versions_are_listed,
         );
         #[test]
         fn model_test() {
@@ -497,6 +498,57 @@ pub async fn scopes_are_isolated(f: &dyn ArtifactFactory) {
             .items
             .is_empty()
     );
+}
+
+/// The scopes that hold a version are listed page by page, each once;
+/// one whose versions are all deleted is not. A store without the index
+/// says so in its capabilities and refuses with `Unsupported`.
+pub async fn scopes_holding_versions_are_listed(f: &dyn ArtifactFactory) {
+    let s = f.open(ArtifactLimits::default()).await;
+    let scopes = [
+        ArtifactScope::app("lister").unwrap(),
+        ArtifactScope::user("lister", "u1").unwrap(),
+        ArtifactScope::session("lister", "u1", "s1").unwrap(),
+        ArtifactScope::user("lister", "u2").unwrap(),
+    ];
+    for sc in &scopes {
+        put(&*s, sc, "doc.txt", b"x").await;
+    }
+    if !s.capabilities().scope_listing {
+        assert!(matches!(
+            s.list_scopes(None, None, &c()).await,
+            Err(hippocamp_core::Error::Unsupported { .. })
+        ));
+        return;
+    }
+    s.delete(
+        &scopes[3],
+        &ArtifactName::new("doc.txt").unwrap(),
+        DeleteSelector::All,
+        &c(),
+    )
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let page = s
+            .list_scopes(cursor.as_deref(), Some(1), &c())
+            .await
+            .unwrap();
+        assert!(page.scopes.len() <= 1);
+        seen.extend(page.scopes);
+        match page.next_cursor {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+    }
+    let mut want: Vec<String> = scopes[..3].iter().map(ToString::to_string).collect();
+    let mut got: Vec<String> = seen.iter().map(ToString::to_string).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "each scope holding a version, once");
+    assert!(s.list_scopes(Some("zz"), None, &c()).await.is_err());
 }
 
 pub async fn names_page_in_byte_order(f: &dyn ArtifactFactory) {

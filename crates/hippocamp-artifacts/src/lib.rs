@@ -31,7 +31,7 @@ pub use integrity::{ChunkHasher, Integrity};
 pub use mem::InMemoryArtifacts;
 pub use model::{
     ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, MimeType, Page,
-    PageRequest, PutOptions, Selector,
+    PageRequest, PutOptions, ScopePage, Selector,
 };
 pub use routed::RoutedArtifacts;
 pub use store::{

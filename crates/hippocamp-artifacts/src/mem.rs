@@ -170,6 +170,7 @@ impl ArtifactStore for InMemoryArtifacts {
             range_reads: true,
             // Every version's bytes are held whole in memory.
             streaming: false,
+            scope_listing: true,
             limits: self.limits.describe_all(),
             routing: None,
         }
@@ -398,6 +399,36 @@ impl ArtifactStore for InMemoryArtifacts {
             items,
             next_cursor,
         })
+    }
+
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        _opts: &CallOptions,
+    ) -> Result<crate::model::ScopePage> {
+        let limit = self.limits.page_limit(limit)?;
+        let all: Vec<(ArtifactScope, ScopeRef)> = self
+            .scopes
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut held = Vec::new();
+        for (scope, state) in all {
+            // A name keeps its counter after its versions go (numbers are
+            // never reused): a scope holds something only with a version.
+            let holds = state
+                .lock()
+                .await
+                .names
+                .values()
+                .any(|n| !n.versions.is_empty());
+            if holds {
+                held.push((scope.hash(), scope));
+            }
+        }
+        crate::model::scope_page(held, cursor, limit)
     }
 
     async fn status(&self) -> Result<ArtifactStatus> {

@@ -448,6 +448,55 @@ pub struct Page<T, C> {
     pub next_cursor: Option<C>,
 }
 
+/// One page of the scopes that hold at least one version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ScopePage {
+    /// The scopes, in the store's own order.
+    pub scopes: Vec<ArtifactScope>,
+    /// Where the next page starts (opaque); absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of `(hash, scope)` pairs sorted by hash, after the hex cursor,
+/// at most `limit`: how stores keyed by scope hash page their scopes.
+pub fn scope_page(
+    mut scopes: Vec<([u8; 32], ArtifactScope)>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<ScopePage> {
+    let after = match cursor {
+        None => None,
+        Some(c) => {
+            let bytes = hex::decode(c)
+                .ok()
+                .filter(|b| b.len() == 32)
+                .ok_or_else(|| {
+                    hippocamp_core::Error::invalid(
+                        hippocamp_core::Field::Cursor,
+                        hippocamp_core::Problem::Malformed("not a scope cursor".into()),
+                    )
+                })?;
+            Some(bytes)
+        }
+    };
+    scopes.sort_by_key(|a| a.0);
+    let mut page: Vec<([u8; 32], ArtifactScope)> = scopes
+        .into_iter()
+        .filter(|(h, _)| after.as_ref().is_none_or(|a| h.as_slice() > a.as_slice()))
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    page.truncate(limit);
+    Ok(ScopePage {
+        next_cursor: if more {
+            page.last().map(|(h, _)| hex::encode(h))
+        } else {
+            None
+        },
+        scopes: page.into_iter().map(|(_, s)| s).collect(),
+    })
+}
+
 /// Options of a put.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PutOptions {

@@ -169,6 +169,16 @@ impl ArtifactStore for RoutedArtifacts {
             .await
     }
 
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<crate::model::ScopePage> {
+        // The store's index of scopes, not any one scope: no worker to enter.
+        self.inner.list_scopes(cursor, limit, opts).await
+    }
+
     async fn status(&self) -> Result<ArtifactStatus> {
         let mut s = self.inner.status().await?;
         s.router = Some(self.router.stats());

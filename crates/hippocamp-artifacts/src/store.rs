@@ -266,6 +266,10 @@ pub struct ArtifactCapabilities {
     /// Puts and gets stream in bounded memory (false for the in-memory
     /// store, which holds every version's bytes whole).
     pub streaming: bool,
+    /// The scopes holding versions can be listed (`list_scopes`), so
+    /// expired versions can be swept; false for object stores, which keep
+    /// no index of scopes.
+    pub scope_listing: bool,
     /// Every limit with its value, default and range.
     pub limits: Vec<LimitInfo>,
     /// Router details, when routed.
@@ -352,6 +356,21 @@ pub trait ArtifactStore: Send + Sync + fmt::Debug {
         page: &PageRequest<u64>,
         opts: &CallOptions,
     ) -> Result<Page<ArtifactMeta, u64>>;
+
+    /// One page of the scopes that hold at least one version, in the
+    /// store's own order after `cursor` (opaque): what the sweeper of
+    /// expired versions walks.
+    async fn list_scopes(
+        &self,
+        _cursor: Option<&str>,
+        _limit: Option<u64>,
+        _opts: &CallOptions,
+    ) -> Result<crate::model::ScopePage> {
+        Err(hippocamp_core::Error::Unsupported {
+            operation: "list_scopes",
+            backend: "this store",
+        })
+    }
 
     /// Content-free counters.
     async fn status(&self) -> Result<ArtifactStatus>;
@@ -449,6 +468,9 @@ macro_rules! forward {
             }
             async fn list_versions(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, page: &$crate::model::PageRequest<u64>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::Page<$crate::model::ArtifactMeta, u64>> {
                 (**self).list_versions(scope, name, page, opts).await
+            }
+            async fn list_scopes(&self, cursor: Option<&str>, limit: Option<u64>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::ScopePage> {
+                (**self).list_scopes(cursor, limit, opts).await
             }
             async fn status(&self) -> ::hippocamp_core::Result<$crate::store::ArtifactStatus> {
                 (**self).status().await

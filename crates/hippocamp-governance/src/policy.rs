@@ -6,7 +6,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hippocamp_core::{Caller, Deadline, EntryId, Error, MemoryScope, Result, SessionId, secrets};
+use hippocamp_core::{
+    AppName, Caller, Deadline, EntryId, Error, MemoryScope, Result, SessionId, UserId, secrets,
+};
 use hippocamp_memory::{ObligationRules, Obligations};
 use serde::Serialize;
 
@@ -288,6 +290,9 @@ pub struct AppLifetime {
     pub retention_ms: Option<u64>,
     /// Metadata rules with their own lifetimes.
     pub metadata_rules: usize,
+    /// Artifact versions expire this long after they are stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_ttl_ms: Option<u64>,
 }
 
 /// Decides whether an operation may run and what it must carry.
@@ -315,6 +320,24 @@ pub trait Policy: Send + Sync + fmt::Debug {
     fn erases_on_withdrawal(&self, _scope: &MemoryScope) -> bool {
         false
     }
+
+    /// The terms of an app's artifacts (of `user`'s, when the scope has a
+    /// user): how long a version lives after it is stored, and whether a
+    /// legal hold forbids deleting it. Asked on every artifact operation,
+    /// so it answers from memory; none by default.
+    fn artifact_terms(&self, _app: &AppName, _user: Option<&UserId>) -> ArtifactTerms {
+        ArtifactTerms::default()
+    }
+}
+
+/// What governs an artifact version (see [`Policy::artifact_terms`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArtifactTerms {
+    /// A version is gone this long after it was stored (from the exact
+    /// millisecond, whether or not the sweeper removed it yet).
+    pub ttl_ms: Option<u64>,
+    /// No version may be deleted.
+    pub legal_hold: bool,
 }
 
 /// Asks `policy`, giving it until the earlier of its own timeout and the

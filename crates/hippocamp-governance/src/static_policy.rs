@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::consent::ConsentStore;
-use crate::policy::{Action, AppLifetime, Decision, Grant, Policy, PolicyInfo, Question};
+use crate::policy::{
+    Action, AppLifetime, ArtifactTerms, Decision, Grant, Policy, PolicyInfo, Question,
+};
 
 /// The longest TTL or retention accepted: 100 years.
 pub const MAX_LIFETIME_MS: u64 = 100 * 365 * 24 * 3_600_000;
@@ -88,6 +90,10 @@ pub struct AppPolicy {
     /// Lifetimes by metadata, first match wins.
     #[serde(default)]
     pub rules: Vec<MetadataRule>,
+    /// Artifact versions expire this long after they are stored (the
+    /// legal holds above hold the users' artifacts too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ttl_ms: Option<u64>,
 }
 
 /// Lifetimes for entries whose metadata matches a filter.
@@ -127,6 +133,7 @@ struct Compiled {
     erase_on_withdrawal: bool,
     holds: HashSet<String>,
     rules: Vec<(Filter, Option<u64>, Option<u64>)>,
+    artifact_ttl_ms: Option<u64>,
 }
 
 impl PolicyConfig {
@@ -158,6 +165,7 @@ impl PolicyConfig {
             })?;
             lifetime(at("ttl_ms"), p.ttl_ms)?;
             lifetime(at("retention_ms"), p.retention_ms)?;
+            lifetime(at("artifact_ttl_ms"), p.artifact_ttl_ms)?;
             if p.legal_holds.len() > MAX_HOLDS_PER_APP {
                 return Err(Error::config(
                     at("legal_holds"),
@@ -205,6 +213,7 @@ impl PolicyConfig {
                     erase_on_withdrawal: p.erase_on_withdrawal,
                     holds: p.legal_holds.iter().cloned().collect(),
                     rules,
+                    artifact_ttl_ms: p.artifact_ttl_ms,
                 },
             );
         }
@@ -300,12 +309,17 @@ impl Policy for StaticPolicy {
             for u in &app.legal_holds {
                 legal_holds.insert(format!("{name}/{u}"));
             }
-            if app.ttl_ms.is_some() || app.retention_ms.is_some() || !app.rules.is_empty() {
+            if app.ttl_ms.is_some()
+                || app.retention_ms.is_some()
+                || !app.rules.is_empty()
+                || app.artifact_ttl_ms.is_some()
+            {
                 lifetimes.push(AppLifetime {
                     app: name.clone(),
                     ttl_ms: app.ttl_ms,
                     retention_ms: app.retention_ms,
                     metadata_rules: app.rules.len(),
+                    artifact_ttl_ms: app.artifact_ttl_ms,
                 });
             }
         }
@@ -326,5 +340,15 @@ impl Policy for StaticPolicy {
         self.apps
             .get(scope.app().as_str())
             .is_some_and(|a| a.erase_on_withdrawal)
+    }
+
+    fn artifact_terms(&self, app: &AppName, user: Option<&UserId>) -> ArtifactTerms {
+        match self.apps.get(app.as_str()) {
+            None => ArtifactTerms::default(),
+            Some(a) => ArtifactTerms {
+                ttl_ms: a.artifact_ttl_ms,
+                legal_hold: user.is_some_and(|u| a.holds.contains(u.as_str())),
+            },
+        }
     }
 }

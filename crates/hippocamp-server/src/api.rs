@@ -1175,13 +1175,13 @@ const MEM_READ_ONE: &[&str] = &[
 ];
 
 macro_rules! artifact_routes {
-    ($($prefix:literal, $suffix:literal;)*) => {
+    ($($prefix:literal, $suffix:literal, $delete_errors:expr;)*) => {
         &[$(
             Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage", schema::<hippocamp_artifacts::Page<ArtifactName, ArtifactName>>)), errors: SCOPED, handler: || get(list_names) },
             Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: &["invalid_argument", "forbidden", "quota_exceeded"], handler: || axum::routing::put(put_artifact) },
             Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206); served as an attachment, never rendered", permission: Some(Permission::ArtifactsRead), query: &[VERSION, TRANSFER], request: Payload::None, success: (200, Payload::Bytes), errors: &["invalid_argument", "forbidden", "not_found", "range_not_satisfiable"], handler: || get(get_artifact) },
             Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), errors: READ_ONE, handler: || axum::routing::head(head_artifact) },
-            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed", schema::<Removed>)), errors: SCOPED, handler: || delete(delete_artifact) },
+            Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed", schema::<Removed>)), errors: $delete_errors, handler: || delete(delete_artifact) },
             Route { method: "get", path: concat!($prefix, "/artifact-versions/{*name}"), id: concat!("list_versions", $suffix), summary: "List a name's live versions, one page (records, never bytes)", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("VersionPage", schema::<hippocamp_artifacts::Page<hippocamp_artifacts::ArtifactMeta, u64>>)), errors: SCOPED, handler: || get(list_versions) },
             Route { method: "get", path: concat!($prefix, "/artifact-meta/{*name}"), id: concat!("artifact_meta", $suffix), summary: "A version's record as JSON", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: READ_ONE, handler: || get(artifact_meta) },
         )*]
@@ -1475,10 +1475,13 @@ const MEMORY: &[Route] = &[
     },
 ];
 
+/// Deleting a user's or a session's versions meets the user's legal hold.
+const HELD_DELETE: &[&str] = &["invalid_argument", "forbidden", "legal_hold"];
+
 const ARTIFACTS: &[Route] = artifact_routes! {
-    "/v1/apps/{app}", "_app";
-    "/v1/apps/{app}/users/{user}", "_user";
-    "/v1/apps/{app}/users/{user}/sessions/{session}", "_session";
+    "/v1/apps/{app}", "_app", SCOPED;
+    "/v1/apps/{app}/users/{user}", "_user", HELD_DELETE;
+    "/v1/apps/{app}/users/{user}/sessions/{session}", "_session", HELD_DELETE;
 };
 
 /// Every route of API v1.

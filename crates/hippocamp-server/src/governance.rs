@@ -464,7 +464,12 @@ pub(crate) const ROUTES: &[Route] = &[
                 schema::<hippocamp_services::ArtifactsErased>,
             ),
         ),
-        errors: &["invalid_argument", "confirmation_required", "forbidden"],
+        errors: &[
+            "invalid_argument",
+            "confirmation_required",
+            "forbidden",
+            "legal_hold",
+        ],
         handler: || delete(erase_artifacts),
     },
     Route {
@@ -482,7 +487,12 @@ pub(crate) const ROUTES: &[Route] = &[
                 schema::<hippocamp_services::ArtifactsErased>,
             ),
         ),
-        errors: &["invalid_argument", "confirmation_required", "forbidden"],
+        errors: &[
+            "invalid_argument",
+            "confirmation_required",
+            "forbidden",
+            "legal_hold",
+        ],
         handler: || delete(erase_artifacts),
     },
     Route {

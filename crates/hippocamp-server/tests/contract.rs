@@ -277,6 +277,11 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let p = scoped("doc.txt");
             rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
         }
+        // Alice is held (see `policy_for`): her artifacts too.
+        (id, "legal_hold") if id.starts_with("delete_artifact") => {
+            let p = scoped("doc.txt");
+            rq(format!("{p}?all=true"), None)
+        }
         // Alice is held (see `policy_for`): the policy refuses first.
         (_, "legal_hold") => rq(scoped("doc.txt"), None),
         ("put_consent", "sensitive_content") => rq(

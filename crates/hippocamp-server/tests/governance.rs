@@ -1049,3 +1049,96 @@ async fn the_audit_log_records_governance_events_for_admins() {
     assert_eq!(st, StatusCode::BAD_REQUEST);
     s.stop().await;
 }
+
+/// Artifacts on the same terms over HTTP: a version expires with the
+/// app's `artifact_ttl_ms` at the exact moment and the background sweeper
+/// removes it; a held user's versions cannot be deleted (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_expire_and_held_ones_cannot_be_deleted() {
+    let now = hippocamp_core::time::now_ms();
+    let clock = std::sync::Arc::new(hippocamp_core::ManualClock::at(now));
+    let c2 = clock.clone();
+    let s = TestServer::start(Profile::Durable, move |c| {
+        c.memory.clock = hippocamp_memory::config::StoreClock(c2);
+        c.sweeper.interval_ms = 100;
+        let app = c.policy.apps.entry("shop".to_owned()).or_default();
+        app.artifact_ttl_ms = Some(60_000);
+        app.legal_holds = vec!["bob".to_owned()];
+    })
+    .await;
+    let t = s.all_permissions("shop", None);
+    for user in ["alice", "bob"] {
+        let put = client()
+            .put(s.url(&format!("/v1/apps/shop/users/{user}/artifacts/notes.txt")))
+            .bearer_auth(&t)
+            .body("notes")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), StatusCode::CREATED);
+    }
+    let get = |user: &'static str| {
+        let url = s.url(&format!("/v1/apps/shop/users/{user}/artifacts/notes.txt"));
+        let t = t.clone();
+        async move {
+            client()
+                .get(url)
+                .bearer_auth(t)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(get("alice").await, StatusCode::OK);
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{BOB}/artifacts/notes.txt?all=true"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("legal_hold"))
+    );
+    let (st, b) = send(
+        &s,
+        Method::DELETE,
+        &format!("{BOB}/artifacts?confirm=shop/bob"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("legal_hold"))
+    );
+    // Past the lifetime (the versions were stored after `now`, within a minute).
+    clock.set(hippocamp_core::time::now_ms() + 60_000);
+    assert_eq!(get("alice").await, StatusCode::NOT_FOUND);
+    let (_, names) = send(&s, Method::GET, &format!("{ALICE}/artifacts"), &t, None).await;
+    assert_eq!(names["items"], json!([]));
+    // The sweeper deletes alice's version; bob's (held) stays on disk.
+    let mut left = u64::MAX;
+    for _ in 0..50 {
+        left = s
+            .services
+            .artifacts
+            .status()
+            .await
+            .unwrap()
+            .artifacts
+            .unwrap();
+        if left == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        left, 1,
+        "alice's expired version swept, bob's held one kept"
+    );
+    s.stop().await;
+}

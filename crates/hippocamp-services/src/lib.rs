@@ -39,8 +39,8 @@ use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
 use hippocamp_core::{CallOptions, Caller, CallerKind, Clock, Error, MemoryScope, Result};
 use hippocamp_governance::{
-    AuditEvent, AuditLog, Consent, ConsentStore, InMemoryAudit, InMemoryConsents, NewConsent,
-    Policy, PolicyChecked, RedbAudit, RedbConsents, StaticPolicy,
+    AuditEvent, AuditLog, Consent, ConsentStore, GovernedArtifacts, InMemoryAudit,
+    InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbAudit, RedbConsents, StaticPolicy,
 };
 use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
@@ -74,8 +74,11 @@ pub struct Services {
     pub memory: Option<Arc<dyn MemoryStore>>,
     /// The ingestion outbox (durable profile only).
     pub outbox: Option<Outbox>,
-    /// Artifacts (reply check, router, store).
+    /// Artifacts (the policy's artifact terms, reply check, router,
+    /// store).
     pub artifacts: Arc<dyn ArtifactStore>,
+    /// The same store with its sweep of expired versions.
+    governed_artifacts: Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>,
     /// The agent runner's conversation sessions.
     pub sessions: Arc<dyn SessionStore>,
     /// Tokens.
@@ -217,6 +220,33 @@ pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
     }
 }
 
+/// Runs artifact sweep batches until none are due (or one fails: logged,
+/// and the next period tries again).
+pub async fn sweep_artifacts_once(
+    artifacts: &GovernedArtifacts<Arc<dyn ArtifactStore>>,
+    batch: u64,
+) -> u64 {
+    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
+    let mut total = 0;
+    loop {
+        match artifacts.sweep(batch, &call).await {
+            Ok(s) => {
+                total += s.deleted;
+                if !s.more {
+                    if total > 0 {
+                        tracing::info!(deleted = total, "swept expired artifact versions");
+                    }
+                    return total;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the artifact sweep failed; the next period retries");
+                return total;
+            }
+        }
+    }
+}
+
 /// Removes the audit records older than the log's retention (logged, not
 /// returned, when it fails: the next period tries again).
 pub async fn prune_audit(g: &Governance) -> u64 {
@@ -291,6 +321,7 @@ impl Services {
             Profile::Distributed => return Err(unavailable_profile()),
         };
         let governance = Self::governance(config)?;
+        let governed_artifacts = Self::artifacts_governed(config, &governance)?;
         let (memory, outbox) = if config.profile == Profile::Disabled {
             (None, None)
         } else {
@@ -301,7 +332,8 @@ impl Services {
             profile: config.profile,
             memory,
             outbox,
-            artifacts: Self::artifacts(config)?,
+            artifacts: governed_artifacts.clone(),
+            governed_artifacts,
             sessions: Self::sessions(config)?,
             tokens: Arc::new(tokens),
             governance,
@@ -477,11 +509,13 @@ impl Services {
         }
         let options = self.sweeper_options.clone();
         let governance = self.governance.clone();
+        let artifacts = Arc::clone(&self.governed_artifacts);
         *slot = Some(tokio::spawn(async move {
             let period = std::time::Duration::from_millis(options.interval_ms);
             loop {
                 tokio::time::sleep(period).await;
                 sweep_once(&*memory, options.batch).await;
+                sweep_artifacts_once(&artifacts, options.batch).await;
                 prune_audit(&governance).await;
             }
         }));
@@ -692,6 +726,28 @@ impl Services {
     /// data directory (durable, disabled), behind its router and reply
     /// check. Blocking.
     pub fn artifacts(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
+        let governance = Self::governance(config)?;
+        Ok(Self::artifacts_governed(config, &governance)?)
+    }
+
+    /// The artifact store of `config` under `governance`'s artifact terms
+    /// (outermost), with its reply check and router. Blocking.
+    fn artifacts_governed(
+        config: &Config,
+        governance: &Governance,
+    ) -> Result<Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>> {
+        let checked = Self::artifacts_checked(config)?;
+        Ok(Arc::new(
+            GovernedArtifacts::new(
+                checked,
+                Arc::clone(&governance.policy),
+                Arc::clone(&governance.clock),
+            )
+            .with_audit(Arc::clone(&governance.audit)),
+        ))
+    }
+
+    fn artifacts_checked(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
         config.validate()?;
         let inner: Arc<dyn ArtifactStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryArtifacts::new(config.artifacts.clone())?),
@@ -739,7 +795,11 @@ mod tests {
                 debug.starts_with("PolicyChecked { inner: ScopeChecked"),
                 "{debug}"
             );
-            assert!(format!("{:?}", s.artifacts).starts_with("ScopeChecked"));
+            let artifacts = format!("{:?}", s.artifacts);
+            assert!(
+                artifacts.starts_with("GovernedArtifacts { inner: ScopeChecked"),
+                "{artifacts}"
+            );
             let caps = memory.capabilities();
             assert_eq!(caps.async_ingestion, profile == Profile::Durable);
             assert_eq!(s.outbox.is_some(), profile == Profile::Durable);

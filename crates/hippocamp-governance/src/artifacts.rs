@@ -1,0 +1,303 @@
+//! [`GovernedArtifacts`]: the artifact store every caller is handed, which
+//! applies the policy's artifact terms ([`ArtifactTerms`]) on every path.
+//!
+//! On the same terms as memory entries: a version whose lifetime (the
+//! app's `artifact_ttl_ms` after it was stored) has come is never returned
+//! by `get`, `head`, `list_versions` or `list_names` from that exact
+//! millisecond, whether or not the sweeper removed it yet; a user under a
+//! legal hold cannot have any of their (or their sessions') versions
+//! deleted (`LegalHold`, recorded in the audit log). [`sweep`] deletes
+//! expired, unheld versions in bounded batches across the store's scopes.
+//!
+//! [`sweep`]: GovernedArtifacts::sweep
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hippocamp_artifacts::{
+    ArtifactCapabilities, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope, ArtifactStatus,
+    ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions, ScopePage,
+    Selector,
+};
+use hippocamp_core::{CallOptions, Clock, Error, MemoryScope, Result};
+
+use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
+use crate::policy::{ArtifactTerms, Policy};
+
+/// Applies the policy's artifact terms to `inner`.
+#[derive(Debug, Clone)]
+pub struct GovernedArtifacts<S> {
+    inner: S,
+    policy: Arc<dyn Policy>,
+    clock: Arc<dyn Clock>,
+    audit: Option<Arc<dyn AuditLog>>,
+}
+
+/// What one artifact sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ArtifactSweep {
+    /// Versions deleted.
+    pub deleted: u64,
+    /// Whether the batch filled before every scope was walked.
+    pub more: bool,
+}
+
+fn terms(policy: &dyn Policy, scope: &ArtifactScope) -> ArtifactTerms {
+    match scope {
+        ArtifactScope::App { app } => policy.artifact_terms(app, None),
+        ArtifactScope::User { app, user } | ArtifactScope::Session { app, user, .. } => {
+            policy.artifact_terms(app, Some(user))
+        }
+    }
+}
+
+impl<S: ArtifactStore> GovernedArtifacts<S> {
+    /// Wraps `inner`; lifetimes are measured with `clock`.
+    pub fn new(inner: S, policy: Arc<dyn Policy>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner,
+            policy,
+            clock,
+            audit: None,
+        }
+    }
+
+    /// Records refusals by a hold in `audit`.
+    #[must_use]
+    pub fn with_audit(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Whether `meta` has expired now under `t` (inclusive: at the exact
+    /// moment it is gone).
+    fn expired(&self, t: ArtifactTerms, meta: &ArtifactMeta) -> bool {
+        t.ttl_ms
+            .is_some_and(|ttl| meta.created_at_ms.saturating_add(ttl) <= self.clock.now_ms())
+    }
+
+    fn live(&self, scope: &ArtifactScope, meta: ArtifactMeta) -> Result<ArtifactMeta> {
+        if self.expired(terms(&*self.policy, scope), &meta) {
+            Err(Error::NotFound("artifact"))
+        } else {
+            Ok(meta)
+        }
+    }
+
+    async fn refuse_held(&self, scope: &ArtifactScope, opts: &CallOptions) -> Result<()> {
+        if !terms(&*self.policy, scope).legal_hold {
+            return Ok(());
+        }
+        if let (
+            Some(audit),
+            ArtifactScope::User { app, user } | ArtifactScope::Session { app, user, .. },
+        ) = (&self.audit, scope)
+        {
+            let r = NewAuditRecord {
+                event: AuditEvent::Hold,
+                target: "artifacts",
+                scope: Some(MemoryScope::new(app.clone(), user.clone())),
+                caller: opts.caller(),
+                outcome: Error::LegalHold.code().to_owned(),
+                count: None,
+            };
+            if let Err(e) = audit.append(r, self.clock.now_ms()).await {
+                tracing::error!(error = %e, "an audit record could not be written");
+            }
+        }
+        Err(Error::LegalHold)
+    }
+
+    /// Deletes up to `max` expired versions of unheld scopes, walking the
+    /// store's scopes (`list_scopes`) from the start; `more` when the
+    /// batch filled first. A store that cannot list its scopes sweeps
+    /// nothing (its expired versions stay invisible).
+    pub async fn sweep(&self, max: u64, opts: &CallOptions) -> Result<ArtifactSweep> {
+        let mut out = ArtifactSweep::default();
+        if !self.inner.capabilities().scope_listing {
+            return Ok(out);
+        }
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .inner
+                .list_scopes(cursor.as_deref(), None, opts)
+                .await?;
+            for scope in &page.scopes {
+                let t = terms(&*self.policy, scope);
+                if t.ttl_ms.is_none() || t.legal_hold {
+                    continue;
+                }
+                if self.sweep_scope(scope, t, max, &mut out, opts).await? {
+                    return Ok(out);
+                }
+            }
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Sweeps one scope; `true` once the batch is full.
+    async fn sweep_scope(
+        &self,
+        scope: &ArtifactScope,
+        t: ArtifactTerms,
+        max: u64,
+        out: &mut ArtifactSweep,
+        opts: &CallOptions,
+    ) -> Result<bool> {
+        let mut names = PageRequest::<ArtifactName>::default();
+        loop {
+            let page = self.inner.list_names(scope, &names, opts).await?;
+            for name in &page.items {
+                let mut versions = PageRequest::<u64>::default();
+                loop {
+                    let vp = self
+                        .inner
+                        .list_versions(scope, name, &versions, opts)
+                        .await?;
+                    for m in vp.items.iter().filter(|m| self.expired(t, m)) {
+                        if out.deleted == max {
+                            out.more = true;
+                            return Ok(true);
+                        }
+                        let gone = self
+                            .inner
+                            .delete(scope, name, DeleteSelector::Version(m.version), opts)
+                            .await?;
+                        out.deleted += gone.len() as u64;
+                    }
+                    match vp.next_cursor {
+                        Some(c) => versions.cursor = Some(c),
+                        None => break,
+                    }
+                }
+            }
+            match page.next_cursor {
+                Some(c) => names.cursor = Some(c),
+                None => return Ok(false),
+            }
+        }
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
+    fn capabilities(&self) -> ArtifactCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta> {
+        // A version's lifetime runs from when it was stored: nothing to
+        // attach here.
+        self.inner.put(scope, name, body, opts).await
+    }
+
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead> {
+        let read = self.inner.get(scope, name, selector, range, opts).await?;
+        // An expired version's stream is dropped unread.
+        let meta = self.live(scope, read.meta.clone())?;
+        Ok(ArtifactRead { meta, ..read })
+    }
+
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta> {
+        let meta = self.inner.head(scope, name, selector, opts).await?;
+        self.live(scope, meta)
+    }
+
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>> {
+        self.refuse_held(scope, opts).await?;
+        self.inner.delete(scope, name, selector, opts).await
+    }
+
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>> {
+        let mut out = self.inner.list_names(scope, page, opts).await?;
+        let t = terms(&*self.policy, scope);
+        if t.ttl_ms.is_some() {
+            // Versions of a name are stored in order, so a name whose
+            // latest version expired has none left alive.
+            let mut kept = Vec::with_capacity(out.items.len());
+            for name in out.items {
+                match self.inner.head(scope, &name, Selector::Latest, opts).await {
+                    Ok(m) if !self.expired(t, &m) => kept.push(name),
+                    Ok(_) | Err(Error::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            out.items = kept;
+        }
+        Ok(out)
+    }
+
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>> {
+        let mut out = self.inner.list_versions(scope, name, page, opts).await?;
+        let t = terms(&*self.policy, scope);
+        out.items.retain(|m| !self.expired(t, m));
+        Ok(out)
+    }
+
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<ScopePage> {
+        self.inner.list_scopes(cursor, limit, opts).await
+    }
+
+    async fn status(&self) -> Result<ArtifactStatus> {
+        self.inner.status().await
+    }
+
+    async fn activate_scope(&self, scope: &ArtifactScope) -> Result<()> {
+        self.inner.activate_scope(scope).await
+    }
+
+    fn release_scope(&self, scope: &ArtifactScope) {
+        self.inner.release_scope(scope);
+    }
+}
