@@ -93,6 +93,11 @@ enum Op {
     DeleteUser {
         scope: usize,
     },
+    Update {
+        scope: usize,
+        pick: usize,
+        words: Vec<usize>,
+    },
 }
 
 fn words() -> impl Strategy<Value = Vec<usize>> {
@@ -110,7 +115,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Sweep),
         2 => (scope.clone(), 0usize..8).prop_map(|(scope, pick)| Op::DeleteEntry { scope, pick }),
         1 => (scope.clone(), 0u8..3).prop_map(|(scope, session)| Op::DeleteSession { scope, session }),
-        1 => scope.prop_map(|scope| Op::DeleteUser { scope }),
+        1 => scope.clone().prop_map(|scope| Op::DeleteUser { scope }),
+        2 => (scope, 0usize..8, words()).prop_map(|(scope, pick, words)| Op::Update { scope, pick, words }),
     ]
 }
 
@@ -121,6 +127,9 @@ struct ModelEntry {
     provenance: Provenance,
     /// Not part of the data (a duplicate keeps the first one's).
     obligations: Obligations,
+    /// 1 as written, one more per correction; once above 1, any add
+    /// under the id is a duplicate.
+    revision: u32,
 }
 
 impl PartialEq for ModelEntry {
@@ -303,6 +312,7 @@ async fn apply(
                 session: sess.map(session),
                 provenance,
                 obligations,
+                revision: 1,
             };
             let existing = expected_id.and_then(|id| model.scopes[scope].get(&id).cloned());
             match (store.add_entry(s, input, w).await, existing) {
@@ -319,10 +329,14 @@ async fn apply(
                 (Ok(out), Some(old)) => {
                     prop_assert!(out.duplicate);
                     prop_assert_eq!(out.entry.obligations, old.obligations);
-                    prop_assert_eq!(old, want);
+                    prop_assert_eq!(out.entry.revision, old.revision);
+                    // A corrected entry takes any re-submission as a
+                    // duplicate; an uncorrected one only the same data.
+                    prop_assert!(old.revision > 1 || old == want);
                 }
                 (Err(Error::IdempotencyConflict(id)), Some(old)) => {
                     prop_assert_eq!(Some(id), expected_id);
+                    prop_assert_eq!(old.revision, 1, "a corrected entry never conflicts");
                     prop_assert_ne!(old, want);
                 }
                 (Err(e), _) => return Err(fail(e)),
@@ -369,6 +383,7 @@ async fn apply(
                     session: Some(session(sess)),
                     provenance,
                     obligations,
+                    revision: 1,
                 };
                 if model.sticky[scope].contains(&(session(sess), entry_id)) {
                     erased += 1;
@@ -379,7 +394,7 @@ async fn apply(
                         added += 1;
                         model.scopes[scope].insert(entry_id, want);
                     }
-                    Some(old) if *old == want => dups += 1,
+                    Some(old) if old.revision > 1 || *old == want => dups += 1,
                     Some(_) => conflicts += 1,
                 }
             }
@@ -467,6 +482,59 @@ async fn apply(
             model.now += ms;
             clock.set(model.now);
         }
+        Op::Update { scope, pick, words } => {
+            let s = &scopes[scope];
+            let ids: Vec<EntryId> = model.scopes[scope].keys().copied().collect();
+            let id = ids.get(pick).copied().unwrap_or_else(EntryId::random);
+            let update = crate::entry::EntryUpdate {
+                content: text(&words),
+                metadata: hippocamp_core::Metadata::new(),
+            };
+            let now = model.now;
+            let max = u32::try_from(MemoryLimits::default().max_revisions).unwrap_or(u32::MAX);
+            let got = store
+                .update_entry(s, &id, &update, &WriteOptions::default())
+                .await;
+            match model.scopes[scope].get(&id).cloned() {
+                None => prop_assert!(matches!(got, Err(Error::NotFound(_))), "{got:?}"),
+                Some(e) if expired(&e.obligations, now) => {
+                    prop_assert!(matches!(got, Err(Error::NotFound(_))), "{got:?}");
+                }
+                Some(e) if e.content == update.content => {
+                    let out = got.map_err(fail)?;
+                    prop_assert!(!out.changed);
+                    prop_assert_eq!(out.entry.revision, e.revision);
+                }
+                Some(e) => {
+                    // Dropping the oldest kept revision is a deletion.
+                    let full = e.revision >= max;
+                    let refusal = if full && e.obligations.legal_hold {
+                        Some("legal_hold")
+                    } else if full && retained(&e.obligations, now) {
+                        Some("retention")
+                    } else {
+                        None
+                    };
+                    match (got, refusal) {
+                        (Err(g), Some(want)) => prop_assert_eq!(g.code(), want),
+                        (Ok(out), None) => {
+                            prop_assert!(out.changed);
+                            prop_assert_eq!(out.entry.revision, e.revision + 1);
+                            prop_assert_eq!(out.entry.obligations, e.obligations);
+                            if let Some(m) = model.scopes[scope].get_mut(&id) {
+                                m.content.clone_from(&update.content);
+                                m.revision += 1;
+                            }
+                        }
+                        (got, want) => {
+                            return Err(TestCaseError::fail(format!(
+                                "update_entry gave {got:?}, the model {want:?}"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
         Op::Sweep => {
             let due: Vec<(usize, EntryId)> = (0..scopes.len())
                 .flat_map(|i| model.sweepable(i).into_iter().map(move |id| (i, id)))
@@ -516,10 +584,15 @@ async fn verify(
             let got: BTreeSet<EntryId> = res.hits.iter().map(|h| h.entry.id).collect();
             prop_assert_eq!(got, want, "search {:?} in {}", word, s);
         }
+        let max = usize::try_from(MemoryLimits::default().max_revisions).unwrap_or(usize::MAX);
         for (id, e) in entries {
             let got = store.get_entry(s, id, c).await.map_err(fail)?;
             prop_assert_eq!(&got.content, &e.content);
             prop_assert_eq!(&got.scope, s);
+            prop_assert_eq!(got.revision, e.revision);
+            let history = store.entry_history(s, id, c).await.map_err(fail)?;
+            prop_assert_eq!(history.len(), (e.revision as usize).min(max));
+            prop_assert_eq!(&history[0].content, &e.content);
         }
         let listed = store
             .list_entries(
