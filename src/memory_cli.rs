@@ -156,14 +156,7 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
         }
     };
     if let Some(remote) = target.place.remote()? {
-        let url = remote.url(&[
-            "v1",
-            "apps",
-            scope.app().as_str(),
-            "users",
-            scope.user().as_str(),
-            "export",
-        ])?;
+        let url = user_url(&remote, &scope, "export")?;
         let mut r = remote
             .send(remote.request(reqwest::Method::GET, url))
             .await?;
@@ -282,6 +275,22 @@ fn correction(
     })
 }
 
+/// A server's URL of a route under the user: `/v1/apps/{app}/users/{user}/{last}`.
+fn user_url(
+    remote: &crate::remote::Remote,
+    scope: &MemoryScope,
+    last: &str,
+) -> anyhow::Result<reqwest::Url> {
+    remote.url(&[
+        "v1",
+        "apps",
+        scope.app().as_str(),
+        "users",
+        scope.user().as_str(),
+        last,
+    ])
+}
+
 /// `hippocamp memory restore FILE`: on a data directory through its
 /// services, or streamed to a server's `POST …/restore`.
 pub(crate) async fn restore(target: &Target, file: &Path) -> anyhow::Result<Value> {
@@ -290,14 +299,7 @@ pub(crate) async fn restore(target: &Target, file: &Path) -> anyhow::Result<Valu
         .await
         .with_context(|| format!("cannot open {}", file.display()))?;
     if let Some(remote) = target.place.remote()? {
-        let url = remote.url(&[
-            "v1",
-            "apps",
-            scope.app().as_str(),
-            "users",
-            scope.user().as_str(),
-            "restore",
-        ])?;
+        let url = user_url(&remote, &scope, "restore")?;
         let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(f));
         let r = remote
             .send(remote.request(reqwest::Method::POST, url).body(body))

@@ -1000,18 +1000,9 @@ impl ArtifactStore for FsArtifacts {
     ) -> Result<hippocamp_artifacts::ScopePage> {
         self.deadline(opts).check(Stage::Queueing)?;
         let limit = self.limits.page_limit(limit)?;
-        let after =
-            match cursor {
-                None => None,
-                Some(c) => Some(hex::decode(c).ok().filter(|b| b.len() == 32).ok_or_else(
-                    || {
-                        Error::invalid(
-                            hippocamp_core::Field::Cursor,
-                            hippocamp_core::Problem::Malformed("not a scope cursor".into()),
-                        )
-                    },
-                )?),
-            };
+        let after = cursor
+            .map(hippocamp_artifacts::model::scope_cursor)
+            .transpose()?;
         let rtx = self.db.begin_read().map_err(storage)?;
         let table = rtx.open_table(SCOPES).map_err(storage)?;
         let lower = match &after {

@@ -457,6 +457,20 @@ pub struct ScopePage {
     pub next_cursor: Option<String>,
 }
 
+/// The scope hash a `list_scopes` cursor names (the hex of the last
+/// scope's hash, for stores keyed by it).
+pub fn scope_cursor(cursor: &str) -> Result<Vec<u8>> {
+    hex::decode(cursor)
+        .ok()
+        .filter(|b| b.len() == 32)
+        .ok_or_else(|| {
+            hippocamp_core::Error::invalid(
+                hippocamp_core::Field::Cursor,
+                hippocamp_core::Problem::Malformed("not a scope cursor".into()),
+            )
+        })
+}
+
 /// A page of `(hash, scope)` pairs sorted by hash, after the hex cursor,
 /// at most `limit`: how stores keyed by scope hash page their scopes.
 pub fn scope_page(
@@ -464,21 +478,7 @@ pub fn scope_page(
     cursor: Option<&str>,
     limit: usize,
 ) -> Result<ScopePage> {
-    let after = match cursor {
-        None => None,
-        Some(c) => {
-            let bytes = hex::decode(c)
-                .ok()
-                .filter(|b| b.len() == 32)
-                .ok_or_else(|| {
-                    hippocamp_core::Error::invalid(
-                        hippocamp_core::Field::Cursor,
-                        hippocamp_core::Problem::Malformed("not a scope cursor".into()),
-                    )
-                })?;
-            Some(bytes)
-        }
-    };
+    let after = cursor.map(scope_cursor).transpose()?;
     scopes.sort_by_key(|a| a.0);
     let mut page: Vec<([u8; 32], ArtifactScope)> = scopes
         .into_iter()

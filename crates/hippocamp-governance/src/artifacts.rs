@@ -118,6 +118,26 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
     /// batch filled first. A store that cannot list its scopes sweeps
     /// nothing (its expired versions stay invisible).
     pub async fn sweep(&self, max: u64, opts: &CallOptions) -> Result<ArtifactSweep> {
+        let out = self.sweep_unaudited(max, opts).await?;
+        if out.deleted > 0
+            && let Some(audit) = &self.audit
+        {
+            let r = NewAuditRecord {
+                event: AuditEvent::Expiry,
+                target: "artifacts",
+                scope: None,
+                caller: opts.caller(),
+                outcome: "ok".to_owned(),
+                count: Some(out.deleted),
+            };
+            if let Err(e) = audit.append(r, self.clock.now_ms()).await {
+                tracing::error!(error = %e, "an audit record could not be written");
+            }
+        }
+        Ok(out)
+    }
+
+    async fn sweep_unaudited(&self, max: u64, opts: &CallOptions) -> Result<ArtifactSweep> {
         let mut out = ArtifactSweep::default();
         if !self.inner.capabilities().scope_listing {
             return Ok(out);

@@ -151,6 +151,17 @@ async fn versions_expire_at_the_exact_moment_and_holds_refuse_deletion() {
     assert_eq!((first.deleted, first.more), (2, true));
     let rest = store.sweep(10, &c()).await.unwrap();
     assert_eq!((rest.deleted, rest.more), (1, false));
+    let records = audit.page(None, None).await.unwrap().records;
+    let expiries: Vec<Option<u64>> = records
+        .iter()
+        .filter(|r| r.event == AuditEvent::Expiry && r.target == "artifacts")
+        .map(|r| r.count)
+        .collect();
+    assert_eq!(
+        expiries,
+        [Some(2), Some(1)],
+        "each sweep that removed something is audited"
+    );
     let inner = store.inner();
     assert!(
         inner

@@ -200,20 +200,35 @@ pub struct ServicesStatus {
 /// next period tries again).
 pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
+    until_swept("entries", || async {
+        memory
+            .sweep_expired(batch, &call)
+            .await
+            .map(|s| (s.deleted, s.more))
+    })
+    .await
+}
+
+/// Runs `batch` (deleted, more) until nothing more is due; a failure is
+/// logged and ends the pass (the next period retries).
+async fn until_swept<F: std::future::Future<Output = Result<(u64, bool)>>>(
+    what: &str,
+    mut batch: impl FnMut() -> F,
+) -> u64 {
     let mut total = 0;
     loop {
-        match memory.sweep_expired(batch, &call).await {
-            Ok(s) => {
-                total += s.deleted;
-                if !s.more {
+        match batch().await {
+            Ok((deleted, more)) => {
+                total += deleted;
+                if !more {
                     if total > 0 {
-                        tracing::info!(deleted = total, "swept expired entries");
+                        tracing::info!(deleted = total, what, "swept what expired");
                     }
                     return total;
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the sweep failed; the next period retries");
+                tracing::warn!(error = %e, what, "the sweep failed; the next period retries");
                 return total;
             }
         }
@@ -227,24 +242,13 @@ pub async fn sweep_artifacts_once(
     batch: u64,
 ) -> u64 {
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
-    let mut total = 0;
-    loop {
-        match artifacts.sweep(batch, &call).await {
-            Ok(s) => {
-                total += s.deleted;
-                if !s.more {
-                    if total > 0 {
-                        tracing::info!(deleted = total, "swept expired artifact versions");
-                    }
-                    return total;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the artifact sweep failed; the next period retries");
-                return total;
-            }
-        }
-    }
+    until_swept("artifact versions", || async {
+        artifacts
+            .sweep(batch, &call)
+            .await
+            .map(|s| (s.deleted, s.more))
+    })
+    .await
 }
 
 /// Removes the audit records older than the log's retention (logged, not
