@@ -168,6 +168,11 @@ async fn list_users(
     )
 }
 
+async fn status(State(s): State<AppState>, _o: Operator, q: Q<NoQuery>) -> ApiResult<Response> {
+    parse_query(q)?;
+    json(timed("status", s.services.status()).await?)
+}
+
 /// `?limit=&cursor=` of the audit log.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -326,6 +331,24 @@ const NAMES_QUERY: &[(&str, &str, &str)] = &[
 
 /// The lifecycle routes.
 pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        method: "get",
+        path: "/v1/status",
+        id: "status",
+        summary: "Content-free state of every service: memory, outbox and artifact counters, and the policy in force (its legal holds, consent-requiring apps, lifetimes); only for an admin token of every app",
+        permission: Some(Permission::Admin),
+        query: &[],
+        request: Payload::None,
+        success: (
+            200,
+            Payload::Json(
+                "ServicesStatus",
+                schema::<hippocamp_services::ServicesStatus>,
+            ),
+        ),
+        errors: &["invalid_argument", "forbidden"],
+        handler: || get(status),
+    },
     Route {
         method: "get",
         path: "/v1/audit",

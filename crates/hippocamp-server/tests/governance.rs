@@ -1140,5 +1140,18 @@ async fn artifacts_expire_and_held_ones_cannot_be_deleted() {
         left, 1,
         "alice's expired version swept, bob's held one kept"
     );
+    // The hold is visible in the served status (and in capabilities).
+    let (st, status) = send(&s, Method::GET, "/v1/status", &s.admin, None).await;
+    assert_eq!(st, StatusCode::OK, "{status}");
+    assert_eq!(status["policy"]["legal_holds"], json!(["shop/bob"]));
+    assert_eq!(status["policy"]["lifetimes"][0]["artifact_ttl_ms"], 60_000);
+    assert_eq!(status["artifacts"]["artifacts"], 1);
+    let (_, caps) = send(&s, Method::GET, "/v1/artifacts/capabilities", &t, None).await;
+    assert_eq!(caps["scope_listing"], true, "{caps}");
+    let (_, caps) = send(&s, Method::GET, "/v1/memory/capabilities", &t, None).await;
+    assert_eq!(caps["policy"]["legal_holds"], json!(["shop/bob"]));
+    let shop_admin = s.token(Some("shop"), None, "admin");
+    let (st, _) = send(&s, Method::GET, "/v1/status", &shop_admin, None).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
     s.stop().await;
 }

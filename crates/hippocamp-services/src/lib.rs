@@ -180,7 +180,7 @@ fn no_outbox(profile: Profile) -> Error {
 }
 
 /// Content-free state of every service.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ServicesStatus {
     /// The profile.
     pub profile: &'static str,
