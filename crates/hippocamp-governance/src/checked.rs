@@ -330,10 +330,19 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         self.inner.export_entries(scope, request, &call).await
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
         let r = Resource::sweep(max);
         let (_, call) = self.ask(Action::Prune, None, r, opts).await?;
-        let sweep = self.inner.sweep_expired(max, &call).await?;
+        // Users the policy holds now keep everything, whatever their
+        // entries' own obligations said when they were written.
+        let mut spare = spare.to_vec();
+        spare.extend(self.policy.held_scopes());
+        let sweep = self.inner.sweep_expired(max, &spare, &call).await?;
         if sweep.deleted > 0 {
             let n = Some(sweep.deleted);
             self.record(

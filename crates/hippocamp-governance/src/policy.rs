@@ -43,8 +43,9 @@ pub enum Action {
     Delete,
     /// Erase a whole scope.
     Erase,
-    /// Keep data beyond its lifetime (consulted before the sweeper
-    /// deletes expired entries: a denial keeps them).
+    /// Keep data beyond its lifetime. Declared for policies that decide
+    /// it; no operation of this release asks it yet (retention and holds
+    /// come with an ingestion's grant, and the sweeper asks `Prune`).
     Retain,
     /// Remove expired data (the sweeper's batches).
     Prune,
@@ -327,6 +328,13 @@ pub trait Policy: Send + Sync + fmt::Debug {
     /// so it answers from memory; none by default.
     fn artifact_terms(&self, _app: &AppName, _user: Option<&UserId>) -> ArtifactTerms {
         ArtifactTerms::default()
+    }
+
+    /// The scopes under a legal hold now: the sweeper leaves every entry
+    /// of theirs, even one written before the hold (whose own obligations
+    /// do not say so). None by default.
+    fn held_scopes(&self) -> Vec<MemoryScope> {
+        Vec::new()
     }
 }
 

@@ -342,6 +342,18 @@ impl Policy for StaticPolicy {
             .is_some_and(|a| a.erase_on_withdrawal)
     }
 
+    fn held_scopes(&self) -> Vec<MemoryScope> {
+        self.config
+            .apps
+            .iter()
+            .flat_map(|(app, p)| {
+                p.legal_holds
+                    .iter()
+                    .filter_map(move |u| MemoryScope::parse(app, u).ok())
+            })
+            .collect()
+    }
+
     fn artifact_terms(&self, app: &AppName, user: Option<&UserId>) -> ArtifactTerms {
         match self.apps.get(app.as_str()) {
             None => ArtifactTerms::default(),

@@ -145,7 +145,14 @@ async fn the_policy_wrapper_records_governance_events_without_content() {
         .unwrap();
     clock.advance(10);
     let sweeper = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
-    assert_eq!(store.sweep_expired(10, &sweeper).await.unwrap().deleted, 1);
+    assert_eq!(
+        store
+            .sweep_expired(10, &[], &sweeper)
+            .await
+            .unwrap()
+            .deleted,
+        1
+    );
     let records = audit.page(None, None).await.unwrap().records;
     let seen: Vec<(AuditEvent, &str, &str)> = records
         .iter()
@@ -173,4 +180,47 @@ async fn the_policy_wrapper_records_governance_events_without_content() {
             "{word} leaked into the audit log: {text}"
         );
     }
+}
+
+/// A legal hold placed after a user's entries were written (their own
+/// obligations carry none) still keeps the sweeper away from them: the
+/// wrapper tells the store to spare every scope the policy holds now.
+#[tokio::test]
+async fn a_hold_placed_after_ingestion_keeps_the_sweeper_away() {
+    let clock = Arc::new(hippocamp_core::ManualClock::at(1_000));
+    let inner = Arc::new(
+        InMemoryStore::new(MemoryConfig {
+            clock: hippocamp_memory::config::StoreClock(clock.clone()),
+            ..MemoryConfig::default()
+        })
+        .unwrap(),
+    );
+    let consents = Arc::new(hippocamp_governance::InMemoryConsents::default());
+    let before: hippocamp_governance::PolicyConfig =
+        toml::from_str("[apps.shop]\nttl_ms = 10\n").unwrap();
+    let before = Arc::new(StaticPolicy::new(before, consents.clone()).unwrap());
+    let w = WriteOptions::default();
+    let store = PolicyChecked::new(inner.clone(), before, clock.clone());
+    for user in ["alice", "bob"] {
+        let s = MemoryScope::parse("shop", user).unwrap();
+        let e = store
+            .add_entry(&s, NewEntry::new("a fact"), &w)
+            .await
+            .unwrap();
+        assert!(!e.entry.obligations.legal_hold);
+    }
+    // Later, alice is put under a hold.
+    let after: hippocamp_governance::PolicyConfig =
+        toml::from_str("[apps.shop]\nttl_ms = 10\nlegal_holds = [\"alice\"]\n").unwrap();
+    let after = Arc::new(StaticPolicy::new(after, consents).unwrap());
+    let store = PolicyChecked::new(inner.clone(), after, clock.clone());
+    clock.advance(10);
+    let sweeper = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
+    let sweep = store.sweep_expired(100, &[], &sweeper).await.unwrap();
+    assert_eq!(sweep.deleted, 1, "bob's expired entry only");
+    assert_eq!(inner.status().await.unwrap().entries, 1, "alice's is kept");
+    assert!(matches!(
+        store.delete_user(&scope(), &CallOptions::default()).await,
+        Err(Error::LegalHold)
+    ));
 }

@@ -159,7 +159,7 @@ async fn every_operation(store: &dyn MemoryStore) -> Vec<(&'static str, Option<A
         .export_entries(&s, &hippocamp_memory::ExportRequest::default(), &c)
         .await;
     out.push(("export_entries", Some(Action::Export), r.is_ok()));
-    let r = store.sweep_expired(10, &c).await;
+    let r = store.sweep_expired(10, &[], &c).await;
     out.push(("sweep_expired", Some(Action::Prune), r.is_ok()));
     let fix = hippocamp_memory::EntryUpdate {
         content: "alice likes coffee".into(),

@@ -970,10 +970,22 @@ impl MemoryStore for RedbMemoryStore {
             .map_err(|e| Error::Unavailable(format!("export failed: {e}")))?
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
         let max = check_sweep_batch(max)?;
         let at = self.moment(opts);
-        self.submit(|reply| Op::Sweep { max, at, reply }).await
+        let spare = spare.iter().map(scope_hash).collect();
+        self.submit(|reply| Op::Sweep {
+            max,
+            spare,
+            at,
+            reply,
+        })
+        .await
     }
 
     async fn update_entry(

@@ -103,6 +103,8 @@ pub(crate) enum Op {
     },
     Sweep {
         max: usize,
+        /// Hashes of the scopes whose entries stay.
+        spare: std::collections::HashSet<[u8; 16]>,
         at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<Sweep>>,
     },
@@ -714,7 +716,12 @@ impl Tx<'_> {
 
 impl Tx<'_> {
     /// Removes up to `max` sweepable entries, earliest expiry first.
-    fn sweep(&mut self, max: usize, at: Moment) -> Result<Sweep, Fail> {
+    fn sweep(
+        &mut self,
+        max: usize,
+        spare: &std::collections::HashSet<[u8; 16]>,
+        at: Moment,
+    ) -> Result<Sweep, Fail> {
         at.deadline.check(Stage::Commit).op()?;
         let mut hi = [0xffu8; 40];
         hi[..8].copy_from_slice(&at.now_ms.to_be_bytes());
@@ -725,6 +732,11 @@ impl Tx<'_> {
             let (k, _) = item?;
             let mut key = [0u8; 32];
             key.copy_from_slice(&k.value()[8..]);
+            let mut h = [0u8; 16];
+            h.copy_from_slice(&key[..16]);
+            if spare.contains(&h) {
+                continue;
+            }
             // Held or retained entries stay (their expiry key too): they
             // are invisible, and go once nothing guards them.
             if !self.obligations_of(&key)?.sweepable(at.now_ms) {
@@ -1139,8 +1151,13 @@ impl Writer {
                 let r = tx.delete_user(&scope, at);
                 Self::collect(fatal, r, |r| Reply::Erased(reply, r))
             }
-            Op::Sweep { max, at, reply } => {
-                let r = tx.sweep(max, at);
+            Op::Sweep {
+                max,
+                spare,
+                at,
+                reply,
+            } => {
+                let r = tx.sweep(max, &spare, at);
                 Self::collect(fatal, r, |r| Reply::Swept(reply, r))
             }
             Op::UpdateEntry {

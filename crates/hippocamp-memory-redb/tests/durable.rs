@@ -562,11 +562,11 @@ async fn obligations_survive_a_reopen() {
         Err(Error::NotFound(_))
     ));
     assert!(search(&store, &s, "short lived").await.hits.is_empty());
-    assert_eq!(store.sweep_expired(10, &c()).await.unwrap().deleted, 1);
+    assert_eq!(store.sweep_expired(10, &[], &c()).await.unwrap().deleted, 1);
     drop(store);
     let store = RedbMemoryStore::open(dir.path(), config()).unwrap();
     assert_eq!(store.status().await.unwrap().entries, 1);
-    assert_eq!(store.sweep_expired(10, &c()).await.unwrap().deleted, 0);
+    assert_eq!(store.sweep_expired(10, &[], &c()).await.unwrap().deleted, 0);
 }
 
 /// Revisions, histories and the app/user index are logged and replayed:

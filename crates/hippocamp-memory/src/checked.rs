@@ -223,8 +223,13 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         Ok(page)
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
-        let sweep = self.inner.sweep_expired(max, opts).await?;
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
+        let sweep = self.inner.sweep_expired(max, spare, opts).await?;
         if sweep.deleted > max {
             return Err(bad(format!(
                 "a sweep of at most {max} removed {}",

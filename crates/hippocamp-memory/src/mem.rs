@@ -541,7 +541,12 @@ impl MemoryStore for InMemoryStore {
         })
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
         let deadline = self.deadline(opts);
         let max = check_sweep_batch(max)?;
         let now = self.clock.now_ms();
@@ -549,6 +554,7 @@ impl MemoryStore for InMemoryStore {
             .scopes
             .read()
             .iter()
+            .filter(|(k, _)| !spare.contains(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut sweep = Sweep::default();

@@ -231,10 +231,15 @@ impl MemoryStore for RoutedMemory {
         self.inner.export_entries(scope, request, opts).await
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
         // Across scopes: no one scope's worker to enter; the store orders
         // it with each scope's writes itself.
-        self.inner.sweep_expired(max, opts).await
+        self.inner.sweep_expired(max, spare, opts).await
     }
 
     async fn update_entry(

@@ -509,8 +509,15 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
 
     /// Deletes up to `max` expired entries (neither held nor retained),
     /// across scopes, earliest expiry first, in one durable step each
-    /// batch; reports how many and whether more are due.
-    async fn sweep_expired(&self, _max: u64, _opts: &CallOptions) -> Result<Sweep> {
+    /// batch; reports how many and whether more are due. Every entry of
+    /// the scopes in `spare` stays (the policy's current legal holds,
+    /// which may be newer than the entries' own obligations).
+    async fn sweep_expired(
+        &self,
+        _max: u64,
+        _spare: &[MemoryScope],
+        _opts: &CallOptions,
+    ) -> Result<Sweep> {
         Err(Error::Unsupported {
             operation: "sweep_expired",
             backend: "this store",
@@ -663,8 +670,8 @@ macro_rules! forward {
             async fn list_users(&self, app: &::hippocamp_core::AppName, request: &$crate::store::NamesRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::NamePage> {
                 (**self).list_users(app, request, opts).await
             }
-            async fn sweep_expired(&self, max: u64, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
-                (**self).sweep_expired(max, opts).await
+            async fn sweep_expired(&self, max: u64, spare: &[::hippocamp_core::MemoryScope], opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
+                (**self).sweep_expired(max, spare, opts).await
             }
             async fn status(&self) -> ::hippocamp_core::Result<$crate::store::StoreStatus> {
                 (**self).status().await

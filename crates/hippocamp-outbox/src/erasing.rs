@@ -173,8 +173,13 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         self.inner.export_entries(scope, request, opts).await
     }
 
-    async fn sweep_expired(&self, max: u64, opts: &CallOptions) -> Result<hippocamp_memory::Sweep> {
-        self.inner.sweep_expired(max, opts).await
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::Sweep> {
+        self.inner.sweep_expired(max, spare, opts).await
     }
 
     async fn update_entry(

@@ -202,7 +202,7 @@ pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
     until_swept("entries", || async {
         memory
-            .sweep_expired(batch, &call)
+            .sweep_expired(batch, &[], &call)
             .await
             .map(|s| (s.deleted, s.more))
     })

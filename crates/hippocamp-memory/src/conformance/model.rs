@@ -540,7 +540,7 @@ async fn apply(
                 .flat_map(|i| model.sweepable(i).into_iter().map(move |id| (i, id)))
                 .collect();
             let sweep = store
-                .sweep_expired(crate::list::MAX_SWEEP_BATCH, c)
+                .sweep_expired(crate::list::MAX_SWEEP_BATCH, &[], c)
                 .await
                 .map_err(fail)?;
             prop_assert_eq!(sweep.deleted, due.len() as u64);
