@@ -11,7 +11,8 @@
 //! Ingestion carries the grant's obligations into the write.
 //!
 //! Not consulted (no user data moves): `capabilities`, `status`,
-//! `erasure_epoch`, `activate_scope`, `release_scope`.
+//! `erasure_epoch`, `activate_scope`, `release_scope`. A write that brings
+//! a retention or a hold of its own is also asked `retain`.
 //!
 //! With an audit log ([`PolicyChecked::with_audit`]) it also records every
 //! denial, every erasure (entry, session, user) with its outcome, a
@@ -161,6 +162,29 @@ impl<S: MemoryStore> PolicyChecked<S> {
         ))
     }
 
+    /// Asks `Retain` when a write brings obligations of its own that keep
+    /// data (a retention or a legal hold): the policy decides whether the
+    /// caller may keep data longer than its lifetimes would.
+    async fn ask_retain(
+        &self,
+        scope: &MemoryScope,
+        own: impl IntoIterator<Item = Obligations>,
+        opts: &CallOptions,
+    ) -> Result<()> {
+        let keeps = own
+            .into_iter()
+            .filter(|o| o.retain_until_ms.is_some() || o.legal_hold)
+            .count();
+        if keeps > 0 {
+            let r = Resource::new(
+                "entries",
+                format!("{keeps} entries retained or held by the caller"),
+            );
+            self.ask(Action::Retain, Some(scope), r, opts).await?;
+        }
+        Ok(())
+    }
+
     /// The write options of an ingestion: the stricter of the caller's
     /// and the grant's obligations (the earlier expiry, the later
     /// retention, either hold), and the grant's metadata rules when it
@@ -214,6 +238,8 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
                 &opts.call,
             )
             .await?;
+        self.ask_retain(scope, [opts.obligations], &opts.call)
+            .await?;
         self.inner
             .add_entry(scope, entry, &Self::granted(opts, grant, call))
             .await
@@ -228,6 +254,8 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
     ) -> Result<IngestReport> {
         let r = Resource::events(events.len(), session, false);
         let (grant, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
+        self.ask_retain(scope, [opts.obligations], &opts.call)
+            .await?;
         self.inner
             .add_events(scope, session, events, &Self::granted(opts, grant, call))
             .await
@@ -396,6 +424,12 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         // exported with.
         let r = Resource::new("entries", format!("{} restored entries", entries.len()));
         let (_, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
+        self.ask_retain(
+            scope,
+            entries.iter().map(|e| e.entry.obligations),
+            &opts.call,
+        )
+        .await?;
         let opts = WriteOptions {
             call,
             ..opts.clone()

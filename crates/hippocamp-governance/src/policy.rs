@@ -43,9 +43,10 @@ pub enum Action {
     Delete,
     /// Erase a whole scope.
     Erase,
-    /// Keep data beyond its lifetime. Declared for policies that decide
-    /// it; no operation of this release asks it yet (retention and holds
-    /// come with an ingestion's grant, and the sweeper asks `Prune`).
+    /// Keep data longer than the policy's lifetimes would: a write whose
+    /// own obligations carry a retention or a legal hold (a library
+    /// caller's `WriteOptions`, or restored entries that were retained or
+    /// held), asked in addition to `Ingest`.
     Retain,
     /// Remove expired data (the sweeper's batches).
     Prune,

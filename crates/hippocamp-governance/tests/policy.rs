@@ -482,3 +482,122 @@ async fn consents_are_durable_and_validated() {
     let store = RedbConsents::open(dir.path()).unwrap();
     assert!(store.get(&s).await.unwrap().is_none());
 }
+
+/// Allows everything but keeping data longer than its lifetimes.
+#[derive(Debug)]
+struct NoRetaining;
+
+#[async_trait]
+impl Policy for NoRetaining {
+    async fn decide(&self, q: &Question<'_>) -> Result<Decision> {
+        Ok(if q.action == Action::Retain {
+            Decision::deny("no_retention")
+        } else {
+            Decision::Allow
+        })
+    }
+
+    fn describe(&self) -> PolicyInfo {
+        PolicyInfo {
+            kind: "no-retaining".into(),
+            timeout_ms: 100,
+            consent_required: vec![],
+            legal_holds: vec![],
+            lifetimes: vec![],
+        }
+    }
+}
+
+/// A write that brings a retention or a hold of its own (a library
+/// caller's options, restored entries that were retained) is also asked
+/// `retain`; refused, it writes nothing. Plain writes are not asked.
+#[tokio::test]
+async fn a_write_that_keeps_data_longer_asks_retain() {
+    let policy = Recording::new(Decision::Allow);
+    let (store, _) = checked(policy.clone());
+    let s = scope();
+    let kept = hippocamp_memory::Obligations {
+        retain_until_ms: Some(u64::MAX / 2),
+        ..hippocamp_memory::Obligations::default()
+    };
+    store
+        .add_entry(&s, NewEntry::new("plain"), &WriteOptions::new(caller()))
+        .await
+        .unwrap();
+    let asked: Vec<Action> = policy.take().iter().map(|a| a.0).collect();
+    assert_eq!(asked, [Action::Ingest]);
+    let retained = store
+        .add_entry(
+            &s,
+            NewEntry::new("kept"),
+            &WriteOptions::new(caller()).obligations(kept),
+        )
+        .await
+        .unwrap()
+        .entry;
+    let asked: Vec<Action> = policy.take().iter().map(|a| a.0).collect();
+    assert_eq!(asked, [Action::Ingest, Action::Retain]);
+    let item = hippocamp_memory::ImportedEntry {
+        entry: retained,
+        history: vec![],
+    };
+    let other = MemoryScope::parse("app", "restored").unwrap();
+    let moved = hippocamp_memory::ImportedEntry {
+        entry: hippocamp_memory::MemoryEntry {
+            scope: other.clone(),
+            ..item.entry.clone()
+        },
+        history: vec![],
+    };
+    store
+        .import_entries(
+            &other,
+            std::slice::from_ref(&moved),
+            &WriteOptions::new(caller()),
+        )
+        .await
+        .unwrap();
+    let asked: Vec<Action> = policy.take().iter().map(|a| a.0).collect();
+    assert_eq!(asked, [Action::Ingest, Action::Retain]);
+
+    let inner = Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let strict = PolicyChecked::new(
+        inner.clone(),
+        Arc::new(NoRetaining),
+        hippocamp_core::time::system_clock(),
+    );
+    let w = WriteOptions::new(caller()).obligations(kept);
+    for r in [
+        strict
+            .add_entry(&s, NewEntry::new("kept"), &w)
+            .await
+            .map(drop),
+        strict
+            .add_events(
+                &s,
+                &SessionId::new("s1").unwrap(),
+                &[Event::text("e1", "user", 1, "kept")],
+                &w,
+            )
+            .await
+            .map(drop),
+        strict
+            .import_entries(&other, &[moved], &WriteOptions::new(caller()))
+            .await
+            .map(drop),
+    ] {
+        assert!(
+            matches!(&r, Err(Error::PolicyDenied { reason }) if reason == "no_retention"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        inner.status().await.unwrap().entries,
+        0,
+        "nothing was written"
+    );
+    strict
+        .add_entry(&s, NewEntry::new("plain"), &WriteOptions::new(caller()))
+        .await
+        .unwrap();
+}
