@@ -20,6 +20,8 @@ use hippocamp_artifacts::{
     Selector,
 };
 use hippocamp_core::{CallOptions, Clock, Error, MemoryScope, Result};
+// The same report as a memory sweep: versions deleted, whether more were due.
+use hippocamp_memory::Sweep;
 
 use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
 use crate::policy::{ArtifactTerms, Policy};
@@ -31,15 +33,6 @@ pub struct GovernedArtifacts<S> {
     policy: Arc<dyn Policy>,
     clock: Arc<dyn Clock>,
     audit: Option<Arc<dyn AuditLog>>,
-}
-
-/// What one artifact sweep did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ArtifactSweep {
-    /// Versions deleted.
-    pub deleted: u64,
-    /// Whether the batch filled before every scope was walked.
-    pub more: bool,
 }
 
 fn terms(policy: &dyn Policy, scope: &ArtifactScope) -> ArtifactTerms {
@@ -106,9 +99,7 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
                 outcome: Error::LegalHold.code().to_owned(),
                 count: None,
             };
-            if let Err(e) = audit.append(r, self.clock.now_ms()).await {
-                tracing::error!(error = %e, "an audit record could not be written");
-            }
+            audit.record(r, self.clock.now_ms()).await;
         }
         Err(Error::LegalHold)
     }
@@ -117,7 +108,7 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
     /// store's scopes (`list_scopes`) from the start; `more` when the
     /// batch filled first. A store that cannot list its scopes sweeps
     /// nothing (its expired versions stay invisible).
-    pub async fn sweep(&self, max: u64, opts: &CallOptions) -> Result<ArtifactSweep> {
+    pub async fn sweep(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         let out = self.sweep_unaudited(max, opts).await?;
         if out.deleted > 0
             && let Some(audit) = &self.audit
@@ -130,15 +121,13 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
                 outcome: "ok".to_owned(),
                 count: Some(out.deleted),
             };
-            if let Err(e) = audit.append(r, self.clock.now_ms()).await {
-                tracing::error!(error = %e, "an audit record could not be written");
-            }
+            audit.record(r, self.clock.now_ms()).await;
         }
         Ok(out)
     }
 
-    async fn sweep_unaudited(&self, max: u64, opts: &CallOptions) -> Result<ArtifactSweep> {
-        let mut out = ArtifactSweep::default();
+    async fn sweep_unaudited(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
+        let mut out = Sweep::default();
         if !self.inner.capabilities().scope_listing {
             return Ok(out);
         }
@@ -170,7 +159,7 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
         scope: &ArtifactScope,
         t: ArtifactTerms,
         max: u64,
-        out: &mut ArtifactSweep,
+        out: &mut Sweep,
         opts: &CallOptions,
     ) -> Result<bool> {
         let mut names = PageRequest::<ArtifactName>::default();

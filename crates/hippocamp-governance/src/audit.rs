@@ -102,6 +102,14 @@ pub const MAX_AUDIT_PAGE: u64 = 1_000;
 const MAX_OUTCOME_BYTES: usize = 96;
 
 impl NewAuditRecord {
+    /// The outcome a record carries for `r`: `ok`, or the error's code.
+    pub fn outcome_of<T>(r: &Result<T>) -> String {
+        match r {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.code().to_owned(),
+        }
+    }
+
     fn stamp(self, seq: u64, at_ms: u64) -> AuditRecord {
         let mut outcome = self.outcome;
         if outcome.len() > MAX_OUTCOME_BYTES {
@@ -153,6 +161,15 @@ pub trait AuditLog: Send + Sync + fmt::Debug {
     async fn page(&self, cursor: Option<&str>, limit: Option<u64>) -> Result<AuditPage>;
     /// Removes the records stamped before `before_ms`; how many.
     async fn prune(&self, before_ms: u64) -> Result<u64>;
+
+    /// Appends as `append` does, logging a failure instead of returning
+    /// it: what a record describes already happened (or was refused), so
+    /// the operation's own answer stands.
+    async fn record(&self, record: NewAuditRecord, at_ms: u64) {
+        if let Err(e) = self.append(record, at_ms).await {
+            tracing::error!(error = %e, "an audit record could not be written");
+        }
+    }
 }
 
 fn page_of(records: impl Iterator<Item = AuditRecord>, limit: usize) -> AuditPage {

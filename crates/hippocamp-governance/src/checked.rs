@@ -84,9 +84,7 @@ impl<S: MemoryStore> PolicyChecked<S> {
             outcome,
             count,
         };
-        if let Err(e) = audit.append(r, self.clock.now_ms()).await {
-            tracing::error!(error = %e, "an audit record could not be written");
-        }
+        audit.record(r, self.clock.now_ms()).await;
     }
 
     /// Records how a deletion of `target` ended, and passes it on.
@@ -98,13 +96,12 @@ impl<S: MemoryStore> PolicyChecked<S> {
         result: Result<T>,
         count: impl Fn(T) -> u64,
     ) -> Result<T> {
-        let (event, outcome, n) = match &result {
-            Ok(v) => (AuditEvent::Erasure, "ok".to_owned(), Some(count(*v))),
-            Err(e @ hippocamp_core::Error::LegalHold) => {
-                (AuditEvent::Hold, e.code().to_owned(), None)
-            }
-            Err(e) => (AuditEvent::Erasure, e.code().to_owned(), None),
+        let event = match &result {
+            Err(hippocamp_core::Error::LegalHold) => AuditEvent::Hold,
+            _ => AuditEvent::Erasure,
         };
+        let n = result.as_ref().ok().map(|v| count(*v));
+        let outcome = NewAuditRecord::outcome_of(&result);
         self.record(event, target, Some(scope), caller, outcome, n)
             .await;
         result

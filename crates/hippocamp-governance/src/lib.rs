@@ -19,7 +19,7 @@ pub mod consent;
 pub mod policy;
 pub mod static_policy;
 
-pub use artifacts::{ArtifactSweep, GovernedArtifacts};
+pub use artifacts::GovernedArtifacts;
 pub use audit::{
     AuditEvent, AuditLog, AuditPage, AuditRecord, InMemoryAudit, NewAuditRecord, RedbAudit,
 };

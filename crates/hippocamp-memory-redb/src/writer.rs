@@ -805,11 +805,8 @@ impl Tx<'_> {
         };
         check_revise(&current, self.limits.max_revisions, at.now_ms).op()?;
         let key = entry_key(&h, id);
-        let old: EntryRecord = match self.entries.get(&key)? {
-            Some(v) => decode(v.value(), "entry").op()?,
-            None => return Err(Fail::Op(Error::NotFound("entry"))),
-        };
-        let old_bytes = old.storage_bytes;
+        // What the record counts: every write stores `storage_bytes()`.
+        let old_bytes = current.storage_bytes();
         check_scope_quota(
             self.limits,
             row.entries.saturating_sub(1),

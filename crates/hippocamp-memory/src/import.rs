@@ -9,13 +9,11 @@
 
 use std::collections::HashSet;
 
-use hippocamp_core::json::check_object;
 use hippocamp_core::limits::to_usize;
-use hippocamp_core::secrets;
 use hippocamp_core::{Error, Field, MemoryLimits, MemoryScope, Problem, Result, Sha256Digest};
 use serde::{Deserialize, Serialize};
 
-use crate::entry::{MemoryEntry, NewEntry, Revision, check_content, prepare_entry};
+use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, check_update, prepare_entry};
 
 /// One entry to restore, as an export's `entry` line carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -164,17 +162,21 @@ fn check_history(
         }
     }
     for r in &history {
-        check_content(&r.content, limits)?;
-        let mut redacted = r.metadata.clone();
-        secrets::redact_metadata(&mut redacted);
-        if redacted != r.metadata {
+        // A revision was a correction: the rules of one.
+        let checked = check_update(
+            EntryUpdate {
+                content: r.content.clone(),
+                metadata: r.metadata.clone(),
+            },
+            limits,
+        )?;
+        if checked.metadata != r.metadata {
             return Err(bad(
                 Field::History,
                 i,
                 "a revision carries unredacted secrets",
             ));
         }
-        check_object(Field::Metadata, &r.metadata, limits.json())?;
         if Sha256Digest::of(r.content.as_bytes()) != r.digest {
             return Err(bad(Field::History, i, "a revision's digest does not match"));
         }

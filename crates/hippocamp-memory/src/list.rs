@@ -129,15 +129,25 @@ fn decode_cursor(cursor: &str, newest_first: bool) -> Result<(u64, EntryId)> {
     Ok((ts, hex_id(&cursor[17..])?))
 }
 
+/// The bytes `hex` wrote, or `None` for text it could not have written.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect()
+}
+
 /// An entry id from its 32 hex digits (as cursors carry it).
 fn hex_id(text: &str) -> Result<EntryId> {
-    let mut id = [0u8; 16];
-    for (i, out) in id.iter_mut().enumerate() {
-        *out = text
-            .get(2 * i..2 * i + 2)
-            .and_then(|h| u8::from_str_radix(h, 16).ok())
-            .ok_or_else(|| bad_cursor("not a cursor this store made"))?;
-    }
+    let id: [u8; 16] = unhex(text.get(..32).unwrap_or(""))
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| bad_cursor("not a cursor this store made"))?;
     Ok(EntryId::from_bytes(id))
 }
 
@@ -314,18 +324,10 @@ pub fn prepare_names(req: &NamesRequest, limits: &MemoryLimits) -> Result<Prepar
         Some(c) => {
             let bad = || bad_cursor("not a names cursor");
             let hexed = c.strip_prefix('n').ok_or_else(bad)?;
-            if hexed.len() % 2 != 0 || hexed.len() > 2 * 256 {
+            if hexed.len() > 2 * 256 {
                 return Err(bad());
             }
-            let bytes = (0..hexed.len())
-                .step_by(2)
-                .map(|i| {
-                    hexed
-                        .get(i..i + 2)
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                })
-                .collect::<Option<Vec<u8>>>()
-                .ok_or_else(bad)?;
+            let bytes = unhex(hexed).ok_or_else(bad)?;
             Some(String::from_utf8(bytes).map_err(|_| bad())?)
         }
     };

@@ -348,12 +348,15 @@ impl Capabilities {
     /// The store's default call timeout (`call_timeout_ms`): what a
     /// wrapper starts a caller's clock with when the call gives none.
     pub fn call_timeout(&self) -> std::time::Duration {
-        self.limits
-            .iter()
-            .find(|l| l.name == "call_timeout_ms")
-            .map_or(hippocamp_core::deadline::DEFAULT_TIMEOUT, |l| {
-                std::time::Duration::from_millis(l.value)
-            })
+        self.limit("call_timeout_ms").map_or(
+            hippocamp_core::deadline::DEFAULT_TIMEOUT,
+            std::time::Duration::from_millis,
+        )
+    }
+
+    /// The value in force of the limit called `name`, if the store has it.
+    pub fn limit(&self, name: &str) -> Option<u64> {
+        self.limits.iter().find(|l| l.name == name).map(|l| l.value)
     }
 }
 

@@ -134,6 +134,15 @@ struct NamesQuery {
     timeout_ms: Option<u64>,
 }
 
+impl NamesQuery {
+    fn request(self) -> hippocamp_memory::NamesRequest {
+        hippocamp_memory::NamesRequest {
+            cursor: self.cursor,
+            limit: self.limit,
+        }
+    }
+}
+
 async fn list_apps(
     State(s): State<AppState>,
     o: Operator,
@@ -141,10 +150,7 @@ async fn list_apps(
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = call_options(q.timeout_ms)?.on_behalf_of(o.caller);
-    let request = hippocamp_memory::NamesRequest {
-        cursor: q.cursor,
-        limit: q.limit,
-    };
+    let request = q.request();
     json(timed("list_apps", memory(&s)?.list_apps(&request, &call)).await?)
 }
 
@@ -155,10 +161,7 @@ async fn list_users(
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
     let call = call_options(q.timeout_ms)?.on_behalf_of(o.caller);
-    let request = hippocamp_memory::NamesRequest {
-        cursor: q.cursor,
-        limit: q.limit,
-    };
+    let request = q.request();
     json(
         timed(
             "list_users",
@@ -313,6 +316,14 @@ const LIST_QUERY: &[(&str, &str, &str)] = &[
     ("order", "string", "newest (default) or oldest"),
     ("filter", "string", "a metadata filter as JSON text"),
     crate::api::TIMEOUT,
+];
+
+/// A whole-scope artifact erasure: confirmed, and refused for a held user.
+const ERASE_ARTIFACTS: &[&str] = &[
+    "invalid_argument",
+    "confirmation_required",
+    "forbidden",
+    "legal_hold",
 ];
 
 const NAMES_QUERY: &[(&str, &str, &str)] = &[
@@ -487,12 +498,7 @@ pub(crate) const ROUTES: &[Route] = &[
                 schema::<hippocamp_services::ArtifactsErased>,
             ),
         ),
-        errors: &[
-            "invalid_argument",
-            "confirmation_required",
-            "forbidden",
-            "legal_hold",
-        ],
+        errors: ERASE_ARTIFACTS,
         handler: || delete(erase_artifacts),
     },
     Route {
@@ -510,12 +516,7 @@ pub(crate) const ROUTES: &[Route] = &[
                 schema::<hippocamp_services::ArtifactsErased>,
             ),
         ),
-        errors: &[
-            "invalid_argument",
-            "confirmation_required",
-            "forbidden",
-            "legal_hold",
-        ],
+        errors: ERASE_ARTIFACTS,
         handler: || delete(erase_artifacts),
     },
     Route {

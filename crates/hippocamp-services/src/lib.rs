@@ -117,21 +117,15 @@ impl Governance {
         outcome: &Result<impl Sized>,
         count: Option<u64>,
     ) {
-        let outcome = match outcome {
-            Ok(_) => "ok".to_owned(),
-            Err(e) => e.code().to_owned(),
-        };
         let r = hippocamp_governance::NewAuditRecord {
             event,
             target,
             scope: Some(scope.clone()),
             caller,
-            outcome,
+            outcome: hippocamp_governance::NewAuditRecord::outcome_of(outcome),
             count,
         };
-        if let Err(e) = self.audit.append(r, self.clock.now_ms()).await {
-            tracing::error!(error = %e, "an audit record could not be written");
-        }
+        self.audit.record(r, self.clock.now_ms()).await;
     }
 }
 
@@ -200,27 +194,21 @@ pub struct ServicesStatus {
 /// next period tries again).
 pub async fn sweep_once(memory: &dyn MemoryStore, batch: u64) -> u64 {
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
-    until_swept("entries", || async {
-        memory
-            .sweep_expired(batch, &[], &call)
-            .await
-            .map(|s| (s.deleted, s.more))
-    })
-    .await
+    until_swept("entries", || memory.sweep_expired(batch, &[], &call)).await
 }
 
-/// Runs `batch` (deleted, more) until nothing more is due; a failure is
-/// logged and ends the pass (the next period retries).
-async fn until_swept<F: std::future::Future<Output = Result<(u64, bool)>>>(
+/// Runs `batch` until nothing more is due; a failure is logged and ends
+/// the pass (the next period retries).
+async fn until_swept<F: std::future::Future<Output = Result<hippocamp_memory::Sweep>>>(
     what: &str,
     mut batch: impl FnMut() -> F,
 ) -> u64 {
     let mut total = 0;
     loop {
         match batch().await {
-            Ok((deleted, more)) => {
-                total += deleted;
-                if !more {
+            Ok(s) => {
+                total += s.deleted;
+                if !s.more {
                     if total > 0 {
                         tracing::info!(deleted = total, what, "swept what expired");
                     }
@@ -242,13 +230,7 @@ pub async fn sweep_artifacts_once(
     batch: u64,
 ) -> u64 {
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Sweeper));
-    until_swept("artifact versions", || async {
-        artifacts
-            .sweep(batch, &call)
-            .await
-            .map(|s| (s.deleted, s.more))
-    })
-    .await
+    until_swept("artifact versions", || artifacts.sweep(batch, &call)).await
 }
 
 /// Removes the audit records older than the log's retention (logged, not

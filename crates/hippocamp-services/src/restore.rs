@@ -261,10 +261,8 @@ pub async fn restore(
     // The store's own page bound, as its capabilities report it.
     let batch = memory
         .capabilities()
-        .limits
-        .iter()
-        .find(|l| l.name == "max_page_entries")
-        .and_then(|l| usize::try_from(l.value).ok())
+        .limit("max_page_entries")
+        .and_then(|v| usize::try_from(v).ok())
         .unwrap_or(100);
     let mut r = Restore {
         services,
