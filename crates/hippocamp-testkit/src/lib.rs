@@ -87,6 +87,17 @@ pub fn embed_server() -> Option<(String, String)> {
     Some((url, model))
 }
 
+/// The PostgreSQL database of the environment
+/// (`HIPPOCAMP_TEST_POSTGRES_URL`, with pgvector installed), or `None` once
+/// reported missing.
+#[track_caller]
+pub fn postgres_url() -> Option<String> {
+    env(
+        "HIPPOCAMP_TEST_POSTGRES_URL",
+        "eval \"$(scripts/postgres.sh start)\" starts one",
+    )
+}
+
 /// An S3-compatible server named by the environment.
 #[derive(Debug, Clone)]
 pub struct S3Server {

@@ -1,0 +1,113 @@
+//! The schema's versioned, forward-only migrations, applied in order by
+//! [`Database::connect`](crate::Database::connect). A released migration
+//! is never edited: a change is a new migration.
+//!
+//! Text columns compared for order use the `C` collation, so listings are
+//! in byte order whatever the database's locale.
+
+/// One migration.
+#[derive(Debug)]
+pub struct Migration {
+    /// Its number, one more than the previous one's.
+    pub version: i32,
+    /// What it does.
+    pub name: &'static str,
+    /// Its statements, run in one transaction.
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in order.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "memory",
+    sql: r#"
+-- One row per scope ever written or erased: its erasure epoch (which
+-- outlives its entries, so queued work stays fenced), its counters for the
+-- per-scope quota, and a version every write advances (what tells a
+-- server its cached copy of the scope is stale).
+CREATE TABLE memory_scopes (
+    id BIGSERIAL PRIMARY KEY,
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    version BIGINT NOT NULL DEFAULT 0,
+    entries BIGINT NOT NULL DEFAULT 0,
+    bytes BIGINT NOT NULL DEFAULT 0,
+    -- BM25 statistics of the scope: documents are `entries`; the sum of
+    -- their lengths in terms.
+    total_len BIGINT NOT NULL DEFAULT 0,
+    UNIQUE (app, usr)
+);
+CREATE INDEX memory_scopes_held ON memory_scopes (app, usr) WHERE entries > 0;
+
+-- The store-wide quota's counters: one row, updated in every write
+-- transaction that changes them, so concurrent servers cannot overshoot.
+CREATE TABLE memory_totals (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    entries BIGINT NOT NULL,
+    bytes BIGINT NOT NULL
+);
+INSERT INTO memory_totals VALUES (TRUE, 0, 0);
+
+-- Entries: the record (the entry as JSON, checked against the scope when
+-- read), its analysed terms with their frequencies and its length (the
+-- scope's postings and document lengths), its vector, and the columns the
+-- sweeper and session erasure look up.
+CREATE TABLE memory_entries (
+    scope_id BIGINT NOT NULL REFERENCES memory_scopes (id),
+    id TEXT COLLATE "C" NOT NULL,
+    record TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    ts BIGINT NOT NULL,
+    session TEXT COLLATE "C",
+    -- When the sweeper may delete it (expired and not retained), NULL if
+    -- never (no expiry, or a legal hold).
+    sweep_at BIGINT,
+    terms TEXT[] NOT NULL,
+    tfs INTEGER[] NOT NULL,
+    doc_len INTEGER NOT NULL,
+    embedding vector,
+    PRIMARY KEY (scope_id, id)
+);
+CREATE INDEX memory_entries_session ON memory_entries (scope_id, session) WHERE session IS NOT NULL;
+CREATE INDEX memory_entries_sweep ON memory_entries (sweep_at) WHERE sweep_at IS NOT NULL;
+
+-- Erased entries of sessions: an event that would make one again is
+-- skipped (erasure is sticky). Never removed.
+CREATE TABLE memory_erased (
+    scope_id BIGINT NOT NULL REFERENCES memory_scopes (id),
+    session TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope_id, id, session)
+);
+
+-- Kept revisions of corrected entries, the current one included (none for
+-- an entry never corrected).
+CREATE TABLE memory_revisions (
+    scope_id BIGINT NOT NULL REFERENCES memory_scopes (id),
+    id TEXT COLLATE "C" NOT NULL,
+    rev INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (scope_id, id, rev)
+);
+
+-- The embedder whose vectors the store holds (their scores are only
+-- comparable with that model's).
+CREATE TABLE memory_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#,
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_count_up_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i32::try_from(i).unwrap() + 1, "{}", m.name);
+        }
+    }
+}
