@@ -3,7 +3,7 @@
 # tests, installing both first if needed, and prints the environment the
 # tests read. Usage:
 #   eval "$(scripts/postgres.sh start)"   # installs, starts, exports
-#   scripts/postgres.sh restart            # fast stop + start of the same cluster
+#   scripts/postgres.sh restart [SECONDS]  # fast stop, SECONDS down, start again
 #   scripts/postgres.sh stop
 # PostgreSQL 15 comes from Debian 12; pgvector has no binary package for it,
 # so it is built from the source package of Debian's next release (the recipe
@@ -78,7 +78,9 @@ start)
     echo "export HIPPOCAMP_TEST_POSTGRES_CTL='$(realpath "$0") restart'"
     ;;
 restart)
+    # An optional downtime in seconds between the stop and the start.
     stop_cluster
+    sleep "${2:-0}"
     start_cluster
     ;;
 stop)
