@@ -17,10 +17,11 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "memory",
-    sql: r#"
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "memory",
+        sql: r#"
 -- One row per scope ever written or erased: its erasure epoch (which
 -- outlives its entries, so queued work stays fenced), its counters for the
 -- per-scope quota, and a version every write advances (what tells a
@@ -98,7 +99,41 @@ CREATE TABLE memory_meta (
     value TEXT NOT NULL
 );
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        name: "sessions",
+        sql: r#"
+-- The runner's sessions: one row per (app, user) holding the count the
+-- per-user limit checks (locked by every append that may create a
+-- session), one per session, one per event in append order.
+CREATE TABLE session_users (
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    sessions BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (app, usr)
+);
+CREATE TABLE sessions (
+    id BIGSERIAL PRIMARY KEY,
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    session TEXT COLLATE "C" NOT NULL,
+    events BIGINT NOT NULL DEFAULT 0,
+    created_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL,
+    UNIQUE (app, usr, session)
+);
+CREATE TABLE session_events (
+    session_id BIGINT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    idx BIGINT NOT NULL,
+    event_id TEXT COLLATE "C" NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx),
+    UNIQUE (session_id, event_id)
+);
+"#,
+    },
+];
 
 #[cfg(test)]
 mod tests {
