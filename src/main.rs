@@ -733,6 +733,22 @@ pub(crate) fn local_config(
     file: Option<&std::path::Path>,
     data_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<hippocamp_services::Config> {
+    let config = any_config(file, data_dir)?;
+    if config.profile != hippocamp_services::Profile::Durable {
+        anyhow::bail!(
+            "the configuration's profile is `{}`; these commands work on a durable data directory (or on a server with --server)",
+            config.profile.as_str()
+        );
+    }
+    Ok(config)
+}
+
+/// The configuration of `file` (or the default) with `data_dir`, of any
+/// profile.
+fn any_config(
+    file: Option<&std::path::Path>,
+    data_dir: Option<&std::path::Path>,
+) -> anyhow::Result<hippocamp_services::Config> {
     let mut config = match file {
         Some(f) => {
             hippocamp_services::Config::load(f).with_context(|| format!("in {}", f.display()))?
@@ -741,12 +757,6 @@ pub(crate) fn local_config(
     };
     if let Some(d) = data_dir {
         d.clone_into(&mut config.data_dir);
-    }
-    if config.profile != hippocamp_services::Profile::Durable {
-        anyhow::bail!(
-            "the configuration's profile is `{}`; these commands work on a durable data directory (or on a server with --server)",
-            config.profile.as_str()
-        );
     }
     Ok(config)
 }
@@ -868,10 +878,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 data_dir,
                 cmd,
             } => {
-                let config = local_config(config.as_deref(), data_dir.as_deref())?;
-                emit(&serde_json::to_string_pretty(&server_cli::token(
-                    &config, cmd,
-                )?)?)
+                let config = any_config(config.as_deref(), data_dir.as_deref())?;
+                emit(&serde_json::to_string_pretty(
+                    &server_cli::token(&config, cmd).await?,
+                )?)
             }
             Command::Config(cmd) => emit(&serde_json::to_string_pretty(&server_cli::config(cmd)?)?),
             Command::Eval(cmd) => eval(cmd).await,

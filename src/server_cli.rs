@@ -89,9 +89,28 @@ pub(crate) fn config(cmd: ConfigCmd) -> anyhow::Result<Value> {
     }
 }
 
-pub(crate) fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Value> {
-    let dir = hippocamp_services::layout::data_dir(&config.data_dir)?;
-    let store = TokenStore::open(&dir)?;
+/// `hippocamp token …` on the tokens a configuration names: the data
+/// directory's file (durable), or the shared table in PostgreSQL
+/// (distributed; every server sees a change within a second).
+pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Value> {
+    let store = match config.profile {
+        hippocamp_services::Profile::Durable => {
+            let dir = hippocamp_services::layout::data_dir(&config.data_dir)?;
+            TokenStore::open(&dir)?
+        }
+        hippocamp_services::Profile::Distributed => {
+            let pg = config
+                .postgres
+                .as_ref()
+                .context("the distributed profile needs [postgres]")?;
+            let db = hippocamp_postgres::Database::connect(&pg.connection()?).await?;
+            TokenStore::shared(hippocamp_postgres::PgTokens::new(db)).await?
+        }
+        other => anyhow::bail!(
+            "the configuration's profile is `{}`; tokens live in a durable data directory or in the distributed profile's database",
+            other.as_str()
+        ),
+    };
     Ok(match cmd {
         TokenCmd::Create {
             app,
@@ -106,11 +125,11 @@ pub(crate) fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Value> {
                     "--all-apps makes a token for every application: only an admin token (--permissions admin) may have that grant; give --app for anything else"
                 );
             }
-            let (secret, record) = store.create(&label, g)?;
+            let (secret, record) = store.create_shared(&label, g).await?;
             json!({ "token": secret, "record": record })
         }
-        TokenCmd::List => json!({ "tokens": store.list()? }),
-        TokenCmd::Revoke { id } => json!({ "revoked": store.revoke(&id)? }),
+        TokenCmd::List => json!({ "tokens": store.list_shared().await? }),
+        TokenCmd::Revoke { id } => json!({ "revoked": store.revoke_shared(&id).await? }),
     })
 }
 
@@ -138,7 +157,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
     let bound = Bound::new(config.clone())
         .await
         .context("starting the server")?;
-    let admin = bound.services().tokens.ensure_admin()?;
+    let admin = bound.services().tokens.ensure_admin_shared().await?;
     let addr = bound.local_addr();
     say!(
         "hippocamp {} profile listening on http://{addr}",
@@ -146,6 +165,10 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
     );
     if profile == hippocamp_services::Profile::Durable {
         say!("data directory: {}", config.data_dir.display());
+    }
+    if let Some(pg) = &config.postgres {
+        // The schema only: the URL may hold a password.
+        say!("postgres schema: {}", pg.schema);
     }
     if let Some(t) = admin {
         say!("admin token (shown once, stored hashed): {t}\ninspection page: http://{addr}/ui");

@@ -290,6 +290,16 @@ impl ObjectArtifacts {
         Ok(store)
     }
 
+    /// Whether the object store answers now (for readiness): a look at a
+    /// key that is never written; "not found" is an answer.
+    pub async fn ping(&self) -> Result<()> {
+        let key = self.layout.probe("readiness");
+        match self.bucket.store().head(&key).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
     /// Writes a probe key twice with create-only writes; the second must
     /// be refused.
     async fn probe(&self) -> Result<()> {

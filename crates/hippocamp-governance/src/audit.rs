@@ -110,7 +110,9 @@ impl NewAuditRecord {
         }
     }
 
-    fn stamp(self, seq: u64, at_ms: u64) -> AuditRecord {
+    /// The stored record this becomes as number `seq` at `at_ms` (its
+    /// outcome cut to a bound): every log stamps through here.
+    pub fn stamp(self, seq: u64, at_ms: u64) -> AuditRecord {
         let mut outcome = self.outcome;
         if outcome.len() > MAX_OUTCOME_BYTES {
             let mut cut = MAX_OUTCOME_BYTES;
@@ -172,7 +174,9 @@ pub trait AuditLog: Send + Sync + fmt::Debug {
     }
 }
 
-fn page_of(records: impl Iterator<Item = AuditRecord>, limit: usize) -> AuditPage {
+/// The page of `records` (in order, after the cursor) holding at most
+/// `limit`, with the cursor of the next one when more follow.
+pub fn page_of(records: impl Iterator<Item = AuditRecord>, limit: usize) -> AuditPage {
     let mut records: Vec<AuditRecord> = records.take(limit + 1).collect();
     let more = records.len() > limit;
     records.truncate(limit);

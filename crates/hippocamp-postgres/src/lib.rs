@@ -5,16 +5,21 @@
 //! ordered by its scope's row lock, and what a server keeps in memory is a
 //! cache it may lose at any time. [`Database`] owns the pool and the
 //! schema's migrations; [`PgMemoryStore`] is the memory store, [`PgSessions`]
-//! the runner's session store.
+//! the runner's session store, [`PgConsents`] and [`PgAudit`] the
+//! governance records, [`PgTokens`] the bearer tokens' records.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod db;
+pub mod governance;
 pub mod memory;
 pub mod migrations;
 pub mod sessions;
+pub mod tokens;
 
 pub use db::{Database, PgConfig};
+pub use governance::{PgAudit, PgConsents};
 pub use memory::PgMemoryStore;
 pub use sessions::PgSessions;
+pub use tokens::PgTokens;

@@ -133,6 +133,45 @@ CREATE TABLE session_events (
 );
 "#,
     },
+    Migration {
+        version: 3,
+        name: "governance and tokens",
+        sql: r#"
+-- Consent per exact scope.
+CREATE TABLE consents (
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (app, usr)
+);
+-- The audit log: numbers come from one counter row locked by each
+-- append, so they follow commit order across servers and are never
+-- reused (the counter outlives pruned records).
+CREATE TABLE audit_counter (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    last BIGINT NOT NULL
+);
+INSERT INTO audit_counter VALUES (TRUE, 0);
+CREATE TABLE audit_records (
+    seq BIGINT PRIMARY KEY,
+    at_ms BIGINT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX audit_records_at ON audit_records (at_ms);
+-- Bearer tokens (their hashes and grants, never their secrets); a change
+-- advances the version every server polls.
+CREATE TABLE tokens (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    sha256 TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE TABLE tokens_version (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT NOT NULL
+);
+INSERT INTO tokens_version VALUES (TRUE, 0);
+"#,
+    },
 ];
 
 #[cfg(test)]

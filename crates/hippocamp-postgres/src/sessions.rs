@@ -119,32 +119,29 @@ impl SessionStore for PgSessions {
             return Ok(plan.appended());
         };
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        let session_id: i64 = match held {
-            Some((id, _)) => {
-                tx.execute(
-                    "UPDATE sessions SET events = events + 1, updated_ms = $2 WHERE id = $1",
-                    &[&id, &now],
-                )
-                .await
-                .map_err(db_error)?;
-                id
-            }
-            None => {
-                tx.execute(
-                    "UPDATE session_users SET sessions = sessions + 1 WHERE app = $1 AND usr = $2",
-                    &[&app, &usr],
-                )
-                .await
-                .map_err(db_error)?;
-                tx.query_one(
-                    "INSERT INTO sessions (app, usr, session, events, created_ms, updated_ms) \
+        let session_id: i64 = if let Some((id, _)) = held {
+            tx.execute(
+                "UPDATE sessions SET events = events + 1, updated_ms = $2 WHERE id = $1",
+                &[&id, &now],
+            )
+            .await
+            .map_err(db_error)?;
+            id
+        } else {
+            tx.execute(
+                "UPDATE session_users SET sessions = sessions + 1 WHERE app = $1 AND usr = $2",
+                &[&app, &usr],
+            )
+            .await
+            .map_err(db_error)?;
+            tx.query_one(
+                "INSERT INTO sessions (app, usr, session, events, created_ms, updated_ms) \
                      VALUES ($1, $2, $3, 1, $4, $4) RETURNING id",
-                    &[&app, &usr, &session.as_str(), &now],
-                )
-                .await
-                .map_err(db_error)?
-                .get(0)
-            }
+                &[&app, &usr, &session.as_str(), &now],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0)
         };
         let json = serde_json::to_string(event).map_err(|e| Error::Corrupt(e.to_string()))?;
         tx.execute(

@@ -177,6 +177,8 @@ struct Loaded {
     /// Grants by secret hash: what authentication looks up.
     by_hash: HashMap<String, Grant>,
     modified: Option<Stamp>,
+    /// The shared table's version these are as of.
+    version: Option<i64>,
 }
 
 impl Loaded {
@@ -189,16 +191,25 @@ impl Loaded {
             tokens,
             by_hash,
             modified,
+            version: None,
         }
     }
 }
 
-/// How often a watched token file is looked at.
+/// How often a watched token file (or the shared table's version) is
+/// looked at: a token revoked through one server is refused by every
+/// other within this period plus one query.
 pub const WATCH_PERIOD: Duration = Duration::from_millis(500);
 
-/// The tokens of a server (a file in the data directory, or memory only).
+/// The tokens of a server: a file in the data directory, memory only, or
+/// a table in PostgreSQL shared by every server of the distributed
+/// profile. Authentication is a lookup in memory either way; the file or
+/// the table is watched.
 #[derive(Debug)]
 pub struct TokenStore {
+    /// The shared table, in the distributed profile: changes go through
+    /// the `*_shared` calls.
+    shared: Option<hippocamp_postgres::PgTokens>,
     path: Option<PathBuf>,
     loaded: RwLock<Loaded>,
     /// Serialises re-reads of the file.
@@ -237,6 +248,7 @@ impl TokenStore {
     /// Tokens kept in memory only (the ephemeral profile).
     pub fn in_memory() -> Self {
         Self {
+            shared: None,
             path: None,
             loaded: RwLock::new(Loaded::new(Vec::new(), None)),
             reading: Mutex::new(()),
@@ -248,10 +260,96 @@ impl TokenStore {
         let path = data_dir.join(TOKENS_FILE);
         let (tokens, modified) = read_file(&path)?;
         Ok(Self {
+            shared: None,
             path: Some(path),
             loaded: RwLock::new(Loaded::new(tokens, modified)),
             reading: Mutex::new(()),
         })
+    }
+
+    /// The tokens of the shared table (the distributed profile), loaded.
+    pub async fn shared(table: hippocamp_postgres::PgTokens) -> Result<Self> {
+        let store = Self {
+            shared: Some(table),
+            path: None,
+            loaded: RwLock::new(Loaded::new(Vec::new(), None)),
+            reading: Mutex::new(()),
+        };
+        store.refresh_shared().await?;
+        Ok(store)
+    }
+
+    /// Re-reads the shared table if its version moved (for a file or
+    /// memory, as [`refresh`](Self::refresh)).
+    pub async fn refresh_shared(&self) -> Result<()> {
+        let Some(table) = &self.shared else {
+            return self.refresh();
+        };
+        let version = table.version().await?;
+        if Some(version) == self.loaded.read().version {
+            return Ok(());
+        }
+        let (version, records) = table.load().await?;
+        let tokens = records
+            .iter()
+            .map(|r| {
+                serde_json::from_str::<TokenRecord>(r)
+                    .map_err(|e| Error::Corrupt(format!("a token record is unreadable: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut loaded = Loaded::new(tokens, None);
+        loaded.version = Some(version);
+        let mut l = self.loaded.write();
+        // A slower reload never replaces a newer one.
+        if l.version.is_none_or(|v| v < version) {
+            *l = loaded;
+        }
+        Ok(())
+    }
+
+    /// Creates a token wherever the tokens live (the shared table, the
+    /// file, memory); returns its secret (shown once) and its record.
+    pub async fn create_shared(&self, label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
+        let Some(table) = &self.shared else {
+            return self.create(label, grant);
+        };
+        let (secret, record) = new_token(label, grant)?;
+        let json = serde_json::to_string(&record)
+            .map_err(|e| Error::Corrupt(format!("cannot encode a token: {e}")))?;
+        table.insert(&record.id, &record.sha256, &json).await?;
+        self.refresh_shared().await?;
+        Ok((secret, record))
+    }
+
+    /// Revokes a token by id wherever the tokens live.
+    pub async fn revoke_shared(&self, id: &str) -> Result<bool> {
+        let Some(table) = &self.shared else {
+            return self.revoke(id);
+        };
+        let found = table.remove(id).await?;
+        self.refresh_shared().await?;
+        Ok(found)
+    }
+
+    /// Every token's record, wherever the tokens live.
+    pub async fn list_shared(&self) -> Result<Vec<TokenRecord>> {
+        self.refresh_shared().await?;
+        Ok(self.loaded.read().tokens.clone())
+    }
+
+    /// [`ensure_admin`](Self::ensure_admin) wherever the tokens live.
+    pub async fn ensure_admin_shared(&self) -> Result<Option<String>> {
+        if self.shared.is_none() {
+            return self.ensure_admin();
+        }
+        if !self.list_shared().await?.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.create_shared("admin (first start)", admin_grant())
+                .await?
+                .0,
+        ))
     }
 
     /// The token file, if the tokens live in one.
@@ -263,6 +361,21 @@ impl TokenStore {
     /// thread and reloads it when it changed, until the store is dropped.
     /// Needs a Tokio runtime; does nothing for in-memory tokens.
     pub fn watch(self: &Arc<Self>) {
+        if self.shared.is_some() {
+            let weak: Weak<Self> = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(WATCH_PERIOD);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(me) = weak.upgrade() else { return };
+                    if let Err(e) = me.refresh_shared().await {
+                        tracing::warn!("cannot reload the shared tokens: {e}");
+                    }
+                }
+            });
+            return;
+        }
         if self.path.is_none() {
             return;
         }
@@ -283,21 +396,7 @@ impl TokenStore {
 
     /// Creates a token; returns its secret (shown once) and its record.
     pub fn create(&self, label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
-        if grant.permissions.is_empty() {
-            return Err(Error::config(
-                "permissions",
-                Problem::Malformed("a token needs at least one permission".into()),
-            ));
-        }
-        let secret = format!("{TOKEN_PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()));
-        let sha256 = hash(&secret);
-        let record = TokenRecord {
-            id: sha256[..12].to_owned(),
-            sha256,
-            label: label.to_owned(),
-            grant,
-            created_at_ms: now_ms(),
-        };
+        let (secret, record) = new_token(label, grant)?;
         let rec = record.clone();
         self.update(move |tokens| {
             tokens.push(rec);
@@ -331,12 +430,7 @@ impl TokenStore {
         if !self.loaded.read().tokens.is_empty() {
             return Ok(None);
         }
-        let grant = Grant {
-            app: None,
-            user: None,
-            permissions: BTreeSet::from([Permission::Admin]),
-        };
-        Ok(Some(self.create("admin (first start)", grant)?.0))
+        Ok(Some(self.create("admin (first start)", admin_grant())?.0))
     }
 
     /// The grant of a presented secret, if it is a current token: a
@@ -369,6 +463,14 @@ impl TokenStore {
     }
 
     fn update(&self, change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<()>) -> Result<()> {
+        if self.shared.is_some() {
+            // A change made here would stay in this process: the shared
+            // table is changed through the `*_shared` calls only.
+            return Err(Error::Unsupported {
+                operation: "changing shared tokens synchronously",
+                backend: "postgres (use create_shared / revoke_shared)",
+            });
+        }
         let Some(path) = &self.path else {
             let mut l = self.loaded.write();
             let mut tokens = std::mem::take(&mut l.tokens);
@@ -426,6 +528,35 @@ impl TokenStore {
         *self.loaded.write() = Loaded::new(tokens, written);
         Ok(())
     }
+}
+
+/// The grant of the admin token a first start makes.
+fn admin_grant() -> Grant {
+    Grant {
+        app: None,
+        user: None,
+        permissions: BTreeSet::from([Permission::Admin]),
+    }
+}
+
+/// A new token's secret and record.
+fn new_token(label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
+    if grant.permissions.is_empty() {
+        return Err(Error::config(
+            "permissions",
+            Problem::Malformed("a token needs at least one permission".into()),
+        ));
+    }
+    let secret = format!("{TOKEN_PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()));
+    let sha256 = hash(&secret);
+    let record = TokenRecord {
+        id: sha256[..12].to_owned(),
+        sha256,
+        label: label.to_owned(),
+        grant,
+        created_at_ms: now_ms(),
+    };
+    Ok((secret, record))
 }
 
 /// The tokens of the file at `path` and the stamp of the very file read

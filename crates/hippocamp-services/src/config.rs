@@ -32,7 +32,10 @@ pub enum Profile {
     /// delivering into memory (the default).
     #[default]
     Durable,
-    /// PostgreSQL and an S3-compatible store: not in this build yet.
+    /// Memory, sessions, tokens and governance records in PostgreSQL
+    /// (with pgvector), artifacts on an S3-compatible store: several
+    /// stateless servers over the same two (`[postgres]`, `[s3]`). No
+    /// ingestion outbox yet (ingestion is synchronous only).
     Distributed,
 }
 
@@ -153,6 +156,10 @@ pub struct Config {
     pub sweeper: SweeperConfig,
     /// The audit log's own retention.
     pub audit: AuditConfig,
+    /// PostgreSQL (the distributed profile only).
+    pub postgres: Option<crate::distributed::PostgresSection>,
+    /// The S3-compatible object store (the distributed profile only).
+    pub s3: Option<crate::distributed::S3Section>,
 }
 
 /// The audit log (`[audit]`).
@@ -244,6 +251,8 @@ impl Default for Config {
             policy: hippocamp_governance::PolicyConfig::default(),
             sweeper: SweeperConfig::default(),
             audit: AuditConfig::default(),
+            postgres: None,
+            s3: None,
         }
     }
 }
@@ -302,14 +311,29 @@ impl Config {
         if let Some(e) = &self.embedder {
             e.validate()?;
         }
-        if self.profile == Profile::Distributed {
-            return Err(Error::config(
-                "profile",
-                Problem::Malformed(
-                    "the distributed profile (PostgreSQL and S3) is not available in this build"
-                        .into(),
-                ),
-            ));
+        match (self.profile, &self.postgres, &self.s3) {
+            (Profile::Distributed, Some(pg), Some(s3)) => {
+                pg.validate()?;
+                s3.validate()?;
+            }
+            (Profile::Distributed, _, _) => {
+                return Err(Error::config(
+                    "profile",
+                    Problem::Malformed(
+                        "the distributed profile needs a [postgres] and an [s3] section".into(),
+                    ),
+                ));
+            }
+            (_, None, None) => {}
+            (p, _, _) => {
+                return Err(Error::config(
+                    "profile",
+                    Problem::Malformed(format!(
+                        "[postgres] and [s3] are read by the distributed profile only, not `{}`",
+                        p.as_str()
+                    )),
+                ));
+            }
         }
         Ok(())
     }
@@ -417,7 +441,19 @@ mod tests {
         let e = Config::from_toml("[memory.limits]\ncall_timeout_ms = 60001\n").unwrap_err();
         assert!(e.to_string().contains("call_timeout_ms"), "{e}");
         let e = Config::from_toml("profile = \"distributed\"").unwrap_err();
-        assert!(e.to_string().contains("not available"), "{e}");
+        assert!(e.to_string().contains("[postgres] and an [s3]"), "{e}");
+        // Sections of the distributed profile are refused elsewhere, and
+        // checked there without their secrets.
+        let e = Config::from_toml("[postgres]\nschema = \"h\"\n").unwrap_err();
+        assert!(e.to_string().contains("distributed profile only"), "{e}");
+        let distributed = "profile = \"distributed\"\n[s3]\nbucket = \"b\"\n[postgres]\n";
+        let c = Config::from_toml(distributed).unwrap();
+        assert_eq!(c.postgres.unwrap().url_env, "HIPPOCAMP_POSTGRES_URL");
+        let e = Config::from_toml(&format!("{distributed}schema = \"No-Caps\"\n")).unwrap_err();
+        assert!(e.to_string().contains("postgres.schema"), "{e}");
+        let e = Config::from_toml(&format!("{distributed}url = \"postgres://x:pw@h/d\"\n"))
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown key"), "{e}");
         let e = Config::from_toml(
             "[embedder]\nbase_url = \"http://127.0.0.1:1\"\nmodel = \"m\"\nkey = 1\n",
         )

@@ -22,12 +22,17 @@
 //! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory | redb, data directory |
 //! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory | in memory |
 //! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory | redb, data directory |
+//! | `distributed` | PostgreSQL + pgvector, exact-scope router | off (`OutboxUnavailable`) | S3-compatible object store | PostgreSQL |
+//!
+//! In the distributed profile tokens, consent and the audit log are in
+//! PostgreSQL too ([`distributed`]), so servers keep no local state.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
 pub mod config;
+pub mod distributed;
 pub mod embedder;
 pub mod export;
 pub mod layout;
@@ -56,6 +61,7 @@ pub use config::{Config, ConfigError, HttpConfig, Profile, SweeperConfig};
 pub use embedder::{EmbedderConfig, connect_embedder};
 
 use crate::auth::TokenStore;
+use crate::distributed::Remote;
 
 /// The name under which the durable profile registers its memory store
 /// with the outbox.
@@ -83,6 +89,9 @@ pub struct Services {
     pub sessions: Arc<dyn SessionStore>,
     /// Tokens.
     pub tokens: Arc<TokenStore>,
+    /// PostgreSQL and the object store, in the distributed profile
+    /// (readiness pings both).
+    remote: Option<Remote>,
     /// The policy, its consent records and its clock.
     pub governance: Governance,
     processor: Arc<Mutex<Option<Processor>>>,
@@ -258,8 +267,13 @@ fn router(profile: Profile, configured: &RouterConfig) -> RouterConfig {
     }
 }
 
-fn unavailable_profile() -> Error {
-    Error::Unavailable("the distributed profile is not available in this build".into())
+/// Why a distributed store was asked for without its connections: they
+/// are made by [`Services::open`], which is async.
+fn needs_remote() -> Error {
+    Error::Unavailable(
+        "the distributed profile's stores open through Services::open (the server), not from a data directory"
+            .into(),
+    )
 }
 
 /// Connects `config`'s embedder, then runs `open` with it on a blocking
@@ -287,7 +301,17 @@ impl Services {
     /// outbox's processor is not started: see
     /// [`start_processor`](Self::start_processor).
     pub async fn open(config: &Config) -> Result<Self> {
-        with_embedder(config, Self::build).await
+        config.validate()?;
+        if config.profile != Profile::Distributed {
+            return with_embedder(config, Self::build).await;
+        }
+        let remote = Remote::connect(config).await?;
+        let tokens =
+            TokenStore::shared(hippocamp_postgres::PgTokens::new(remote.db.clone())).await?;
+        let mut services =
+            with_embedder(config, move |c, e| Self::build_on(c, e, Some(&remote))).await?;
+        services.tokens = Arc::new(tokens);
+        Ok(services)
     }
 
     /// Opens (or creates) the services of `config.profile`, memory
@@ -297,21 +321,31 @@ impl Services {
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     ) -> Result<Self> {
+        Self::build_on(config, embedder, None)
+    }
+
+    /// [`build`](Self::build), the distributed profile's stores on
+    /// `remote` (its tokens are set by [`open`](Self::open)). Blocking.
+    fn build_on(
+        config: &Config,
+        embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
+        remote: Option<&Remote>,
+    ) -> Result<Self> {
         config.validate()?;
         let tokens = match config.profile {
-            Profile::Ephemeral => TokenStore::in_memory(),
+            // The distributed profile's shared tokens replace these.
+            Profile::Ephemeral | Profile::Distributed => TokenStore::in_memory(),
             Profile::Durable | Profile::Disabled => {
                 layout::data_dir(&config.data_dir)?;
                 TokenStore::open(&config.data_dir)?
             }
-            Profile::Distributed => return Err(unavailable_profile()),
         };
-        let governance = Self::governance(config)?;
-        let governed_artifacts = Self::artifacts_governed(config, &governance)?;
+        let governance = Self::governance_on(config, remote)?;
+        let governed_artifacts = Self::artifacts_governed(config, &governance, remote)?;
         let (memory, outbox) = if config.profile == Profile::Disabled {
             (None, None)
         } else {
-            let m = Self::memory_governed(config, embedder, &governance)?;
+            let m = Self::memory_governed(config, embedder, &governance, remote)?;
             (Some(m.memory), m.outbox)
         };
         Ok(Self {
@@ -320,8 +354,9 @@ impl Services {
             outbox,
             artifacts: governed_artifacts.clone(),
             governed_artifacts,
-            sessions: Self::sessions(config)?,
+            sessions: Self::sessions_on(config, remote)?,
             tokens: Arc::new(tokens),
+            remote: remote.cloned(),
             governance,
             processor: Arc::new(Mutex::new(None)),
             processor_options: config.outbox_processor.clone(),
@@ -334,19 +369,27 @@ impl Services {
     /// records (in memory for the ephemeral profile, else in the data
     /// directory), reading the memory configuration's clock. Blocking.
     pub fn governance(config: &Config) -> Result<Governance> {
+        Self::governance_on(config, None)
+    }
+
+    fn governance_on(config: &Config, remote: Option<&Remote>) -> Result<Governance> {
         let consents: Arc<dyn ConsentStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryConsents::default()),
             Profile::Durable | Profile::Disabled => Arc::new(RedbConsents::open(
                 &layout::governance_dir(&config.data_dir)?,
             )?),
-            Profile::Distributed => return Err(unavailable_profile()),
+            Profile::Distributed => Arc::new(hippocamp_postgres::PgConsents::new(
+                remote.ok_or_else(needs_remote)?.db.clone(),
+            )),
         };
         let audit: Arc<dyn AuditLog> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryAudit::default()),
             Profile::Durable | Profile::Disabled => {
                 Arc::new(RedbAudit::open(&layout::governance_dir(&config.data_dir)?)?)
             }
-            Profile::Distributed => return Err(unavailable_profile()),
+            Profile::Distributed => Arc::new(hippocamp_postgres::PgAudit::new(
+                remote.ok_or_else(needs_remote)?.db.clone(),
+            )),
         };
         let policy = Arc::new(StaticPolicy::new(config.policy.clone(), consents.clone())?);
         Ok(Governance {
@@ -517,6 +560,10 @@ impl Services {
     /// The session store of `config`: in memory (ephemeral) or in the
     /// data directory. Blocking.
     pub fn sessions(config: &Config) -> Result<Arc<dyn SessionStore>> {
+        Self::sessions_on(config, None)
+    }
+
+    fn sessions_on(config: &Config, remote: Option<&Remote>) -> Result<Arc<dyn SessionStore>> {
         config.validate()?;
         Ok(match config.profile {
             Profile::Ephemeral => Arc::new(InMemorySessions::new(config.sessions.clone())?),
@@ -524,7 +571,10 @@ impl Services {
                 &layout::sessions_dir(&config.data_dir)?,
                 config.sessions.clone(),
             )?),
-            Profile::Distributed => return Err(unavailable_profile()),
+            Profile::Distributed => Arc::new(hippocamp_postgres::PgSessions::new(
+                remote.ok_or_else(needs_remote)?.db.clone(),
+                config.sessions.clone(),
+            )?),
         })
     }
 
@@ -580,6 +630,9 @@ impl Services {
     /// Whether every service can serve: memory answers, and with an
     /// outbox, its store takes writes and its processor runs.
     pub async fn health(&self) -> Result<()> {
+        if let Some(r) = &self.remote {
+            r.ping().await?;
+        }
         if let Some(m) = &self.memory {
             m.status().await?;
         }
@@ -637,13 +690,14 @@ impl Services {
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     ) -> Result<MemoryServices> {
         let governance = Self::governance(config)?;
-        Self::memory_governed(config, embedder, &governance)
+        Self::memory_governed(config, embedder, &governance, None)
     }
 
     fn memory_governed(
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
         governance: &Governance,
+        remote: Option<&Remote>,
     ) -> Result<MemoryServices> {
         config.validate()?;
         let governed = |store: Arc<dyn MemoryStore>| -> Arc<dyn MemoryStore> {
@@ -673,7 +727,23 @@ impl Services {
                 }
                 Arc::new(m)
             }
-            Profile::Distributed => return Err(unavailable_profile()),
+            Profile::Distributed => {
+                let remote = remote.ok_or_else(needs_remote)?;
+                let m = hippocamp_postgres::PgMemoryStore::open(
+                    remote.db.clone(),
+                    config.memory.clone(),
+                )?
+                .max_cached_scopes(remote.max_cached_scopes);
+                let m = match embedder {
+                    // Checked against the model the schema's vectors
+                    // came from (a query; this runs on a blocking thread).
+                    Some(e) => tokio::runtime::Handle::try_current()
+                        .map_err(|_| Error::Unavailable("no runtime to connect on".into()))?
+                        .block_on(m.with_embedder(e))?,
+                    None => m,
+                };
+                Arc::new(m)
+            }
         };
         let routed: Arc<dyn MemoryStore> = Arc::new(RoutedMemory::new(
             inner,
@@ -713,7 +783,7 @@ impl Services {
     /// check. Blocking.
     pub fn artifacts(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
         let governance = Self::governance(config)?;
-        Ok(Self::artifacts_governed(config, &governance)?)
+        Ok(Self::artifacts_governed(config, &governance, None)?)
     }
 
     /// The artifact store of `config` under `governance`'s artifact terms
@@ -721,8 +791,9 @@ impl Services {
     fn artifacts_governed(
         config: &Config,
         governance: &Governance,
+        remote: Option<&Remote>,
     ) -> Result<Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>> {
-        let checked = Self::artifacts_checked(config)?;
+        let checked = Self::artifacts_checked(config, remote)?;
         Ok(Arc::new(
             GovernedArtifacts::new(
                 checked,
@@ -733,12 +804,15 @@ impl Services {
         ))
     }
 
-    fn artifacts_checked(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
+    fn artifacts_checked(
+        config: &Config,
+        remote: Option<&Remote>,
+    ) -> Result<Arc<dyn ArtifactStore>> {
         config.validate()?;
         let inner: Arc<dyn ArtifactStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryArtifacts::new(config.artifacts.clone())?),
             Profile::Durable | Profile::Disabled => Arc::new(Self::filesystem_artifacts(config)?),
-            Profile::Distributed => return Err(unavailable_profile()),
+            Profile::Distributed => Arc::clone(&remote.ok_or_else(needs_remote)?.artifacts),
         };
         let routed = RoutedArtifacts::new(inner, router(config.profile, &config.artifacts_router))?;
         Ok(Arc::new(hippocamp_artifacts::ScopeChecked::new(routed)))

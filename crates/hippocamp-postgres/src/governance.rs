@@ -1,0 +1,162 @@
+//! Governance records on PostgreSQL: [`PgConsents`] (consent per exact
+//! scope) and [`PgAudit`] (the append-only audit log), shared by every
+//! server over the schema.
+
+use async_trait::async_trait;
+use hippocamp_core::{Deadline, Error, MemoryScope, Result};
+use hippocamp_governance::audit::{check_page, page_of};
+use hippocamp_governance::{
+    AuditLog, AuditPage, AuditRecord, Consent, ConsentStore, NewAuditRecord, NewConsent,
+};
+
+use crate::db::{Client, Database, db_error};
+
+/// How long a governance call may wait for a connection.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+async fn client(db: &Database) -> Result<Client> {
+    db.client(Deadline::after(CALL_TIMEOUT)).await
+}
+
+fn i(x: u64) -> i64 {
+    i64::try_from(x).unwrap_or(i64::MAX)
+}
+
+/// Consents in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgConsents {
+    db: Database,
+}
+
+impl PgConsents {
+    /// Consents over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+fn decode_consent(json: &str) -> Result<Consent> {
+    serde_json::from_str(json)
+        .map_err(|e| Error::Corrupt(format!("undecodable consent record: {e}")))
+}
+
+#[async_trait]
+impl ConsentStore for PgConsents {
+    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
+        consent.validate()?;
+        let c = Consent {
+            consent_id: consent.consent_id,
+            scope: consent.scope,
+            recorded_at_ms: now_ms,
+        };
+        let json = serde_json::to_string(&c)
+            .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
+        client(&self.db)
+            .await?
+            .execute(
+                "INSERT INTO consents (app, usr, record) VALUES ($1, $2, $3) \
+                 ON CONFLICT (app, usr) DO UPDATE SET record = EXCLUDED.record",
+                &[&scope.app().as_str(), &scope.user().as_str(), &json],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(c)
+    }
+
+    async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        client(&self.db)
+            .await?
+            .query_opt(
+                "SELECT record FROM consents WHERE app = $1 AND usr = $2",
+                &[&scope.app().as_str(), &scope.user().as_str()],
+            )
+            .await
+            .map_err(db_error)?
+            .map(|r| decode_consent(r.get(0)))
+            .transpose()
+    }
+
+    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+        client(&self.db)
+            .await?
+            .query_opt(
+                "DELETE FROM consents WHERE app = $1 AND usr = $2 RETURNING record",
+                &[&scope.app().as_str(), &scope.user().as_str()],
+            )
+            .await
+            .map_err(db_error)?
+            .map(|r| decode_consent(r.get(0)))
+            .transpose()
+    }
+}
+
+/// The audit log in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgAudit {
+    db: Database,
+}
+
+impl PgAudit {
+    /// The log over `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl AuditLog for PgAudit {
+    async fn append(&self, record: NewAuditRecord, at_ms: u64) -> Result<()> {
+        let mut client = client(&self.db).await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let seq: i64 = tx
+            .query_one(
+                "UPDATE audit_counter SET last = last + 1 RETURNING last",
+                &[],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        let stamped = record.stamp(u64::try_from(seq).unwrap_or(0), at_ms);
+        let json = serde_json::to_string(&stamped)
+            .map_err(|e| Error::Corrupt(format!("cannot encode an audit record: {e}")))?;
+        tx.execute(
+            "INSERT INTO audit_records (seq, at_ms, record) VALUES ($1, $2, $3)",
+            &[&seq, &i(at_ms), &json],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn page(&self, cursor: Option<&str>, limit: Option<u64>) -> Result<AuditPage> {
+        let (after, limit) = check_page(cursor, limit)?;
+        let rows = client(&self.db)
+            .await?
+            .query(
+                "SELECT record FROM audit_records WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&i(after), &i(limit as u64 + 1)],
+            )
+            .await
+            .map_err(db_error)?;
+        let records = rows
+            .iter()
+            .map(|r| {
+                serde_json::from_str::<AuditRecord>(r.get(0))
+                    .map_err(|e| Error::Corrupt(format!("undecodable audit record: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(page_of(records.into_iter(), limit))
+    }
+
+    async fn prune(&self, before_ms: u64) -> Result<u64> {
+        let n = client(&self.db)
+            .await?
+            .execute(
+                "DELETE FROM audit_records WHERE at_ms < $1",
+                &[&i(before_ms)],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(n)
+    }
+}

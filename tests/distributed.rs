@@ -1,0 +1,241 @@
+//! Two `hippocamp serve` processes in the distributed profile over one
+//! PostgreSQL and one S3 server (black box, over HTTP): a write through one
+//! is read through the other (memory, artifacts, consent), an erasure
+//! through one is seen by the other, a token made or revoked with the CLI
+//! works or is refused on both within the documented bound, and SIGKILL of
+//! one loses nothing it acknowledged.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::distributed::Deployment;
+
+const SCOPE: &str = "/v1/apps/shop/users/alice";
+
+struct Client {
+    http: reqwest::Client,
+    token: String,
+}
+
+impl Client {
+    fn new(token: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            token: token.to_owned(),
+        }
+    }
+
+    async fn post(&self, url: String, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(url)
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, url: String) -> (u16, Value) {
+        let r = self
+            .http
+            .get(url)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+async fn search(c: &Client, base: &str, q: &str) -> (u16, Vec<String>) {
+    let (status, v) = c
+        .post(format!("{base}{SCOPE}/memory/search"), json!({"query": q}))
+        .await;
+    let ids = v["hits"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .map(|h| h["id"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (status, ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, clippy::many_single_char_names)] // one deployment, step by step; servers a and b
+async fn two_servers_share_one_database_and_one_bucket() {
+    let Some(d) = Deployment::new() else {
+        return;
+    };
+    let a = d.serve();
+    let admin = a
+        .admin
+        .clone()
+        .expect("the first server makes the admin token");
+    let mut b = d.serve();
+    assert!(
+        b.admin.is_none(),
+        "the second server finds the shared admin token"
+    );
+    let http = reqwest::Client::new();
+    for s in [&a, &b] {
+        let r = http.get(s.url("/readyz")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    // A token made with the CLI works on both servers.
+    let made = d.token(&[
+        "create",
+        "--app",
+        "shop",
+        "--user",
+        "alice",
+        "--permissions",
+        "memory:read,memory:write,memory:erase,artifacts:read,artifacts:write",
+    ]);
+    let c = Client::new(made["token"].as_str().unwrap());
+    // Servers poll the shared tokens every 500 ms.
+    for s in [&a, &b] {
+        let started = Instant::now();
+        while search(&c, &s.base, "warm up").await.0 == 401 {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "a new token is still unknown"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    let (status, v) = c
+        .post(
+            a.url(&format!("{SCOPE}/memory/entries")),
+            json!({"content": "alice keeps three hives of bees"}),
+        )
+        .await;
+    assert!(status == 200 || status == 201, "{status} {v}");
+    let id = v["entry"]["id"].as_str().unwrap().to_owned();
+    let (status, hits) = search(&c, &b.base, "bees").await;
+    assert_eq!((status, hits), (200, vec![id.clone()]));
+    // An artifact written through B is read through A, byte for byte.
+    let body = b"hive inspection report".to_vec();
+    let r = c
+        .http
+        .put(b.url(&format!("{SCOPE}/artifacts/report.txt")))
+        .bearer_auth(&c.token)
+        .header("content-type", "text/plain")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let r = c
+        .http
+        .get(a.url(&format!("{SCOPE}/artifacts/report.txt")))
+        .bearer_auth(&c.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().to_vec(), body);
+    // Consent recorded through A is what B reads.
+    let r = c
+        .http
+        .put(a.url(&format!("{SCOPE}/consent")))
+        .bearer_auth(&c.token)
+        .json(&json!({"consent_id": "form-7", "scope": "all"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (status, v) = c.get(b.url(&format!("{SCOPE}/consent"))).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v.to_string().contains("form-7"), "{v}");
+    // The audit log (admin) holds the consent, as recorded through A.
+    let (status, v) = Client::new(&admin).get(b.url("/v1/audit")).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v.to_string().contains("consent_recorded"), "{v}");
+    // An erasure through B: A finds nothing and reports the new epoch.
+    let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+    let confirm = hippocamp_core::erasure_confirmation(&scope, None);
+    let r = c
+        .http
+        .delete(b.url(&format!("{SCOPE}/memory")))
+        .query(&[("confirm", confirm.as_str())])
+        .bearer_auth(&c.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (_, hits) = search(&c, &a.base, "bees").await;
+    assert!(hits.is_empty());
+    let (status, v) = c.get(a.url(&format!("{SCOPE}/memory/epoch"))).await;
+    assert_eq!((status, v["epoch"].as_u64()), (200, Some(1)), "{v}");
+
+    // SIGKILL of A while it acknowledges writes: B serves every one.
+    let writer = {
+        let c = Client::new(&c.token);
+        let url = a.url(&format!("{SCOPE}/memory/entries"));
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for i in 0.. {
+                let sent = c
+                    .http
+                    .post(&url)
+                    .bearer_auth(&c.token)
+                    .json(&json!({"content": format!("fact {i} written before the kill")}))
+                    .send()
+                    .await;
+                let Ok(r) = sent else { break };
+                let Ok(v) = r.json::<Value>().await else {
+                    break;
+                };
+                match v["entry"]["id"].as_str() {
+                    Some(id) => acked.push(id.to_owned()),
+                    None => break,
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut a = a;
+    a.kill();
+    let acked = writer.await.unwrap();
+    assert!(
+        !acked.is_empty(),
+        "no write was acknowledged before the kill"
+    );
+    for id in &acked {
+        let (status, v) = c.get(b.url(&format!("{SCOPE}/memory/entries/{id}"))).await;
+        assert_eq!(
+            status, 200,
+            "{id} acknowledged by the killed server is lost: {v}"
+        );
+    }
+
+    // Revoked with the CLI: refused by B within the documented bound.
+    let revoked = d.token(&["revoke", made["record"]["id"].as_str().unwrap()]);
+    assert_eq!(revoked["revoked"], true);
+    let started = Instant::now();
+    loop {
+        let (status, _) = search(&c, &b.base, "bees").await;
+        if status == 401 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a revoked token still works after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    b.kill();
+}

@@ -1,0 +1,2 @@
+#![allow(unreachable_pub)]
+pub mod distributed;
