@@ -332,6 +332,21 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// The PostgreSQL memory store (`HIPPOCAMP_POSTGRES_URL`, a fresh
+    /// schema) next to the durable store in one run: search latency on a
+    /// 600-entry scope (interleaved) and ingestion throughput, with one and
+    /// with two servers.
+    Postgres {
+        /// Searches of each store.
+        #[arg(long, default_value_t = 5_000)]
+        samples: usize,
+        /// `add_events` batches of 1,000 events per run.
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Working folder of the durable store (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Search through the governance policy (PolicyChecked and a static
     /// policy) next to the bare store, on a 600-entry scope, interleaved.
     Policy {
@@ -454,6 +469,10 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             rounds,
             dir,
         } => {
+            anyhow::ensure!(
+                store != StoreKind::Postgres,
+                "the router benchmark runs on the memory or the durable store"
+            );
             let (d, _t) = workdir(dir)?;
             let workload = hippocamp_bench::RouterWorkload {
                 seconds,
@@ -531,6 +550,18 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             let exe = std::env::current_exe()?;
             serde_json::to_value(hippocamp_bench::export::export(&exe, &dir, entries).await?)?
         }
+        Bench::Postgres {
+            samples,
+            batches,
+            dir,
+        } => {
+            let url = std::env::var("HIPPOCAMP_POSTGRES_URL")
+                .context("bench postgres reads the URL from HIPPOCAMP_POSTGRES_URL")?;
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(
+                hippocamp_bench::postgres::postgres(&d, &url, samples, batches).await?,
+            )?
+        }
         Bench::Policy { samples } => {
             serde_json::to_value(hippocamp_bench::policy::policy(samples).await?)?
         }
@@ -605,6 +636,40 @@ enum StoreKind {
     Memory,
     /// The durable store (redb).
     Durable,
+    /// PostgreSQL (`HIPPOCAMP_POSTGRES_URL`), a fresh schema per store.
+    Postgres,
+}
+
+/// Opens the stores of an evaluation on PostgreSQL (the URL in
+/// `HIPPOCAMP_POSTGRES_URL`), each on a fresh schema of its own, behind the
+/// reply check, with the embedder when one is given.
+struct PostgresOpener {
+    url: String,
+    embedder: Option<(Arc<dyn hippocamp_embed::Embedder>, String)>,
+}
+
+#[async_trait]
+impl StoreOpener for PostgresOpener {
+    async fn open(
+        &self,
+        config: MemoryConfig,
+        _label: &str,
+    ) -> Result<Arc<dyn MemoryStore>, hippocamp_core::Error> {
+        let schema = format!("eval_{:016x}", rand::random::<u64>());
+        let db = hippocamp_postgres::Database::connect(
+            &hippocamp_postgres::PgConfig::new(&self.url).schema(schema),
+        )
+        .await?;
+        let mut store = hippocamp_postgres::PgMemoryStore::open(db, config)?;
+        if let Some((e, _)) = &self.embedder {
+            store = store.with_embedder(Arc::clone(e)).await?;
+        }
+        Ok(Arc::new(hippocamp_memory::ScopeChecked::new(store)))
+    }
+
+    fn embedder(&self) -> Option<String> {
+        self.embedder.as_ref().map(|(_, label)| label.clone())
+    }
 }
 
 /// Opens the stores of an evaluation through the services, as the server
@@ -666,6 +731,11 @@ impl Common {
             }
         };
         let (profile, root, temp) = match self.store {
+            StoreKind::Postgres => {
+                let url = std::env::var("HIPPOCAMP_POSTGRES_URL")
+                    .context("--store postgres reads the URL from HIPPOCAMP_POSTGRES_URL")?;
+                return Ok(Box::new(PostgresOpener { url, embedder }));
+            }
             StoreKind::Memory => (hippocamp_services::Profile::Ephemeral, PathBuf::new(), None),
             StoreKind::Durable => {
                 if let Some(d) = &self.data_dir {

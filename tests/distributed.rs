@@ -239,3 +239,169 @@ async fn two_servers_share_one_database_and_one_bucket() {
     }
     b.kill();
 }
+
+fn events(n: usize, tag: &str) -> Value {
+    let events: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"id": format!("{tag}{i}"), "author": "user", "timestamp_ms": i + 1,
+                   "content": {"role": "user", "parts": [{"text": format!("{tag} said thing number {i}")}]}})
+        })
+        .collect();
+    json!({ "events": events })
+}
+
+async fn wait_finished(c: &Client, base: &str, scope: &str, jobs: &[String]) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let mut states = Vec::new();
+        for j in jobs {
+            let (status, v) = c.get(format!("{base}{scope}/memory/jobs/{j}")).await;
+            assert_eq!(status, 200, "{v}");
+            states.push(v["state"].as_str().unwrap().to_owned());
+        }
+        if states
+            .iter()
+            .all(|s| s == "succeeded" || s == "failed" || s == "cancelled")
+        {
+            return states;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "jobs not finished: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The outbox's jobs are shared: work queued through one server and
+/// erased through the other stays erased; work queued through one that is
+/// then SIGKILLed mid-delivery is finished by the other's processor (after
+/// the dead claim's lease runs out), every event stored exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::many_single_char_names, clippy::too_many_lines)] // servers a and b, step by step
+async fn queued_work_is_shared_fenced_and_taken_over() {
+    let Some(d) = Deployment::with(
+        "[outbox_processor]\nlease_ms = 5000\ncall_timeout_ms = 2000\npoll_interval_ms = 20\n",
+    ) else {
+        return;
+    };
+    let mut a = d.serve();
+    let c = Client::new(&a.admin.clone().unwrap());
+    let b = d.serve();
+    // Queued through A, erased through B at once: nothing of it survives,
+    // whichever jobs were delivered before the erasure.
+    let carol = "/v1/apps/shop/users/carol";
+    let (status, v) = c
+        .post(
+            a.url(&format!("{carol}/memory/sessions/s1/ingest")),
+            events(1200, "c"),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    let carol_jobs: Vec<String> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
+    let scope = hippocamp_core::MemoryScope::parse("shop", "carol").unwrap();
+    let r = c
+        .http
+        .delete(b.url(&format!("{carol}/memory")))
+        .query(&[(
+            "confirm",
+            hippocamp_core::erasure_confirmation(&scope, None),
+        )])
+        .bearer_auth(&c.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    wait_finished(&c, &b.base, carol, &carol_jobs).await;
+    // Queued through A, which is SIGKILLed once its processor delivered a
+    // batch and before it delivered the last (B is down, so A holds the
+    // claim); a new server's processor finishes the job.
+    let mut b = b;
+    b.kill();
+    let bob = "/v1/apps/shop/users/bob";
+    let (status, v) = c
+        .post(
+            a.url(&format!("{bob}/memory/sessions/s1/ingest")),
+            events(2500, "b"),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    let bob_jobs: Vec<String> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
+    let job = bob_jobs[0].clone();
+    let started = Instant::now();
+    loop {
+        let (_, v) = c.get(a.url(&format!("{bob}/memory/jobs/{job}"))).await;
+        let (done, of) = (
+            v["delivered_batches"].as_u64().unwrap(),
+            v["batches"].as_u64().unwrap(),
+        );
+        assert!(of > 1 && done < of, "the job ended before the kill: {v}");
+        if done >= 1 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{v}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.kill();
+    let b = d.serve();
+    let states = wait_finished(&c, &b.base, bob, &bob_jobs).await;
+    assert!(states.iter().all(|s| s == "succeeded"), "{states:?}");
+    let (_, v) = c.get(b.url(&format!("{bob}/memory/jobs/{job}"))).await;
+    assert_eq!(
+        v["attempts"], 2,
+        "the cut-off attempt counts, the take-over finishes: {v}"
+    );
+    // Every event once: 2,500 distinct entries.
+    let mut ids = std::collections::BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(cur) => b.url(&format!("{bob}/memory/entries?limit=100&cursor={cur}")),
+            None => b.url(&format!("{bob}/memory/entries?limit=100")),
+        };
+        let (status, v) = c.get(url).await;
+        assert_eq!(status, 200, "{v}");
+        for e in v["entries"].as_array().unwrap() {
+            assert!(
+                ids.insert(e["id"].as_str().unwrap().to_owned()),
+                "a duplicate entry"
+            );
+        }
+        match v["next_cursor"].as_str() {
+            Some(n) => cursor = Some(n.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(ids.len(), 2_500);
+    let (_, hits) = {
+        let (status, v) = c
+            .post(
+                b.url(&format!("{carol}/memory/search")),
+                json!({"query": "carol said thing"}),
+            )
+            .await;
+        (status, v["hits"].as_array().map_or(0, Vec::len))
+    };
+    assert_eq!(hits, 0, "queued work outlived the erasure");
+    let (status, v) = c
+        .post(
+            b.url(&format!("{carol}/memory/search")),
+            json!({"query": "thing number"}),
+        )
+        .await;
+    assert_eq!(
+        (status, v["hits"].as_array().map_or(0, Vec::len)),
+        (200, 0),
+        "{v}"
+    );
+}

@@ -26,6 +26,11 @@ pub struct Deployment {
 
 impl Deployment {
     pub fn new() -> Option<Self> {
+        Self::with("")
+    }
+
+    /// A deployment whose configuration ends with `extra` (more sections).
+    pub fn with(extra: &str) -> Option<Self> {
         hippocamp_testkit::postgres_url()?;
         let s3 = hippocamp_testkit::s3_server()?;
         let dir = tempfile::tempdir().unwrap();
@@ -50,6 +55,7 @@ prefix = "{name}"
 allow_http = true
 access_key_id_env = "HIPPOCAMP_TEST_S3_ACCESS_KEY"
 secret_access_key_env = "HIPPOCAMP_TEST_S3_SECRET_KEY"
+{extra}
 "#,
                 data = dir.path().join("unused").display(),
                 endpoint = s3.endpoint,

@@ -25,6 +25,7 @@ pub mod export;
 pub mod mcp;
 pub mod outbox;
 pub mod policy;
+pub mod postgres;
 pub mod preload;
 
 use std::fs::OpenOptions;

@@ -211,6 +211,17 @@ impl Owner {
     pub fn random() -> Self {
         Self(rand::random())
     }
+
+    /// Its bytes, for a store that keeps claims outside the process (a
+    /// database shared by several servers); never shown.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// A token such a store read back.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
 }
 
 impl fmt::Debug for Owner {

@@ -6,7 +6,8 @@
 //! cache it may lose at any time. [`Database`] owns the pool and the
 //! schema's migrations; [`PgMemoryStore`] is the memory store, [`PgSessions`]
 //! the runner's session store, [`PgConsents`] and [`PgAudit`] the
-//! governance records, [`PgTokens`] the bearer tokens' records.
+//! governance records, [`PgTokens`] the bearer tokens' records,
+//! [`PgJobStore`] the ingestion outbox's jobs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -15,11 +16,13 @@ pub mod db;
 pub mod governance;
 pub mod memory;
 pub mod migrations;
+pub mod outbox;
 pub mod sessions;
 pub mod tokens;
 
 pub use db::{Database, PgConfig};
 pub use governance::{PgAudit, PgConsents};
 pub use memory::PgMemoryStore;
+pub use outbox::PgJobStore;
 pub use sessions::PgSessions;
 pub use tokens::PgTokens;

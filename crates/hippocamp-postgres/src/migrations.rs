@@ -172,6 +172,27 @@ CREATE TABLE tokens_version (
 INSERT INTO tokens_version VALUES (TRUE, 0);
 "#,
     },
+    Migration {
+        version: 4,
+        name: "outbox",
+        sql: r"
+-- The outbox engine's tables as rows: table number, key, value (BYTEA
+-- compares byte by byte, the order its ranges need).
+CREATE TABLE outbox_kv (
+    t SMALLINT NOT NULL,
+    k BYTEA NOT NULL,
+    v BYTEA NOT NULL,
+    PRIMARY KEY (t, k)
+);
+-- Claims: the owner's token and the expiry on the database's clock (ms).
+CREATE TABLE outbox_leases (
+    job BYTEA PRIMARY KEY,
+    owner BYTEA NOT NULL,
+    until_ms BIGINT NOT NULL,
+    attempt INTEGER NOT NULL
+);
+",
+    },
 ];
 
 #[cfg(test)]

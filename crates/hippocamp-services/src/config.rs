@@ -34,8 +34,8 @@ pub enum Profile {
     Durable,
     /// Memory, sessions, tokens and governance records in PostgreSQL
     /// (with pgvector), artifacts on an S3-compatible store: several
-    /// stateless servers over the same two (`[postgres]`, `[s3]`). No
-    /// ingestion outbox yet (ingestion is synchronous only).
+    /// stateless servers over the same two (`[postgres]`, `[s3]`), the
+    /// outbox's jobs shared by the processors of every server.
     Distributed,
 }
 

@@ -22,10 +22,11 @@
 //! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory | redb, data directory |
 //! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory | in memory |
 //! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory | redb, data directory |
-//! | `distributed` | PostgreSQL + pgvector, exact-scope router | off (`OutboxUnavailable`) | S3-compatible object store | PostgreSQL |
+//! | `distributed` | PostgreSQL + pgvector, exact-scope router | PostgreSQL, a processor in every server | S3-compatible object store | PostgreSQL |
 //!
 //! In the distributed profile tokens, consent and the audit log are in
-//! PostgreSQL too ([`distributed`]), so servers keep no local state.
+//! PostgreSQL too ([`distributed`]), so servers keep no local state but
+//! caches.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -749,16 +750,25 @@ impl Services {
             inner,
             router(config.profile, &config.memory_router),
         )?);
-        if config.profile != Profile::Durable {
-            return Ok(MemoryServices {
-                memory: governed(Arc::new(ScopeChecked::new(routed))),
-                outbox: None,
-                profile: config.profile,
-            });
-        }
-        let jobs =
-            RedbJobStore::open(layout::outbox_dir(&config.data_dir)?, config.outbox.clone())?;
-        let outbox = Outbox::new(Arc::new(jobs));
+        let jobs: Arc<dyn hippocamp_outbox::JobStore> = match (config.profile, remote) {
+            (Profile::Durable, _) => Arc::new(RedbJobStore::open(
+                layout::outbox_dir(&config.data_dir)?,
+                config.outbox.clone(),
+            )?),
+            // Shared by the processors of every server.
+            (Profile::Distributed, Some(r)) => Arc::new(hippocamp_postgres::PgJobStore::new(
+                r.db.clone(),
+                config.outbox.clone(),
+            )?),
+            _ => {
+                return Ok(MemoryServices {
+                    memory: governed(Arc::new(ScopeChecked::new(routed))),
+                    outbox: None,
+                    profile: config.profile,
+                });
+            }
+        };
+        let outbox = Outbox::new(jobs);
         // The processor delivers through the reply check and the policy
         // too (admission asks it, and delivery asks again); callers'
         // erasures go through `Erasing`, which cancels queued jobs.
