@@ -58,6 +58,17 @@ pub struct Consent {
 }
 
 impl NewConsent {
+    /// The consent this records at `now_ms`, checked: what every store
+    /// keeps.
+    pub fn recorded(self, now_ms: u64) -> Result<Consent> {
+        self.validate()?;
+        Ok(Consent {
+            consent_id: self.consent_id,
+            scope: self.scope,
+            recorded_at_ms: now_ms,
+        })
+    }
+
     /// Checks the id.
     pub fn validate(&self) -> Result<()> {
         let id = &self.consent_id;
@@ -95,12 +106,7 @@ pub struct InMemoryConsents {
 #[async_trait]
 impl ConsentStore for InMemoryConsents {
     async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        consent.validate()?;
-        let c = Consent {
-            consent_id: consent.consent_id,
-            scope: consent.scope,
-            recorded_at_ms: now_ms,
-        };
+        let c = consent.recorded(now_ms)?;
         self.map.write().insert(scope.clone(), c.clone());
         Ok(c)
     }
@@ -186,12 +192,7 @@ fn decode(bytes: &[u8]) -> Result<Consent> {
 #[async_trait]
 impl ConsentStore for RedbConsents {
     async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        consent.validate()?;
-        let c = Consent {
-            consent_id: consent.consent_id,
-            scope: consent.scope,
-            recorded_at_ms: now_ms,
-        };
+        let c = consent.recorded(now_ms)?;
         let bytes = serde_json::to_vec(&c)
             .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
         let k = key(scope);

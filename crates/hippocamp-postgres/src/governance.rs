@@ -43,12 +43,7 @@ fn decode_consent(json: &str) -> Result<Consent> {
 #[async_trait]
 impl ConsentStore for PgConsents {
     async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        consent.validate()?;
-        let c = Consent {
-            consent_id: consent.consent_id,
-            scope: consent.scope,
-            recorded_at_ms: now_ms,
-        };
+        let c = consent.recorded(now_ms)?;
         let json = serde_json::to_string(&c)
             .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
         client(&self.db)

@@ -512,6 +512,11 @@ impl PgMemoryStore {
         Ok(self)
     }
 
+    /// Scopes whose copy this server holds now.
+    pub fn cached_scopes(&self) -> usize {
+        self.cache.cells.lock().len()
+    }
+
     /// The database.
     pub fn database(&self) -> &Database {
         &self.db

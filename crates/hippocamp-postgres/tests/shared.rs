@@ -385,3 +385,35 @@ async fn questions(
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_cache_drops_idle_copies_and_reloads_them() {
+    if !support::have_postgres() {
+        return;
+    }
+    let store = PgMemoryStore::open(support::database().await, MemoryConfig::default())
+        .unwrap()
+        .max_cached_scopes(2);
+    let mut want = Vec::new();
+    for u in 0..6 {
+        let e = store
+            .add_entry(
+                &scope(&format!("u{u}")),
+                NewEntry::new(format!("fact kept for user {u}")),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        want.push(e.entry.id.to_string());
+        assert!(store.cached_scopes() <= 2, "{}", store.cached_scopes());
+    }
+    for _ in 0..2 {
+        for (u, id) in want.iter().enumerate() {
+            assert_eq!(
+                ids(&store, &scope(&format!("u{u}")), "fact kept").await,
+                std::slice::from_ref(id)
+            );
+            assert!(store.cached_scopes() <= 2);
+        }
+    }
+}
