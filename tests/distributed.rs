@@ -144,6 +144,10 @@ async fn two_servers_share_one_database_and_one_bucket() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.bytes().await.unwrap().to_vec(), body);
+    // Listed through A from the catalog in PostgreSQL.
+    let (status, v) = c.get(a.url(&format!("{SCOPE}/artifacts"))).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v.to_string().contains("report.txt"), "{v}");
     // Consent recorded through A is what B reads.
     let r = c
         .http

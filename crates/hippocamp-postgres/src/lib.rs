@@ -7,11 +7,13 @@
 //! schema's migrations; [`PgMemoryStore`] is the memory store, [`PgSessions`]
 //! the runner's session store, [`PgConsents`] and [`PgAudit`] the
 //! governance records, [`PgTokens`] the bearer tokens' records,
-//! [`PgJobStore`] the ingestion outbox's jobs.
+//! [`PgJobStore`] the ingestion outbox's jobs, [`PgArtifacts`] the artifact
+//! catalog over contents on an object store.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod artifacts;
 pub mod db;
 pub mod governance;
 pub mod memory;
@@ -20,6 +22,7 @@ pub mod outbox;
 pub mod sessions;
 pub mod tokens;
 
+pub use artifacts::PgArtifacts;
 pub use db::{Database, PgConfig};
 pub use governance::{PgAudit, PgConsents};
 pub use memory::PgMemoryStore;

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hippocamp_artifacts::ArtifactStore;
 use hippocamp_core::{Error, Problem, Result};
 use hippocamp_postgres::{Database, PgConfig};
 use serde::{Deserialize, Serialize};
@@ -203,9 +202,9 @@ impl S3Section {
 pub struct Remote {
     /// The database.
     pub db: Database,
-    /// Artifacts on the object store.
-    pub artifacts: Arc<dyn ArtifactStore>,
-    /// The same store, for readiness pings.
+    /// Artifacts: the catalog in PostgreSQL, contents on the object store.
+    pub artifacts: Arc<hippocamp_postgres::PgArtifacts>,
+    /// The object store's connection, for readiness pings.
     pub object_store: Arc<hippocamp_artifacts_object::ObjectArtifacts>,
     /// The memory store's cache bound.
     pub max_cached_scopes: usize,
@@ -239,12 +238,21 @@ impl Remote {
             chunk_size: limits.chunk_size,
             ..hippocamp_artifacts_object::ObjectOptions::default()
         };
-        let artifacts = Arc::new(
+        // The object-store store connects and probes the bucket (and
+        // answers readiness); the artifacts go through the catalog in
+        // PostgreSQL, their contents under the same prefix.
+        let object_store = Arc::new(
             hippocamp_artifacts_object::ObjectArtifacts::s3(&s3.connection()?, options).await?,
         );
+        let artifacts = Arc::new(hippocamp_postgres::PgArtifacts::new(
+            db.clone(),
+            object_store.object_store(),
+            s3.prefix.clone(),
+            config.artifacts.clone(),
+        )?);
         Ok(Self {
             db,
-            object_store: Arc::clone(&artifacts),
+            object_store,
             artifacts,
             max_cached_scopes: pg.max_cached_scopes,
         })

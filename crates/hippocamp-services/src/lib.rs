@@ -22,7 +22,7 @@
 //! | `disabled` | off (`MemoryDisabled`) | off | filesystem, data directory | redb, data directory |
 //! | `ephemeral` | in memory, shared router | off (`OutboxUnavailable`) | in memory | in memory |
 //! | `durable` | redb, exact-scope router | redb, processor delivering into memory | filesystem, data directory | redb, data directory |
-//! | `distributed` | PostgreSQL + pgvector, exact-scope router | PostgreSQL, a processor in every server | S3-compatible object store | PostgreSQL |
+//! | `distributed` | PostgreSQL + pgvector, exact-scope router | PostgreSQL, a processor in every server | catalog in PostgreSQL, contents on an S3-compatible store | PostgreSQL |
 //!
 //! In the distributed profile tokens, consent and the audit log are in
 //! PostgreSQL too ([`distributed`]), so servers keep no local state but
@@ -822,7 +822,7 @@ impl Services {
         let inner: Arc<dyn ArtifactStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryArtifacts::new(config.artifacts.clone())?),
             Profile::Durable | Profile::Disabled => Arc::new(Self::filesystem_artifacts(config)?),
-            Profile::Distributed => Arc::clone(&remote.ok_or_else(needs_remote)?.artifacts),
+            Profile::Distributed => remote.ok_or_else(needs_remote)?.artifacts.clone(),
         };
         let routed = RoutedArtifacts::new(inner, router(config.profile, &config.artifacts_router))?;
         Ok(Arc::new(hippocamp_artifacts::ScopeChecked::new(routed)))
