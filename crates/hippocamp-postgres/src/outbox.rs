@@ -9,6 +9,18 @@
 //! operations of all servers apply one after another, as they do under the
 //! in-memory store's mutex or the embedded store's single writer.
 //!
+//! Claims are the exception, so processors of several servers claim at
+//! once: a claim takes that lock *shared* (every other operation takes it
+//! alone, so none runs beside a claim) and locks its candidate's schedule
+//! row with `FOR UPDATE SKIP LOCKED`, so concurrent claims never wait for
+//! each other and never take the same job (one passes over the row the
+//! other holds); once the row is locked, it reads the job's lease again
+//! (one committed since its first read holds the job). A claim writes
+//! nothing but its lease. One that meets a
+//! job whose lease expired (its claimant died) must count that attempt,
+//! which writes the job and the counters: it hands over to a claim that
+//! holds the lock alone.
+//!
 //! Claims are leases in `outbox_leases` (job, owner token, expiry, attempt)
 //! stamped by the database's clock, never a server's, so a lease means the
 //! same to every server: a processor's claim is seen as held by all, a
@@ -42,7 +54,7 @@ use tokio::runtime::Handle;
 use crate::db::{Database, db_error};
 
 /// The advisory lock every outbox transaction takes first.
-const OUTBOX_LOCK: i64 = 0x6869_7070_6f75_7462; // "hippoutb"
+pub const OUTBOX_LOCK: i64 = 0x6869_7070_6f75_7462; // "hippoutb"
 
 /// How long an outbox operation may wait for a connection.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -65,12 +77,22 @@ struct Inner {
     cursor: Mutex<Option<Vec<u8>>>,
 }
 
+/// How an operation holds the outbox's advisory lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// Alone: no other operation runs (every write of the engine).
+    Alone,
+    /// Shared with other claims, which skip each other's schedule rows.
+    Claim,
+}
+
 /// One operation's transaction, read by the engine.
 struct Tx<'a> {
     inner: deadpool_postgres::Transaction<'a>,
     rt: Handle,
     /// Now on the database's clock, ms.
     now: u64,
+    hold: Hold,
 }
 
 impl KvRead for Tx<'_> {
@@ -159,18 +181,47 @@ impl Tx<'_> {
             "SELECT job, owner, until_ms, attempt FROM outbox_leases",
             &[],
         ))? {
-            let (job, owner): (Vec<u8>, Vec<u8>) = (r.get(0), r.get(1));
-            let until: i64 = r.get(2);
-            let attempt: i32 = r.get(3);
-            let left = u64::try_from(until).unwrap_or(0).saturating_sub(self.now);
-            leases.take(
-                JobId::from_bytes(bytes16(&job)?),
-                Owner::from_bytes(bytes16(&owner)?),
-                Duration::from_millis(left),
-                u32::try_from(attempt).unwrap_or(0),
-            );
+            self.hold_lease(&leases, &r)?;
         }
         Ok(leases)
+    }
+
+    /// Locks a candidate's schedule row for this claim unless another
+    /// claim holds it (`SKIP LOCKED`: never waits); whether it did.
+    fn lock_candidate(&self, key: &[u8]) -> Result<bool> {
+        let row = self.block(self.inner.query_opt(
+            "SELECT 1 FROM outbox_kv WHERE t = $1 AND k = $2 FOR UPDATE SKIP LOCKED",
+            &[&table_id(Table::Schedule), &key],
+        ))?;
+        Ok(row.is_some())
+    }
+
+    /// `job`'s lease read again into `leases`: a claim's first read may
+    /// predate a lease that another claim committed since.
+    fn reload_lease(&self, leases: &Leases, job: &JobId) -> Result<()> {
+        leases.end(job);
+        if let Some(r) = self.block(self.inner.query_opt(
+            "SELECT job, owner, until_ms, attempt FROM outbox_leases WHERE job = $1",
+            &[&job.as_bytes().as_slice()],
+        ))? {
+            self.hold_lease(leases, &r)?;
+        }
+        Ok(())
+    }
+
+    /// Puts a lease row (job, owner, until, attempt) into `leases`.
+    fn hold_lease(&self, leases: &Leases, r: &tokio_postgres::Row) -> Result<()> {
+        let (job, owner): (Vec<u8>, Vec<u8>) = (r.get(0), r.get(1));
+        let until: i64 = r.get(2);
+        let attempt: i32 = r.get(3);
+        let left = u64::try_from(until).unwrap_or(0).saturating_sub(self.now);
+        leases.take(
+            JobId::from_bytes(bytes16(&job)?),
+            Owner::from_bytes(bytes16(&owner)?),
+            Duration::from_millis(left),
+            u32::try_from(attempt).unwrap_or(0),
+        );
+        Ok(())
     }
 
     /// Records `owner`'s lease on `job` until `lease` from now.
@@ -241,10 +292,20 @@ impl PgJobStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// Runs `op` in one transaction under the outbox's lock, on a blocking
-    /// thread; commits when it succeeds.
+    /// Runs `op` in one transaction under the outbox's lock (alone), on a
+    /// blocking thread; commits when it succeeds.
     async fn run<R: Send + 'static>(
         &self,
+        op: impl FnOnce(&Tx<'_>, &Ctx<'_>, &Inner) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        self.run_holding(Hold::Alone, op).await
+    }
+
+    /// Runs `op` in one transaction holding the outbox's lock as `hold`
+    /// says.
+    async fn run_holding<R: Send + 'static>(
+        &self,
+        hold: Hold,
         op: impl FnOnce(&Tx<'_>, &Ctx<'_>, &Inner) -> Result<R> + Send + 'static,
     ) -> Result<R> {
         let inner = Arc::clone(&self.inner);
@@ -252,7 +313,11 @@ impl PgJobStore {
         let rt = Handle::current();
         tokio::task::spawn_blocking(move || {
             let tx = rt.block_on(client.transaction()).map_err(db_error)?;
-            rt.block_on(tx.execute("SELECT pg_advisory_xact_lock($1)", &[&OUTBOX_LOCK]))
+            let lock = match hold {
+                Hold::Alone => "SELECT pg_advisory_xact_lock($1)",
+                Hold::Claim => "SELECT pg_advisory_xact_lock_shared($1)",
+            };
+            rt.block_on(tx.execute(lock, &[&OUTBOX_LOCK]))
                 .map_err(db_error)?;
             let now: i64 = rt
                 .block_on(tx.query_one(
@@ -265,6 +330,7 @@ impl PgJobStore {
                 inner: tx,
                 rt: rt.clone(),
                 now: u64::try_from(now).unwrap_or(0),
+                hold,
             };
             let ctx = Ctx {
                 limits: &inner.limits,
@@ -278,6 +344,69 @@ impl PgJobStore {
         .await
         .map_err(|e| Error::Unavailable(format!("an outbox operation stopped: {e}")))?
     }
+}
+
+/// What a claim found.
+enum Claimed {
+    Item(WorkItem),
+    Nothing,
+    /// A job whose lease expired, met by a claim beside others: counting
+    /// that attempt is a write, for a claim that holds the lock alone.
+    Expired,
+}
+
+/// One claim. Beside other claims ([`Hold::Claim`]) it writes only its
+/// lease; alone, it also counts attempts whose lease expired (and fails
+/// jobs out of attempts).
+fn claim_in(
+    tx: &Tx<'_>,
+    ctx: &Ctx<'_>,
+    inner: &Inner,
+    owner: Owner,
+    lease: Duration,
+    targets: &BTreeSet<TargetName>,
+) -> Result<Claimed> {
+    let leases = tx.leases()?;
+    // A candidate held by another server, or failed on expiry, is passed
+    // over; the scan's own budget bounds each round.
+    for _ in 0..8 {
+        let (found, key) = {
+            let mut cursor = inner.cursor.lock();
+            let (found, next) = engine::scan(tx, ctx, cursor.as_deref(), targets, &leases)?;
+            cursor.clone_from(&next);
+            (found, next)
+        };
+        let (Some(c), Some(key)) = (found, key) else {
+            return Ok(Claimed::Nothing);
+        };
+        if tx.hold == Hold::Claim {
+            // Another claim is taking it: pass over it.
+            if !tx.lock_candidate(&key)? {
+                continue;
+            }
+            // Locked now: a lease another claim committed before that is
+            // visible to this read.
+            tx.reload_lease(&leases, &c.id)?;
+        }
+        let mut row = c.row;
+        match leases.take(c.id, owner, lease, row.attempts + 1) {
+            Taken::Held => continue,
+            Taken::Fresh => {}
+            Taken::AfterExpiry if tx.hold == Hold::Claim => return Ok(Claimed::Expired),
+            Taken::AfterExpiry => {
+                let pending = write(tx, || engine::count_expired(tx, ctx, &c.id))?;
+                if !pending {
+                    leases.end(&c.id);
+                    tx.end_lease(&c.id, None)?;
+                    continue;
+                }
+                row.attempts += 1;
+            }
+        }
+        tx.set_lease(&c.id, &owner, lease, row.attempts + 1)?;
+        return engine::work_item(tx, &c.id, &row, owner, row.attempts + 1).map(Claimed::Item);
+    }
+    Ok(Claimed::Nothing)
 }
 
 /// `f` applied, its writes written.
@@ -307,42 +436,20 @@ impl JobStore for PgJobStore {
         lease: Duration,
         targets: &BTreeSet<TargetName>,
     ) -> Result<Option<WorkItem>> {
-        let targets = targets.clone();
-        self.run(move |tx, ctx, inner| {
-            let leases = tx.leases()?;
-            // A candidate held by another server, or failed on expiry, is
-            // passed over; the scan's own budget bounds each round.
-            for _ in 0..8 {
-                let found = {
-                    let mut cursor = inner.cursor.lock();
-                    let (found, next) =
-                        engine::scan(tx, ctx, cursor.as_deref(), &targets, &leases)?;
-                    *cursor = next;
-                    found
-                };
-                let Some(c) = found else {
-                    return Ok(None);
-                };
-                let mut row = c.row;
-                match leases.take(c.id, owner, lease, row.attempts + 1) {
-                    Taken::Held => continue,
-                    Taken::Fresh => {}
-                    Taken::AfterExpiry => {
-                        let pending = write(tx, || engine::count_expired(tx, ctx, &c.id))?;
-                        if !pending {
-                            leases.end(&c.id);
-                            tx.end_lease(&c.id, None)?;
-                            continue;
-                        }
-                        row.attempts += 1;
-                    }
-                }
-                tx.set_lease(&c.id, &owner, lease, row.attempts + 1)?;
-                return engine::work_item(tx, &c.id, &row, owner, row.attempts + 1).map(Some);
+        for hold in [Hold::Claim, Hold::Alone] {
+            let targets = targets.clone();
+            let claimed = self
+                .run_holding(hold, move |tx, ctx, inner| {
+                    claim_in(tx, ctx, inner, owner, lease, &targets)
+                })
+                .await?;
+            match claimed {
+                Claimed::Item(item) => return Ok(Some(item)),
+                Claimed::Nothing => return Ok(None),
+                Claimed::Expired => {}
             }
-            Ok(None)
-        })
-        .await
+        }
+        Ok(None)
     }
 
     async fn renew(&self, job: &JobId, owner: &Owner, lease: Duration) -> Result<()> {

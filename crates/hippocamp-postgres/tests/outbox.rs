@@ -2,7 +2,8 @@
 //! model test, each store on a schema of its own; and two stores over one
 //! schema (two servers' processors) share the work: a claim by one is
 //! held for the other, and a job whose claimant died is taken over once
-//! its lease runs out on the database's clock.
+//! its lease runs out on the database's clock. Claims run beside each
+//! other: one passes over the job another holds locked, never waiting.
 
 #![allow(clippy::unwrap_used)]
 
@@ -56,10 +57,14 @@ impl JobStoreFactory for PgFactory {
 hippocamp_outbox::job_store_conformance_tests!(guard = support::have_postgres, PgFactory);
 
 fn submission(n: usize) -> Submission {
+    submission_in("s", n)
+}
+
+fn submission_in(session: &str, n: usize) -> Submission {
     Submission {
         target: TargetName::new("memory").unwrap(),
         scope: MemoryScope::parse("app", "u").unwrap(),
-        session: SessionId::new("s").unwrap(),
+        session: SessionId::new(session).unwrap(),
         epoch: 0,
         events: (0..n)
             .map(|i| StoredEvent {
@@ -159,4 +164,127 @@ async fn two_servers_share_the_work_and_take_over_a_dead_claim() {
     assert_eq!(status.state, hippocamp_outbox::model::JobState::Succeeded);
     assert_eq!(status.attempts, 2);
     assert_eq!(a.held_batches().await.unwrap(), 0);
+}
+
+/// A claim in flight (here a transaction that holds the outbox's lock
+/// shared and the first job's schedule row locked, as a claim does) neither
+/// makes another claim wait nor shares its job with it: the other claim
+/// passes over the locked row (`SKIP LOCKED`) and takes the next job; the
+/// first job is claimable once that transaction ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_passes_over_the_job_another_claim_holds_locked() {
+    if !support::have_postgres() {
+        return;
+    }
+    let db = support::database().await;
+    let store = PgJobStore::new(db.clone(), OutboxLimits::default()).unwrap();
+    let targets = BTreeSet::from([TargetName::new("memory").unwrap()]);
+    let first = store.admit(submission_in("s1", 2)).await.unwrap().jobs[0].id;
+    let second = store.admit(submission_in("s2", 2)).await.unwrap().jobs[0].id;
+
+    let deadline = hippocamp_core::Deadline::after(Duration::from_secs(10));
+    let mut client = db.client(deadline).await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    tx.execute(
+        "SELECT pg_advisory_xact_lock_shared($1)",
+        &[&hippocamp_postgres::outbox::OUTBOX_LOCK],
+    )
+    .await
+    .unwrap();
+    let locked = tx
+        .execute(
+            "SELECT 1 FROM (SELECT k FROM outbox_kv WHERE t = $1 ORDER BY k LIMIT 1 FOR UPDATE) x",
+            &[&(hippocamp_outbox::kv::Table::Schedule as i16)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(locked, 1);
+
+    let claim = |owner| {
+        let (store, targets) = (store.clone(), targets.clone());
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                store.claim(owner, Duration::from_secs(30), &targets),
+            )
+            .await
+            .expect("a claim never waits for another")
+            .unwrap()
+        }
+    };
+    let item = claim(Owner::random()).await.expect("the job not locked");
+    assert_eq!(item.job, second, "the locked first job was passed over");
+    assert!(
+        claim(Owner::random()).await.is_none(),
+        "one job locked, the other claimed: nothing to take"
+    );
+    tx.rollback().await.unwrap();
+    let item = claim(Owner::random())
+        .await
+        .expect("the first job, unlocked");
+    assert_eq!(item.job, first);
+}
+
+/// Many claims at once, through two servers' stores: every job is taken
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_take_each_job_once() {
+    if !support::have_postgres() {
+        return;
+    }
+    let pg = support::config();
+    let limits = OutboxLimits::default();
+    let a = PgJobStore::new(
+        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
+        limits.clone(),
+    )
+    .unwrap();
+    let b = PgJobStore::new(
+        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
+        limits,
+    )
+    .unwrap();
+    let targets = BTreeSet::from([TargetName::new("memory").unwrap()]);
+    let mut admitted = BTreeSet::new();
+    for i in 0..12 {
+        admitted.insert(
+            a.admit(submission_in(&format!("s{i}"), 1))
+                .await
+                .unwrap()
+                .jobs[0]
+                .id,
+        );
+    }
+    let claims = (0..24).map(|i| {
+        let (store, targets) = (
+            if i % 2 == 0 { a.clone() } else { b.clone() },
+            targets.clone(),
+        );
+        tokio::spawn(async move {
+            store
+                .claim(Owner::random(), Duration::from_secs(30), &targets)
+                .await
+                .unwrap()
+                .map(|w| w.job)
+        })
+    });
+    let mut taken = Vec::new();
+    for c in futures::future::join_all(claims).await {
+        taken.extend(c.unwrap());
+    }
+    let distinct: BTreeSet<_> = taken.iter().copied().collect();
+    assert_eq!(distinct.len(), taken.len(), "a job was claimed twice");
+    assert!(distinct.is_subset(&admitted));
+    // A claim passes over jobs others hold locked, so one may come back
+    // empty while a job is being taken; claimed again, the rest come.
+    while let Some(w) = a
+        .claim(Owner::random(), Duration::from_secs(30), &targets)
+        .await
+        .unwrap()
+    {
+        assert!(!distinct.contains(&w.job), "a job was claimed twice");
+        taken.push(w.job);
+    }
+    assert_eq!(taken.iter().copied().collect::<BTreeSet<_>>(), admitted);
+    assert_eq!(taken.len(), admitted.len());
 }
