@@ -3,7 +3,10 @@
 //! [`ScopeData`] keeps entries, the scope's inverted index, a session →
 //! entries map and the scope's byte count in step: every mutation updates
 //! all of them together. The in-memory store keeps one per scope; a durable
-//! store can load one per active scope as its cache.
+//! store can load one per active scope as its cache. A store whose vectors
+//! are searched where they are stored (PostgreSQL's index for large
+//! scopes) keeps a copy without them and hands its nearest candidates to
+//! [`ScopeData::search_with_dense`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -44,6 +47,9 @@ pub struct ScopeData {
     /// Unit vectors of the entries, when the store embeds (created with
     /// the first vector; its width is the embedder's).
     vectors: Option<VectorSet<EntryId>>,
+    /// The copy holds no vectors: they are searched where they are stored
+    /// and come to [`ScopeData::search_with_dense`] as candidates.
+    vectors_elsewhere: bool,
     /// Every entry by (timestamp, id): the order of listings.
     by_time: BTreeSet<(u64, EntryId)>,
     /// Entries with an expiry, by (expiry, id): what the sweeper looks at.
@@ -51,6 +57,25 @@ pub struct ScopeData {
     /// Entries that cannot be deleted now or later (legal hold or
     /// retention), so an erasure checks them without walking the scope.
     guarded: BTreeSet<EntryId>,
+}
+
+/// The results of a search whose vector candidates came from elsewhere.
+#[derive(Debug, Default)]
+pub struct DenseSearch {
+    /// The results (`entries_without_vectors` is the caller's to fill).
+    pub results: SearchResults,
+    /// The candidates ran out before the search was answered (a filter or
+    /// the byte budget passed over too many): more of them may change the
+    /// results.
+    pub wants_more: bool,
+}
+
+/// Where a search's vector candidates come from.
+enum Dense<'a> {
+    /// Scored here, over the copy's vectors.
+    Held(&'a VectorSet<EntryId>, &'a [f32]),
+    /// The scope's nearest entries, scored elsewhere (unfiltered).
+    Given(Vec<Candidate<EntryId>>),
 }
 
 /// A scored candidate on its way to a hit.
@@ -211,15 +236,32 @@ impl ScopeData {
     }
 
     /// Stores the vector of entry `id` (already inserted); `false` if it
-    /// is unknown or the width differs from the scope's vectors.
+    /// is unknown or the width differs from the scope's vectors. A copy
+    /// whose vectors are kept elsewhere accepts it and keeps nothing.
     pub fn insert_vector(&mut self, id: EntryId, vector: &[f32]) -> bool {
         let Some(stored) = self.entries.get(&id) else {
             return false;
         };
+        if self.vectors_elsewhere {
+            return true;
+        }
         let r = recency(&stored.entry);
         self.vectors
             .get_or_insert_with(|| VectorSet::new(vector.len()))
             .insert(id, vector, r)
+    }
+
+    /// From now on the copy keeps no vectors (and drops those it held):
+    /// they are searched where they are stored.
+    pub fn keep_vectors_elsewhere(&mut self) {
+        self.vectors_elsewhere = true;
+        self.vectors = None;
+    }
+
+    /// Whether the copy holds its entries' vectors (searches with a vector
+    /// run here), rather than leaving them where they are stored.
+    pub fn holds_vectors(&self) -> bool {
+        !self.vectors_elsewhere
     }
 
     /// Entries without a vector (added before an embedder was configured).
@@ -278,11 +320,11 @@ impl ScopeData {
         if q.terms.is_empty() {
             return SearchResults::default();
         }
-        let ranked = self.index.search(&q.terms, params).map(|c| Scored {
+        let mut ranked = self.index.search(&q.terms, params).map(|c| Scored {
             candidate: c,
             details: None,
         });
-        self.collect(q, ranked, ScoreType::Bm25)
+        self.collect(q, &mut ranked, ScoreType::Bm25)
     }
 
     /// Runs a prepared search in `mode` with the query's vector: `vector`
@@ -319,17 +361,57 @@ impl ScopeData {
                 _ => self.search(q, params),
             };
         };
+        self.search_dense_in(q, mode, Dense::Held(vectors, query_vector), params, fusion)
+            .results
+    }
+
+    /// Runs a prepared search in `mode` as [`search_vectors`] does, with
+    /// the scope's entries nearest the query found elsewhere (`dense`: best
+    /// first or not, unfiltered, scored by dot product): `vector` ranks
+    /// them; `hybrid` fuses the `fusion.depth` of them the filter keeps
+    /// with the BM25 list.
+    ///
+    /// [`search_vectors`]: ScopeData::search_vectors
+    pub fn search_with_dense(
+        &self,
+        q: &PreparedSearch,
+        mode: SearchMode,
+        dense: Vec<Candidate<EntryId>>,
+        params: Bm25Params,
+        fusion: &FusionParams,
+    ) -> DenseSearch {
+        self.search_dense_in(q, mode, Dense::Given(dense), params, fusion)
+    }
+
+    fn search_dense_in(
+        &self,
+        q: &PreparedSearch,
+        mode: SearchMode,
+        dense: Dense<'_>,
+        params: Bm25Params,
+        fusion: &FusionParams,
+    ) -> DenseSearch {
         match mode {
-            SearchMode::Lexical => self.search(q, params),
+            SearchMode::Lexical => DenseSearch {
+                results: self.search(q, params),
+                wants_more: false,
+            },
             SearchMode::Vector => {
-                let ranked =
-                    Ranked::new(vectors.search(query_vector, vectors.len().max(1))).map(|c| {
-                        Scored {
-                            candidate: c,
-                            details: None,
-                        }
-                    });
-                self.collect(q, ranked, ScoreType::Vector)
+                let candidates = match dense {
+                    Dense::Held(vectors, query) => vectors.search(query, vectors.len().max(1)),
+                    Dense::Given(given) => given,
+                };
+                let mut ranked = Ranked::new(candidates).map(|c| Scored {
+                    candidate: c,
+                    details: None,
+                });
+                let results = self.collect(q, &mut ranked, ScoreType::Vector);
+                // Short of the limit with every candidate walked.
+                let wants_more = results.hits.len() < q.limit && ranked.next().is_none();
+                DenseSearch {
+                    results,
+                    wants_more,
+                }
             }
             SearchMode::Hybrid => {
                 // The filter applies where each arm's candidates are made,
@@ -344,8 +426,20 @@ impl ScopeData {
                         .take(fusion.depth)
                         .collect()
                 };
-                let dense =
-                    vectors.search_where(query_vector, fusion.depth, |k| self.matches(k, q));
+                let dense: Vec<Candidate<EntryId>> = match dense {
+                    Dense::Held(vectors, query) => {
+                        vectors.search_where(query, fusion.depth, |k| self.matches(k, q))
+                    }
+                    Dense::Given(mut given) => {
+                        given.sort_unstable_by(|a, b| b.cmp(a));
+                        given
+                            .into_iter()
+                            .filter(|c| self.matches(&c.key, q))
+                            .take(fusion.depth)
+                            .collect()
+                    }
+                };
+                let wants_more = dense.len() < fusion.depth;
                 let fused = fuse(lexical, dense, fusion);
                 let mut details: HashMap<EntryId, ScoreDetails> = fused
                     .iter()
@@ -360,12 +454,15 @@ impl ScopeData {
                         )
                     })
                     .collect();
-                let ranked =
+                let mut ranked =
                     Ranked::new(fused.into_iter().map(|f| f.candidate).collect()).map(|c| Scored {
                         details: details.remove(&c.key),
                         candidate: c,
                     });
-                self.collect(q, ranked, ScoreType::Hybrid)
+                DenseSearch {
+                    results: self.collect(q, &mut ranked, ScoreType::Hybrid),
+                    wants_more,
+                }
             }
         }
     }
@@ -381,7 +478,7 @@ impl ScopeData {
     fn collect(
         &self,
         q: &PreparedSearch,
-        mut ranked: impl Iterator<Item = Scored>,
+        ranked: &mut impl Iterator<Item = Scored>,
         score_type: ScoreType,
     ) -> SearchResults {
         let mut out = SearchResults::default();
@@ -420,5 +517,133 @@ impl ScopeData {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hippocamp_core::{MemoryLimits, MemoryScope};
+    use hippocamp_search::Analyzer;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::entry::{NewEntry, prepare_entry};
+    use crate::store::SearchRequest;
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+        v.iter().map(|x| x / n).collect()
+    }
+
+    /// A scope of `docs` (words, vector, tag) with vectors held.
+    fn scope_of(docs: &[(String, Vec<f32>, bool)]) -> ScopeData {
+        let (limits, analyzer) = (MemoryLimits::default(), Analyzer::english());
+        let scope = MemoryScope::parse("app", "u").unwrap();
+        let mut data = ScopeData::default();
+        for (i, (text, v, tag)) in docs.iter().enumerate() {
+            let meta = json!({"tag": tag, "i": i}).as_object().unwrap().clone();
+            let p =
+                prepare_entry(&scope, NewEntry::new(text.clone()).metadata(meta), &limits).unwrap();
+            let id = p.entry.id;
+            data.insert(p.entry, p.storage_bytes, &analyzer.analyze(text));
+            assert!(data.insert_vector(id, &unit(v)));
+        }
+        data
+    }
+
+    fn ids(r: &SearchResults) -> Vec<EntryId> {
+        r.hits.iter().map(|h| h.entry.id).collect()
+    }
+
+    fn docs() -> impl Strategy<Value = Vec<(String, Vec<f32>, bool)>> {
+        let words = prop::sample::select(vec!["apple", "pear", "plum", "fig", "kiwi", "lime"]);
+        prop::collection::vec(
+            (
+                prop::collection::vec(words, 1..5).prop_map(|w| w.join(" ")),
+                prop::collection::vec(-1.0f32..1.0, 4),
+                any::<bool>(),
+            ),
+            1..40,
+        )
+    }
+
+    proptest! {
+        /// Given every entry's candidate, a search with vectors from
+        /// elsewhere answers what the held vectors answer, in both modes,
+        /// filtered or not, and wants nothing more.
+        #[test]
+        fn given_every_candidate_equals_the_held_vectors(
+            docs in docs(),
+            query in prop::collection::vec(-1.0f32..1.0, 4),
+            filtered in any::<bool>(),
+            limit in 1u64..10,
+        ) {
+            let data = scope_of(&docs);
+            let query = unit(&query);
+            let mut req = SearchRequest::new("apple fig").limit(limit);
+            if filtered {
+                req = req.filter(json!({"tag": true}));
+            }
+            let q = crate::search::prepare_search(&req, &MemoryLimits::default(), &Analyzer::english()).unwrap();
+            let fusion = FusionParams { depth: 5, ..FusionParams::default() };
+            let params = Bm25Params::default();
+            let all = data.vectors.as_ref().unwrap().search(&query, docs.len());
+            for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+                let held = data.search_vectors(&q, mode, &query, params, &fusion);
+                let given = data.search_with_dense(&q, mode, all.clone(), params, &fusion);
+                prop_assert_eq!(ids(&held), ids(&given.results));
+                let kept = all.iter().filter(|c| data.matches(&c.key, &q)).count();
+                let short = match mode {
+                    SearchMode::Hybrid => kept < fusion.depth,
+                    _ => given.results.hits.len() < q.limit,
+                };
+                // Every candidate given: it wants more only when there
+                // are no more to have.
+                prop_assert_eq!(given.wants_more, short);
+            }
+        }
+
+        /// A copy that keeps its vectors elsewhere holds none, whatever
+        /// is inserted into it.
+        #[test]
+        fn a_copy_without_vectors_keeps_none(docs in docs()) {
+            let mut data = scope_of(&docs);
+            data.keep_vectors_elsewhere();
+            prop_assert!(!data.holds_vectors());
+            let id = data.ids()[0];
+            prop_assert!(data.insert_vector(id, &[1.0, 0.0, 0.0, 0.0]));
+            prop_assert!(data.vectors.is_none());
+        }
+    }
+
+    /// Fewer candidates than the filter needs: the search asks for more.
+    #[test]
+    fn too_few_candidates_want_more() {
+        let docs: Vec<(String, Vec<f32>, bool)> = (0..20)
+            .map(|i| {
+                (
+                    "apple".to_owned(),
+                    vec![1.0, i as f32 / 20.0, 0.0, 0.0],
+                    i % 4 == 0,
+                )
+            })
+            .collect();
+        let data = scope_of(&docs);
+        let query = unit(&[1.0, 0.0, 0.0, 0.0]);
+        let req = SearchRequest::new("apple")
+            .limit(5)
+            .filter(json!({"tag": true}));
+        let q = crate::search::prepare_search(&req, &MemoryLimits::default(), &Analyzer::english())
+            .unwrap();
+        let fusion = FusionParams {
+            depth: 5,
+            ..FusionParams::default()
+        };
+        let top4 = data.vectors.as_ref().unwrap().search(&query, 4);
+        for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+            let r = data.search_with_dense(&q, mode, top4.clone(), Bm25Params::default(), &fusion);
+            assert!(r.wants_more, "{mode:?}");
+        }
     }
 }

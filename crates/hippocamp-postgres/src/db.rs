@@ -142,11 +142,37 @@ impl std::fmt::Debug for Database {
 /// A pooled connection.
 pub type Client = deadpool_postgres::Client;
 
-/// How many times a call retries getting a connection (or a transaction
-/// PostgreSQL aborted for a serialisation failure or deadlock) before it
-/// reports the failure; each wait doubles from 20 ms, within the call's
-/// deadline.
+/// How many times a call retries getting a connection, and a read its
+/// queries after a transient failure, before it reports the failure; each
+/// wait doubles from 20 ms, within the call's deadline. Writes are not
+/// tried again: one whose commit answer was lost may have committed (an
+/// idempotency key makes the caller's retry safe).
 pub const MAX_RETRIES: u32 = 4;
+
+/// Runs `op`, a read that writes nothing, again after a transient failure
+/// (`Unavailable`: a lost connection, a server restarting) at most
+/// [`MAX_RETRIES`] times, with doubling waits from 20 ms, within
+/// `deadline`.
+pub async fn retry_reads<T, F>(deadline: Deadline, mut op: impl FnMut() -> F) -> Result<T>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let mut wait = Duration::from_millis(20);
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(Error::Unavailable(why))
+                if attempt < MAX_RETRIES && deadline.remaining() > wait =>
+            {
+                tracing::debug!(%why, attempt, "postgres: a read is tried again");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
 
 /// The advisory lock key migrations run under (any fixed number; one for
 /// every schema, since `CREATE EXTENSION` is database-wide).
@@ -243,18 +269,33 @@ impl Database {
     async fn migrate(&self) -> Result<()> {
         let deadline = Deadline::after(Duration::from_mins(2));
         let mut client = self.client(deadline).await?;
-        client
-            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(db_error)?;
+        lock_schema(&client).await?;
         let result = self.migrate_locked(&mut client).await;
-        // Released even when a migration failed; a dropped connection
-        // releases it too.
-        let unlocked = client
-            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        result.and(unlock_schema(&client).await)
+    }
+
+    /// Makes sure the HNSW index over `dimension`-wide vectors exists (an
+    /// index on `embedding::vector(dimension)` by inner product, which is
+    /// cosine for the unit vectors stored): created by the first server
+    /// that opens the store with an embedder, under the migrations' lock.
+    /// `false` when pgvector cannot index vectors that wide (more than
+    /// [`MAX_HNSW_DIMENSION`]): large scopes are then searched exactly.
+    pub async fn vector_index(&self, dimension: usize) -> Result<bool> {
+        if dimension == 0 || dimension > MAX_HNSW_DIMENSION {
+            return Ok(false);
+        }
+        // Building it over a large table takes a while, once.
+        let client = self.client(Deadline::after(Duration::from_mins(2))).await?;
+        lock_schema(&client).await?;
+        let created = client
+            .batch_execute(&format!(
+                "CREATE INDEX IF NOT EXISTS {index} ON memory_entries \
+                 USING hnsw ((embedding::vector({dimension})) vector_ip_ops)",
+                index = hnsw_index(dimension)
+            ))
             .await
             .map_err(db_error);
-        result.and(unlocked.map(|_| ()))
+        created.and(unlock_schema(&client).await).map(|()| true)
     }
 
     async fn migrate_locked(&self, client: &mut Client) -> Result<()> {
@@ -302,6 +343,33 @@ impl Database {
     }
 }
 
+/// The widest vectors pgvector's HNSW index takes (type `vector`).
+pub const MAX_HNSW_DIMENSION: usize = 2_000;
+
+/// The name of the HNSW index over `dimension`-wide vectors.
+pub fn hnsw_index(dimension: usize) -> String {
+    format!("memory_entries_hnsw_{dimension}")
+}
+
+/// Takes the lock schema changes run under (released by
+/// [`unlock_schema`], or when the connection drops).
+async fn lock_schema(client: &Client) -> Result<()> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Releases it: also after a failed change.
+async fn unlock_schema(client: &Client) -> Result<()> {
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
 /// Whether a failure is worth retrying the whole transaction for:
 /// PostgreSQL aborted it (serialisation failure, deadlock), so nothing of
 /// it committed.
@@ -329,5 +397,57 @@ pub fn db_error(e: tokio_postgres::Error) -> Error {
         Error::Unavailable(format!("postgres: {e}"))
     } else {
         Error::Storage(std::sync::Arc::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    /// A read that fails transiently is tried again until it succeeds, at
+    /// most `MAX_RETRIES` more times; other failures are not retried.
+    #[tokio::test]
+    async fn reads_are_retried_after_transient_failures_only_and_boundedly() {
+        let deadline = || Deadline::after(Duration::from_secs(10));
+        let calls = AtomicU32::new(0);
+        let flaky = || async {
+            if calls.fetch_add(1, Ordering::Relaxed) < 2 {
+                Err(Error::Unavailable("lost".into()))
+            } else {
+                Ok(7)
+            }
+        };
+        assert_eq!(retry_reads(deadline(), flaky).await.ok(), Some(7));
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+
+        let calls = AtomicU32::new(0);
+        let down = || async {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Err::<(), _>(Error::Unavailable("down".into()))
+        };
+        assert!(matches!(
+            retry_reads(deadline(), down).await,
+            Err(Error::Unavailable(_))
+        ));
+        assert_eq!(calls.load(Ordering::Relaxed), MAX_RETRIES + 1);
+
+        let calls = AtomicU32::new(0);
+        let broken = || async {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Err::<(), _>(Error::Corrupt("bad".into()))
+        };
+        assert!(retry_reads(deadline(), broken).await.is_err());
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+
+        // No time left: no wait, no retry.
+        let calls = AtomicU32::new(0);
+        let late = || async {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Err::<(), _>(Error::Unavailable("down".into()))
+        };
+        let _ = retry_reads(Deadline::after(Duration::from_millis(1)), late).await;
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 }

@@ -15,6 +15,21 @@
 //! the copy from the tables when another server wrote since, so results
 //! are the embedded store's, id for id. The copy is a cache, safe to lose:
 //! at most `max_cached_scopes` scopes are kept, idle ones are dropped first.
+//!
+//! Vectors: a scope of at most `exact_vectors_up_to` entries (default
+//! [`DEFAULT_EXACT_VECTORS_UP_TO`]) is searched exactly, over the vectors
+//! its copy holds, as the embedded store searches them. A larger scope's
+//! copy holds none (they would cost a server ~1.5 KiB an entry for 384
+//! dimensions): PostgreSQL ranks them through pgvector's HNSW index (one
+//! index over every scope, by inner product, scanned iteratively under
+//! the scope's filter) and hands the nearest to the copy's fusion,
+//! filter and budget. When a filter passes over too many of them the
+//! search asks again for more, and when the index stops short of what the
+//! scope holds (its scan bound) PostgreSQL ranks the scope's vectors
+//! exactly. A copy that held vectors stops holding them once a write
+//! takes its scope past the bound; a scope that shrinks below it while
+//! its copy holds none is ranked exactly in PostgreSQL until the copy is
+//! reloaded.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -48,13 +63,26 @@ use hippocamp_memory::{
     UpdateOutcome, WriteOptions,
 };
 use hippocamp_search::{Analyzer, TermFreqs};
-use tokio::sync::{OwnedRwLockWriteGuard, RwLock as AsyncRwLock};
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as AsyncRwLock};
 use tokio_postgres::types::ToSql;
 
 use crate::db::{Database, db_error};
 
 /// Scopes whose copy a server keeps by default.
 pub const DEFAULT_MAX_CACHED_SCOPES: usize = 10_000;
+
+/// Entries a scope may hold and still be searched exactly by vector, by
+/// default: an exact search over 10,000 vectors of 384 dimensions is
+/// ~0.8 ms and holds 15 MiB in a server; above it PostgreSQL's HNSW index
+/// ranks them (see `docs/PERFORMANCE.md`).
+pub const DEFAULT_EXACT_VECTORS_UP_TO: u64 = 10_000;
+
+/// The most `exact_vectors_up_to` may be: what a scope may hold.
+pub const MAX_EXACT_VECTORS_UP_TO: u64 = 10_000_000;
+
+/// Candidates an HNSW search asks for at most before it hands over to the
+/// exact ranking (also the most `hnsw.ef_search` takes).
+const MAX_HNSW_CANDIDATES: usize = 1_000;
 
 /// A scope's copy, as of `version`.
 #[derive(Debug)]
@@ -64,6 +92,13 @@ struct Cached {
 }
 
 type Cell = Arc<AsyncRwLock<Option<Cached>>>;
+
+/// A scope's entries nearest a query, ranked by PostgreSQL.
+struct Nearest {
+    candidates: Vec<hippocamp_search::Candidate<EntryId>>,
+    /// The scope's entries without a vector.
+    unembedded: u64,
+}
 
 /// The per-server copies, bounded.
 #[derive(Debug)]
@@ -109,6 +144,13 @@ pub struct PgMemoryStore {
     analyzer: Analyzer,
     clock: StoreClock,
     cache: ScopeCache,
+    /// Scopes of at most this many entries are searched exactly by
+    /// vector, in their copy.
+    exact_vectors_up_to: u64,
+    /// The width of the vectors the HNSW index covers, if there is one.
+    hnsw: Option<usize>,
+    /// Rankings PostgreSQL did: through the index, exactly.
+    ranked: [std::sync::atomic::AtomicU64; 2],
 }
 
 /// A scope's row.
@@ -117,6 +159,7 @@ struct ScopeRow {
     id: i64,
     epoch: u64,
     version: i64,
+    entries: u64,
 }
 
 impl ScopeRow {
@@ -125,6 +168,7 @@ impl ScopeRow {
             id: row.get(0),
             epoch: u(row.get(1)),
             version: row.get(2),
+            entries: u(row.get(3)),
         }
     }
 }
@@ -219,16 +263,25 @@ fn revision_record(r: &Revision) -> Result<String> {
 }
 
 /// Reads a scope's whole copy from the tables, checking every record
-/// against the scope asked for.
-async fn load(c: &impl GenericClient, scope: &MemoryScope, scope_id: i64) -> Result<ScopeData> {
+/// against the scope asked for; with its vectors when `vectors` says so.
+async fn load(
+    c: &impl GenericClient,
+    scope: &MemoryScope,
+    scope_id: i64,
+    vectors: bool,
+) -> Result<ScopeData> {
     let rows = c
         .query(
-            "SELECT record, bytes, terms, tfs, doc_len, embedding FROM memory_entries WHERE scope_id = $1",
-            &[&scope_id],
+            "SELECT record, bytes, terms, tfs, doc_len, CASE WHEN $2 THEN embedding END \
+             FROM memory_entries WHERE scope_id = $1",
+            &[&scope_id, &vectors],
         )
         .await
         .map_err(db_error)?;
     let mut data = ScopeData::default();
+    if !vectors {
+        data.keep_vectors_elsewhere();
+    }
     for row in rows {
         let record: &str = row.get(0);
         let entry: MemoryEntry = serde_json::from_str(record)
@@ -261,7 +314,7 @@ async fn load(c: &impl GenericClient, scope: &MemoryScope, scope_id: i64) -> Res
 
 async fn read_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Option<ScopeRow>> {
     Ok(c.query_opt(
-        "SELECT id, epoch, version FROM memory_scopes WHERE app = $1 AND usr = $2",
+        "SELECT id, epoch, version, entries FROM memory_scopes WHERE app = $1 AND usr = $2",
         &[&scope.app().as_str(), &scope.user().as_str()],
     )
     .await
@@ -276,7 +329,7 @@ async fn lock_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Scope
         .query_one(
             "INSERT INTO memory_scopes (app, usr) VALUES ($1, $2) \
              ON CONFLICT (app, usr) DO UPDATE SET version = memory_scopes.version \
-             RETURNING id, epoch, version",
+             RETURNING id, epoch, version, entries",
             &[&scope.app().as_str(), &scope.user().as_str()],
         )
         .await
@@ -379,6 +432,9 @@ struct Write<'c> {
     tx: deadpool_postgres::Transaction<'c>,
     row: ScopeRow,
     cell: OwnedRwLockWriteGuard<Option<Cached>>,
+    /// The copy keeps vectors while its scope has at most this many
+    /// entries.
+    exact_vectors_up_to: u64,
 }
 
 impl Write<'_> {
@@ -443,6 +499,9 @@ impl Write<'_> {
                 if let Some(c) = self.cell.as_mut() {
                     apply(&mut c.data);
                     c.version = self.row.version + 1;
+                    if c.data.holds_vectors() && c.data.len() > self.exact_vectors_up_to {
+                        c.data.keep_vectors_elsewhere();
+                    }
                 }
                 Ok(())
             }
@@ -470,7 +529,28 @@ impl PgMemoryStore {
                 cells: parking_lot::Mutex::new(HashMap::new()),
                 max: DEFAULT_MAX_CACHED_SCOPES,
             },
+            exact_vectors_up_to: DEFAULT_EXACT_VECTORS_UP_TO,
+            hnsw: None,
+            ranked: Default::default(),
         })
+    }
+
+    /// Searches scopes of at most `max` entries exactly by vector (in the
+    /// server's copy), larger ones through PostgreSQL's HNSW index;
+    /// 0..=[`MAX_EXACT_VECTORS_UP_TO`].
+    pub fn exact_vectors_up_to(mut self, max: u64) -> Result<Self> {
+        if max > MAX_EXACT_VECTORS_UP_TO {
+            return Err(Error::config(
+                "postgres.exact_vectors_up_to",
+                hippocamp_core::Problem::OutOfRange {
+                    value: i128::from(max),
+                    min: 0,
+                    max: i128::from(MAX_EXACT_VECTORS_UP_TO),
+                },
+            ));
+        }
+        self.exact_vectors_up_to = max;
+        Ok(self)
     }
 
     /// Keeps at most `max` scopes' copies in this server (at least 1).
@@ -508,8 +588,18 @@ impl PgMemoryStore {
                 )),
             ));
         }
+        drop(client);
+        let dimension = embedder.dimension();
+        self.hnsw = self.db.vector_index(dimension).await?.then_some(dimension);
         self.embedder = Some(embedder);
         Ok(self)
+    }
+
+    /// Vector rankings this server asked PostgreSQL for: through the HNSW
+    /// index, and exact (a probe for tests and metrics).
+    pub fn rankings_in_database(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.ranked[0].load(Relaxed), self.ranked[1].load(Relaxed))
     }
 
     /// Scopes whose copy this server holds now.
@@ -527,30 +617,41 @@ impl PgMemoryStore {
     }
 
     /// Runs `read` over the scope's copy, fresh as of the scope's version
-    /// read now; `None` when the scope was never written.
+    /// read now; `None` when the scope was never written. It writes
+    /// nothing, so a transient failure is tried again (bounded).
     async fn view<T>(
         &self,
         scope: &MemoryScope,
         deadline: Deadline,
         read: impl FnOnce(&ScopeData, ScopeRow) -> T,
     ) -> Result<Option<T>> {
+        let fresh = crate::db::retry_reads(deadline, || self.fresh_copy(scope, deadline)).await?;
+        Ok(fresh.and_then(|(copy, row)| copy.as_ref().map(|c| read(&c.data, row))))
+    }
+
+    /// The scope's copy, fresh as of its version read now, held for
+    /// reading; `None` when the scope was never written.
+    async fn fresh_copy(
+        &self,
+        scope: &MemoryScope,
+        deadline: Deadline,
+    ) -> Result<Option<(OwnedRwLockReadGuard<Option<Cached>>, ScopeRow)>> {
         let client = self.db.client(deadline).await?;
         let Some(row) = read_scope(&client, scope).await? else {
             return Ok(None);
         };
         let cell = self.cache.cell(scope);
         let at = deadline.instant().into();
-        {
-            let g = tokio::time::timeout_at(at, cell.clone().read_owned())
-                .await
-                .map_err(|_| Error::Timeout(Stage::Queueing))?;
-            // A copy newer than the row just read is a committed state
-            // too (this server's write landed in between).
-            if let Some(c) = g.as_ref().filter(|c| c.version >= row.version) {
-                return Ok(Some(read(&c.data, row)));
-            }
+        let g = tokio::time::timeout_at(at, cell.clone().read_owned())
+            .await
+            .map_err(|_| Error::Timeout(Stage::Queueing))?;
+        // A copy newer than the row just read is a committed state too
+        // (this server's write landed in between).
+        if g.as_ref().is_some_and(|c| c.version >= row.version) {
+            return Ok(Some((g, row)));
         }
-        let mut w = tokio::time::timeout_at(at, cell.clone().write_owned())
+        drop(g);
+        let mut w = tokio::time::timeout_at(at, cell.write_owned())
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?;
         if w.as_ref().is_none_or(|c| c.version < row.version) {
@@ -558,11 +659,15 @@ impl PgMemoryStore {
             // be newer, never older, so a later call at worst reloads.
             *w = Some(Cached {
                 version: row.version,
-                data: load(&client, scope, row.id).await?,
+                data: load(&client, scope, row.id, self.holds_vectors(&row)).await?,
             });
         }
-        let g = w.downgrade();
-        Ok(g.as_ref().map(|c| read(&c.data, row)))
+        Ok(Some((w.downgrade(), row)))
+    }
+
+    /// Whether a copy of the scope loaded now holds its vectors.
+    fn holds_vectors(&self, row: &ScopeRow) -> bool {
+        row.entries <= self.exact_vectors_up_to
     }
 
     /// Starts a write: the scope's row locked, its copy fresh.
@@ -582,10 +687,15 @@ impl PgMemoryStore {
         if cell.as_ref().is_none_or(|c| c.version != row.version) {
             *cell = Some(Cached {
                 version: row.version,
-                data: load(&tx, scope, row.id).await?,
+                data: load(&tx, scope, row.id, self.holds_vectors(&row)).await?,
             });
         }
-        Ok(Write { tx, row, cell })
+        Ok(Write {
+            tx,
+            row,
+            cell,
+            exact_vectors_up_to: self.exact_vectors_up_to,
+        })
     }
 
     /// The planned events that would be new entries now (neither held by
@@ -618,6 +728,134 @@ impl PgMemoryStore {
             .unwrap_or_else(|| plan.new_indices(|_| Decision::New)))
     }
 
+    /// A search whose vector candidates PostgreSQL ranks (the scope's copy
+    /// holds no vectors): through the HNSW index when the scope is larger
+    /// than `exact_vectors_up_to`, exactly otherwise; asking again for
+    /// more candidates while the copy's filter and budget want them.
+    async fn search_in_database(
+        &self,
+        scope: &MemoryScope,
+        row: ScopeRow,
+        prepared: &hippocamp_memory::search::PreparedSearch,
+        mode: hippocamp_memory::SearchMode,
+        query: &[f32],
+        deadline: Deadline,
+    ) -> Result<SearchResults> {
+        let (bm25, fusion) = (self.config.bm25, &self.config.fusion);
+        let wanted = match mode {
+            hippocamp_memory::SearchMode::Vector => prepared.limit,
+            _ => fusion.depth,
+        };
+        let mut k = wanted.max(1).saturating_mul(2);
+        let mut exact = self.hnsw.is_none() || row.entries <= self.exact_vectors_up_to;
+        let query = pgvector::Vector::from(query.to_vec());
+        loop {
+            let nearest = self.nearest(row.id, &query, k, exact, deadline).await?;
+            let got = nearest.candidates.len();
+            let Some(found) = self
+                .view(scope, deadline, |d, _| {
+                    d.search_with_dense(prepared, mode, nearest.candidates, bm25, fusion)
+                })
+                .await?
+            else {
+                return Ok(SearchResults::default());
+            };
+            // Exact with fewer than asked: the scope has no more.
+            let complete = exact && got < k;
+            if !found.wants_more || complete {
+                let mut results = found.results;
+                results.entries_without_vectors = nearest.unembedded;
+                return Ok(results);
+            }
+            // The index stopped short of what the scope holds (its scan
+            // bound), or enough was asked of it: rank exactly.
+            if !exact && (got < k || k >= MAX_HNSW_CANDIDATES) {
+                exact = true;
+            }
+            k = k.saturating_mul(4);
+        }
+    }
+
+    /// The `k` entries of the scope (by its row's id) nearest `query`, by
+    /// inner product: exactly, or through the HNSW index; and how many of
+    /// the scope's entries have no vector.
+    async fn nearest(
+        &self,
+        scope_id: i64,
+        query: &pgvector::Vector,
+        k: usize,
+        exact: bool,
+        deadline: Deadline,
+    ) -> Result<Nearest> {
+        let mut client = self.db.client(deadline).await?;
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
+        let index = self.hnsw.filter(|_| !exact);
+        self.ranked[usize::from(index.is_none())]
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rows = match index {
+            // `<#>` is the negated inner product. No index has this
+            // expression: the scope's rows (by the primary key) are ranked.
+            None => client
+                .query(
+                    "SELECT id, ts, (embedding <#> $2)::REAL AS d FROM memory_entries \
+                     WHERE scope_id = $1 AND embedding IS NOT NULL \
+                     ORDER BY d, ts DESC, id LIMIT $3",
+                    &[&scope_id, query, &limit],
+                )
+                .await
+                .map_err(db_error)?,
+            Some(dimension) => {
+                let tx = client.transaction().await.map_err(db_error)?;
+                // Iterative scans keep walking the graph until `k` rows of
+                // this scope were found (or the scan's bound was reached).
+                tx.batch_execute(&format!(
+                    "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order",
+                    k.clamp(40, MAX_HNSW_CANDIDATES)
+                ))
+                .await
+                .map_err(db_error)?;
+                let rows = tx
+                    .query(
+                        &format!(
+                            "SELECT id, ts, (embedding::vector({dimension}) <#> $2)::REAL \
+                             FROM memory_entries WHERE scope_id = $1 \
+                             ORDER BY embedding::vector({dimension}) <#> $2 LIMIT $3"
+                        ),
+                        &[&scope_id, query, &limit],
+                    )
+                    .await
+                    .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                rows
+            }
+        };
+        let mut candidates = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: &str = r.get(0);
+            let key = id
+                .parse()
+                .map_err(|_| Error::Corrupt("a stored entry has a malformed id".into()))?;
+            let distance: f32 = r.get(2);
+            candidates.push(hippocamp_search::Candidate {
+                key,
+                score: -distance,
+                recency: r.get(1),
+            });
+        }
+        let unembedded: i64 = client
+            .query_one(
+                "SELECT count(*) FROM memory_entries WHERE scope_id = $1 AND embedding IS NULL",
+                &[&scope_id],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        Ok(Nearest {
+            candidates,
+            unembedded: u(unembedded),
+        })
+    }
+
     /// Removes `ids` (already checked deletable) in `w`; how many.
     async fn erase(
         &self,
@@ -648,6 +886,17 @@ impl MemoryStore for PgMemoryStore {
     fn capabilities(&self) -> Capabilities {
         let mut c = self.config.capabilities("postgres", true);
         hippocamp_memory::embedding::describe(&mut c, self.embedder.as_deref());
+        c.limits.push(hippocamp_core::LimitInfo {
+            name: "exact_vectors_up_to".into(),
+            value: self.exact_vectors_up_to,
+            default: DEFAULT_EXACT_VECTORS_UP_TO,
+            min: 0,
+            max: MAX_EXACT_VECTORS_UP_TO,
+            description: "entries a scope may hold and still be searched exactly by vector; \
+                          larger scopes are searched through PostgreSQL's HNSW index"
+                .into(),
+            configurable: true,
+        });
         c
     }
 
@@ -836,13 +1085,26 @@ impl MemoryStore for PgMemoryStore {
         .await?;
         prepared.now_ms = self.clock.now_ms();
         let (bm25, fusion) = (self.config.bm25, &self.config.fusion);
-        Ok(self
-            .view(scope, deadline, |d, _| match &query_vector {
-                None => d.search(&prepared, bm25),
-                Some(v) => d.search_vectors(&prepared, mode, v, bm25, fusion),
+        let here = self
+            .view(scope, deadline, |d, row| match &query_vector {
+                None => Ok(d.search(&prepared, bm25)),
+                Some(v) if d.holds_vectors() => {
+                    Ok(d.search_vectors(&prepared, mode, v, bm25, fusion))
+                }
+                Some(_) => Err(row),
             })
-            .await?
-            .unwrap_or_default())
+            .await?;
+        match (here, query_vector) {
+            (None, _) => Ok(SearchResults::default()),
+            (Some(Ok(results)), _) => Ok(results),
+            (Some(Err(row)), Some(v)) => {
+                self.search_in_database(scope, row, &prepared, mode, &v, deadline)
+                    .await
+            }
+            (Some(Err(_)), None) => Err(Error::Corrupt(
+                "a search without a vector asked for vector candidates".into(),
+            )),
+        }
     }
 
     async fn get_entry(

@@ -236,4 +236,14 @@ CREATE TABLE artifact_versions (
 CREATE INDEX artifact_versions_content ON artifact_versions (content);
 "#,
     },
+    Migration {
+        version: 6,
+        name: "entries without vectors",
+        sql: r"
+-- The entries of a scope without a vector (written before an embedder
+-- was configured), counted by searches whose vectors PostgreSQL ranks:
+-- usually none, so the count reads nothing.
+CREATE INDEX memory_entries_unembedded ON memory_entries (scope_id) WHERE embedding IS NULL;
+",
+    },
 ];

@@ -451,6 +451,14 @@ mod tests {
         assert_eq!(c.postgres.unwrap().url_env, "HIPPOCAMP_POSTGRES_URL");
         let e = Config::from_toml(&format!("{distributed}schema = \"No-Caps\"\n")).unwrap_err();
         assert!(e.to_string().contains("postgres.schema"), "{e}");
+        let e = Config::from_toml(&format!("{distributed}exact_vectors_up_to = 10000001\n"))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("postgres.exact_vectors_up_to"),
+            "{e}"
+        );
+        let c = Config::from_toml(&format!("{distributed}exact_vectors_up_to = 0\n")).unwrap();
+        assert_eq!(c.postgres.unwrap().exact_vectors_up_to, 0);
         let e = Config::from_toml(&format!("{distributed}url = \"postgres://x:pw@h/d\"\n"))
             .unwrap_err();
         assert!(e.to_string().contains("unknown key"), "{e}");

@@ -38,6 +38,10 @@ pub struct PostgresSection {
     /// (default 10,000): a cache, reloaded from the tables when another
     /// server wrote.
     pub max_cached_scopes: usize,
+    /// Entries a scope may hold and still be searched exactly by vector
+    /// (in the server's copy), 0..=10,000,000 (default 10,000); larger
+    /// scopes are searched through PostgreSQL's HNSW index.
+    pub exact_vectors_up_to: u64,
 }
 
 impl Default for PostgresSection {
@@ -50,6 +54,7 @@ impl Default for PostgresSection {
             wait_timeout_ms: 5_000,
             connect_timeout_ms: 5_000,
             max_cached_scopes: hippocamp_postgres::memory::DEFAULT_MAX_CACHED_SCOPES,
+            exact_vectors_up_to: hippocamp_postgres::memory::DEFAULT_EXACT_VECTORS_UP_TO,
         }
     }
 }
@@ -96,6 +101,16 @@ impl PostgresSection {
                     value: 0,
                     min: 1,
                     max: i128::from(u32::MAX),
+                },
+            ));
+        }
+        if self.exact_vectors_up_to > hippocamp_postgres::memory::MAX_EXACT_VECTORS_UP_TO {
+            return Err(Error::config(
+                "postgres.exact_vectors_up_to",
+                Problem::OutOfRange {
+                    value: i128::from(self.exact_vectors_up_to),
+                    min: 0,
+                    max: i128::from(hippocamp_postgres::memory::MAX_EXACT_VECTORS_UP_TO),
                 },
             ));
         }
@@ -208,6 +223,8 @@ pub struct Remote {
     pub object_store: Arc<hippocamp_artifacts_object::ObjectArtifacts>,
     /// The memory store's cache bound.
     pub max_cached_scopes: usize,
+    /// The largest scope searched exactly by vector.
+    pub exact_vectors_up_to: u64,
 }
 
 impl Remote {
@@ -255,6 +272,7 @@ impl Remote {
             object_store,
             artifacts,
             max_cached_scopes: pg.max_cached_scopes,
+            exact_vectors_up_to: pg.exact_vectors_up_to,
         })
     }
 }

@@ -734,7 +734,8 @@ impl Services {
                     remote.db.clone(),
                     config.memory.clone(),
                 )?
-                .max_cached_scopes(remote.max_cached_scopes);
+                .max_cached_scopes(remote.max_cached_scopes)
+                .exact_vectors_up_to(remote.exact_vectors_up_to)?;
                 let m = match embedder {
                     // Checked against the model the schema's vectors
                     // came from (a query; this runs on a blocking thread).
