@@ -347,6 +347,26 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Vector search on the PostgreSQL memory store
+    /// (`HIPPOCAMP_POSTGRES_URL`, a fresh schema) on scopes of several
+    /// sizes: ranked exactly in the server's copy next to pgvector's HNSW
+    /// index, interleaved, with the index's recall@10.
+    PostgresVectors {
+        /// Entries of each scope, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,30000")]
+        sizes: Vec<usize>,
+        /// Searches of each kind per size.
+        #[arg(long, default_value_t = 500)]
+        samples: usize,
+        /// The embedder: `http:<base url>` (with `--embedder-model`) or
+        /// `local:<model dir>`; the hashing embedder (384 dimensions)
+        /// when absent.
+        #[arg(long)]
+        embedder: Option<String>,
+        /// The model an `http:` embedder serves.
+        #[arg(long)]
+        embedder_model: Option<String>,
+    },
     /// Search through the governance policy (PolicyChecked and a static
     /// policy) next to the bare store, on a 600-entry scope, interleaved.
     Policy {
@@ -560,6 +580,34 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             let (d, _t) = workdir(dir)?;
             serde_json::to_value(
                 hippocamp_bench::postgres::postgres(&d, &url, samples, batches).await?,
+            )?
+        }
+        Bench::PostgresVectors {
+            sizes,
+            samples,
+            embedder,
+            embedder_model,
+        } => {
+            let url = std::env::var("HIPPOCAMP_POSTGRES_URL")
+                .context("bench postgres-vectors reads the URL from HIPPOCAMP_POSTGRES_URL")?;
+            let (e, label): (Arc<dyn hippocamp_embed::Embedder>, String) = match embedder {
+                None => (
+                    Arc::new(hippocamp_embed::hash::HashEmbedder::new(384)),
+                    "hashing (384)".to_owned(),
+                ),
+                Some(spec) => {
+                    let e = hippocamp_services::connect_embedder(&cli_embedder(
+                        &spec,
+                        embedder_model.as_deref(),
+                    )?)
+                    .await
+                    .context("starting the embedder")?;
+                    let label = format!("{}@{spec}", e.model());
+                    (e, label)
+                }
+            };
+            serde_json::to_value(
+                hippocamp_bench::postgres::vectors(&url, e, &label, &sizes, samples).await?,
             )?
         }
         Bench::Policy { samples } => {

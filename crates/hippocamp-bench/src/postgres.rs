@@ -4,6 +4,11 @@
 //! (`add_events` batches of ~200-byte turns), with one and with two
 //! "servers" (two stores with their own pools and caches over one schema,
 //! ingesting into scopes of their own at the same time).
+//!
+//! `hippocamp bench postgres-vectors`: vector search on scopes of several
+//! sizes, ranked exactly in the server's copy and through pgvector's HNSW
+//! index, and the index's recall@10 against the exact ranking: what
+//! `[postgres] exact_vectors_up_to` trades.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -184,4 +189,176 @@ fn rand_u64() -> u64 {
     std::collections::hash_map::RandomState::new()
         .build_hasher()
         .finish()
+}
+
+/// One scope size of `bench postgres-vectors`.
+#[derive(Debug, Serialize)]
+pub struct VectorRun {
+    /// Entries of the scope.
+    pub entries: usize,
+    /// Vector search (limit 10) ranked exactly in the server's copy.
+    pub exact_in_copy: Latency,
+    /// The same searches ranked through the HNSW index.
+    pub hnsw: Latency,
+    /// Of the exact top ten, the share the index's top ten holds.
+    pub recall_at_10: f64,
+    /// Bytes the copy's vectors take in a server when held (entries ×
+    /// dimension × 4).
+    pub copy_vector_bytes: u64,
+}
+
+/// The report of `bench postgres-vectors`.
+#[derive(Debug, Serialize)]
+pub struct VectorBench {
+    /// The embedder the entries and queries went through.
+    pub embedder: String,
+    /// Its vectors' width.
+    pub dimension: usize,
+    /// Searches of each kind per size (after 50 warm-up pairs).
+    pub samples: usize,
+    /// Rows in the table (every size's scope): the index covers them all.
+    pub table_rows: usize,
+    /// One run per scope size.
+    pub runs: Vec<VectorRun>,
+}
+
+/// Keeps query vectors after their first embedding, so a search's time is
+/// its ranking, not the embedder's round trip (both rankings would pay
+/// the same).
+#[derive(Debug)]
+struct QueryCache {
+    inner: Arc<dyn hippocamp_embed::Embedder>,
+    seen: parking_lot::Mutex<std::collections::HashMap<String, hippocamp_embed::Vector>>,
+}
+
+#[async_trait::async_trait]
+impl hippocamp_embed::Embedder for QueryCache {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn limits(&self) -> &hippocamp_embed::EmbedLimits {
+        self.inner.limits()
+    }
+    async fn embed(
+        &self,
+        texts: &[String],
+        kind: hippocamp_embed::InputKind,
+        deadline: hippocamp_core::Deadline,
+    ) -> hippocamp_core::Result<Vec<hippocamp_embed::Vector>> {
+        if kind == hippocamp_embed::InputKind::Query
+            && let [text] = texts
+            && let Some(v) = self.seen.lock().get(text)
+        {
+            return Ok(vec![v.clone()]);
+        }
+        let out = self.inner.embed(texts, kind, deadline).await?;
+        if kind == hippocamp_embed::InputKind::Query {
+            let mut seen = self.seen.lock();
+            for (t, v) in texts.iter().zip(&out) {
+                seen.insert(t.clone(), v.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Fills a scope of each size in `sizes` (LoCoMo turns) on a fresh schema
+/// of the PostgreSQL at `url`, then searches each with LoCoMo questions
+/// by vector through two servers over it: one ranking exactly in its copy
+/// (`exact_vectors_up_to` at its maximum), one through the HNSW index (0),
+/// interleaved.
+pub async fn vectors(
+    url: &str,
+    embedder: Arc<dyn hippocamp_embed::Embedder>,
+    label: &str,
+    sizes: &[usize],
+    samples: usize,
+) -> Result<VectorBench> {
+    let embedder: Arc<dyn hippocamp_embed::Embedder> = Arc::new(QueryCache {
+        inner: embedder,
+        seen: parking_lot::Mutex::default(),
+    });
+    let dimension = embedder.dimension();
+    let pg = PgConfig::new(url).schema(format!("bench_{:016x}", rand_u64()));
+    let open = |exact_up_to: u64| {
+        let (pg, embedder) = (pg.clone(), Arc::clone(&embedder));
+        async move {
+            PgMemoryStore::open(Database::connect(&pg).await?, big_config())?
+                .exact_vectors_up_to(exact_up_to)?
+                .with_embedder(embedder)
+                .await
+        }
+    };
+    let max = hippocamp_postgres::memory::MAX_EXACT_VECTORS_UP_TO;
+    let writer = open(max).await?;
+    let dir = hippocamp_datasets::data_dir().ok_or(crate::BenchError::NoData)?;
+    let session = SessionId::new("s")?;
+    for &n in sizes {
+        let scope = MemoryScope::parse("bench", &format!("v{n}"))?;
+        let texts = hippocamp_datasets::corpus::texts(&dir, n)?;
+        for chunk in crate::turn_events(&texts).chunks(32) {
+            writer
+                .add_events(&scope, &session, chunk, &WriteOptions::default())
+                .await?;
+        }
+    }
+    let (exact, indexed) = (open(max).await?, open(0).await?);
+    let queries: Vec<String> = hippocamp_datasets::corpus::queries(&dir)?
+        .into_iter()
+        .take(samples + 50)
+        .collect();
+    // Every query embedded once before any is timed.
+    for chunk in queries.chunks(16) {
+        embedder
+            .embed(
+                chunk,
+                hippocamp_embed::InputKind::Query,
+                hippocamp_core::Deadline::after(std::time::Duration::from_mins(1)),
+            )
+            .await?;
+    }
+    let call = CallOptions::default();
+    let mut runs = Vec::new();
+    for &n in sizes {
+        let scope = MemoryScope::parse("bench", &format!("v{n}"))?;
+        let (mut on_copy, mut on_index) = (Vec::new(), Vec::new());
+        let (mut found, mut wanted) = (0usize, 0usize);
+        for (i, q) in queries.iter().cycle().take(samples + 50).enumerate() {
+            let request = SearchRequest::new(q.clone())
+                .mode(hippocamp_memory::SearchMode::Vector)
+                .limit(10);
+            let mut ids: [Vec<hippocamp_core::EntryId>; 2] = [Vec::new(), Vec::new()];
+            let mut times = [0.0; 2];
+            for through_index in [i % 2 == 0, i % 2 != 0] {
+                let store = if through_index { &indexed } else { &exact };
+                let started = Instant::now();
+                let hits = store.search(&scope, &request, &call).await?;
+                times[usize::from(through_index)] = started.elapsed().as_secs_f64() * 1e6;
+                ids[usize::from(through_index)] = hits.hits.iter().map(|h| h.entry.id).collect();
+            }
+            if i >= 50 {
+                on_copy.push(times[0]);
+                on_index.push(times[1]);
+                found += ids[1].iter().filter(|id| ids[0].contains(id)).count();
+                wanted += ids[0].len();
+            }
+        }
+        runs.push(VectorRun {
+            entries: n,
+            exact_in_copy: latency(on_copy),
+            hnsw: latency(on_index),
+            recall_at_10: found as f64 / wanted.max(1) as f64,
+            copy_vector_bytes: (n * dimension * 4) as u64,
+        });
+    }
+    Ok(VectorBench {
+        embedder: label.to_owned(),
+        dimension,
+        samples,
+        table_rows: sizes.iter().sum(),
+        runs,
+    })
 }

@@ -64,7 +64,7 @@ use hippocamp_memory::{
 };
 use hippocamp_search::{Analyzer, TermFreqs};
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock as AsyncRwLock};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::db::{Database, db_error};
 
@@ -72,10 +72,11 @@ use crate::db::{Database, db_error};
 pub const DEFAULT_MAX_CACHED_SCOPES: usize = 10_000;
 
 /// Entries a scope may hold and still be searched exactly by vector, by
-/// default: an exact search over 10,000 vectors of 384 dimensions is
-/// ~0.8 ms and holds 15 MiB in a server; above it PostgreSQL's HNSW index
-/// ranks them (see `docs/PERFORMANCE.md`).
-pub const DEFAULT_EXACT_VECTORS_UP_TO: u64 = 10_000;
+/// default: measured with 384-dimension embeddings, the exact search in
+/// the copy is faster up to about 30,000 entries, where both take ~2 ms
+/// and the copy's vectors take 44 MiB of a server; the index's recall@10
+/// is ~0.97 (`hippocamp bench postgres-vectors`, docs/PERFORMANCE.md).
+pub const DEFAULT_EXACT_VECTORS_UP_TO: u64 = 30_000;
 
 /// The most `exact_vectors_up_to` may be: what a scope may hold.
 pub const MAX_EXACT_VECTORS_UP_TO: u64 = 10_000_000;
@@ -312,15 +313,22 @@ async fn load(
     Ok(data)
 }
 
+/// The scope's row, if it was ever written: what every call reads first.
 async fn read_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Option<ScopeRow>> {
-    Ok(c.query_opt(
-        "SELECT id, epoch, version, entries FROM memory_scopes WHERE app = $1 AND usr = $2",
-        &[&scope.app().as_str(), &scope.user().as_str()],
+    // Prepared once per connection: one round trip per call, not two.
+    let statement = c
+        .prepare_cached(
+            "SELECT id, epoch, version, entries FROM memory_scopes WHERE app = $1 AND usr = $2",
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(
+        c.query_opt(&statement, &[&scope.app().as_str(), &scope.user().as_str()])
+            .await
+            .map_err(db_error)?
+            .as_ref()
+            .map(ScopeRow::of),
     )
-    .await
-    .map_err(db_error)?
-    .as_ref()
-    .map(ScopeRow::of))
 }
 
 /// Locks the scope's row for this transaction, creating it if absent.
@@ -750,7 +758,10 @@ impl PgMemoryStore {
         let mut exact = self.hnsw.is_none() || row.entries <= self.exact_vectors_up_to;
         let query = pgvector::Vector::from(query.to_vec());
         loop {
-            let nearest = self.nearest(row.id, &query, k, exact, deadline).await?;
+            let nearest = crate::db::retry_reads(deadline, || {
+                self.nearest(row.id, &query, k, exact, deadline)
+            })
+            .await?;
             let got = nearest.candidates.len();
             let Some(found) = self
                 .view(scope, deadline, |d, _| {
@@ -787,48 +798,79 @@ impl PgMemoryStore {
         exact: bool,
         deadline: Deadline,
     ) -> Result<Nearest> {
-        let mut client = self.db.client(deadline).await?;
+        let client = self.db.client(deadline).await?;
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let index = self.hnsw.filter(|_| !exact);
         self.ranked[usize::from(index.is_none())]
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let rows = match index {
+        let count = client
+            .prepare_cached(
+                "SELECT count(*) FROM memory_entries WHERE scope_id = $1 AND embedding IS NULL",
+            )
+            .await
+            .map_err(db_error)?;
+        // The statements are pipelined: one round trip.
+        let (rows, unembedded) = match index {
             // `<#>` is the negated inner product. No index has this
             // expression: the scope's rows (by the primary key) are ranked.
-            None => client
-                .query(
-                    "SELECT id, ts, (embedding <#> $2)::REAL AS d FROM memory_entries \
-                     WHERE scope_id = $1 AND embedding IS NOT NULL \
-                     ORDER BY d, ts DESC, id LIMIT $3",
-                    &[&scope_id, query, &limit],
-                )
-                .await
-                .map_err(db_error)?,
-            Some(dimension) => {
-                let tx = client.transaction().await.map_err(db_error)?;
-                // Iterative scans keep walking the graph until `k` rows of
-                // this scope were found (or the scan's bound was reached).
-                tx.batch_execute(&format!(
-                    "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order",
-                    k.clamp(40, MAX_HNSW_CANDIDATES)
-                ))
-                .await
-                .map_err(db_error)?;
-                let rows = tx
-                    .query(
-                        &format!(
-                            "SELECT id, ts, (embedding::vector({dimension}) <#> $2)::REAL \
-                             FROM memory_entries WHERE scope_id = $1 \
-                             ORDER BY embedding::vector({dimension}) <#> $2 LIMIT $3"
-                        ),
-                        &[&scope_id, query, &limit],
+            None => {
+                let rank = client
+                    .prepare_cached(
+                        "SELECT id, ts, (embedding <#> $2)::REAL AS d FROM memory_entries \
+                         WHERE scope_id = $1 AND embedding IS NOT NULL \
+                         ORDER BY d, ts DESC, id LIMIT $3",
                     )
                     .await
                     .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                rows
+                futures::future::try_join(
+                    client.query(&rank, &[&scope_id, query, &limit]),
+                    client.query_one(&count, &[&scope_id]),
+                )
+                .await
+                .map_err(db_error)?
+            }
+            Some(dimension) => {
+                // Not a prepared statement: a generic plan (parameters
+                // unknown) may pass the index over; this one is planned
+                // with its values, in the same round trip (the vector goes
+                // as `real[]`, whose type has a fixed id).
+                let rank = format!(
+                    "SELECT id, ts, (embedding::vector({dimension}) <#> $2::REAL[]::vector({dimension}))::REAL \
+                     FROM memory_entries WHERE scope_id = $1 \
+                     ORDER BY embedding::vector({dimension}) <#> $2::REAL[]::vector({dimension}) LIMIT $3"
+                );
+                let values = query.as_slice();
+                // Iterative scans keep walking the graph until `k` rows of
+                // this scope were found (or the scan's bound was reached).
+                // Sorting is off so the planner takes the index, which
+                // yields rows in order, over ranking the scope's rows (what
+                // stale statistics of a fresh scope may suggest). Sent
+                // together, so the transaction ends even if this call does
+                // not wait for the answers.
+                let begin = format!(
+                    "BEGIN; SET LOCAL enable_sort = off; SET LOCAL hnsw.ef_search = {}; \
+                     SET LOCAL hnsw.iterative_scan = strict_order",
+                    k.clamp(40, MAX_HNSW_CANDIDATES)
+                );
+                let ((), rows, count, ()) = futures::future::try_join4(
+                    client.batch_execute(&begin),
+                    client.query_typed(
+                        &rank,
+                        &[
+                            (&scope_id, Type::INT8),
+                            (&values, Type::FLOAT4_ARRAY),
+                            (&limit, Type::INT8),
+                        ],
+                    ),
+                    client.query_one(&count, &[&scope_id]),
+                    client.batch_execute("COMMIT"),
+                )
+                .await
+                .map_err(db_error)?;
+                (rows, count)
             }
         };
+        let unembedded: i64 = unembedded.get(0);
         let mut candidates = Vec::with_capacity(rows.len());
         for r in &rows {
             let id: &str = r.get(0);
@@ -842,14 +884,6 @@ impl PgMemoryStore {
                 recency: r.get(1),
             });
         }
-        let unembedded: i64 = client
-            .query_one(
-                "SELECT count(*) FROM memory_entries WHERE scope_id = $1 AND embedding IS NULL",
-                &[&scope_id],
-            )
-            .await
-            .map_err(db_error)?
-            .get(0);
         Ok(Nearest {
             candidates,
             unembedded: u(unembedded),

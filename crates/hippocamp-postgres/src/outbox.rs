@@ -370,12 +370,11 @@ fn claim_in(
     // A candidate held by another server, or failed on expiry, is passed
     // over; the scan's own budget bounds each round.
     for _ in 0..8 {
-        let (found, key) = {
-            let mut cursor = inner.cursor.lock();
-            let (found, next) = engine::scan(tx, ctx, cursor.as_deref(), targets, &leases)?;
-            cursor.clone_from(&next);
-            (found, next)
-        };
+        // The hint is not held across the scan's queries: claims of this
+        // server scan at once (one passes over the row another locked).
+        let from = inner.cursor.lock().clone();
+        let (found, key) = engine::scan(tx, ctx, from.as_deref(), targets, &leases)?;
+        inner.cursor.lock().clone_from(&key);
         let (Some(c), Some(key)) = (found, key) else {
             return Ok(Claimed::Nothing);
         };

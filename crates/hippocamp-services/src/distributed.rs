@@ -39,7 +39,7 @@ pub struct PostgresSection {
     /// server wrote.
     pub max_cached_scopes: usize,
     /// Entries a scope may hold and still be searched exactly by vector
-    /// (in the server's copy), 0..=10,000,000 (default 10,000); larger
+    /// (in the server's copy), 0..=10,000,000 (default 30,000); larger
     /// scopes are searched through PostgreSQL's HNSW index.
     pub exact_vectors_up_to: u64,
 }
