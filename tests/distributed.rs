@@ -2,8 +2,9 @@
 //! PostgreSQL and one S3 server (black box, over HTTP): a write through one
 //! is read through the other (memory, artifacts, consent), an erasure
 //! through one is seen by the other, a token made or revoked with the CLI
-//! works or is refused on both within the documented bound, and SIGKILL of
-//! one loses nothing it acknowledged.
+//! works or is refused on both within the documented bound, SIGKILL of
+//! one loses nothing it acknowledged, and the servers' sweeper repairs the
+//! bucket.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,6 +12,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use object_store::ObjectStoreExt as _;
 use serde_json::{Value, json};
 use support::distributed::Deployment;
 
@@ -408,4 +410,81 @@ async fn queued_work_is_shared_fenced_and_taken_over() {
         (200, 0),
         "{v}"
     );
+}
+
+/// The sweeper of a running server repairs the bucket: content that no
+/// version references (what a put whose commit answer was lost leaves)
+/// goes once older than the grace; a version's content stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_removes_content_no_version_references() {
+    let Some(d) = Deployment::with(
+        "[sweeper]\ninterval_ms = 200\nartifact_repair_grace_ms = 1000\n\n[artifacts]\ncall_timeout_ms = 1000\n",
+    ) else {
+        return;
+    };
+    let a = d.serve();
+    let made = d.token(&[
+        "create",
+        "--app",
+        "shop",
+        "--user",
+        "alice",
+        "--permissions",
+        "artifacts:read,artifacts:write",
+    ]);
+    let c = Client::new(made["token"].as_str().unwrap());
+    let put = || {
+        c.http
+            .put(a.url(&format!("{SCOPE}/artifacts/kept.txt")))
+            .bearer_auth(&c.token)
+            .header("content-type", "text/plain")
+            .body("a version's content")
+            .send()
+    };
+    let started = Instant::now();
+    loop {
+        let r = put().await.unwrap();
+        if r.status() == 201 {
+            break;
+        }
+        assert!(
+            r.status() == 401 && started.elapsed() < Duration::from_secs(2),
+            "{}",
+            r.status()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let s3 = hippocamp_testkit::s3_server().unwrap();
+    let bucket = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&s3.endpoint)
+        .with_bucket_name(&s3.bucket)
+        .with_region("us-east-1")
+        .with_access_key_id(&s3.access_key)
+        .with_secret_access_key(&s3.secret_key)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .build()
+        .unwrap();
+    let orphan = object_store::path::Path::from(format!("{}/content/orphan", d.name));
+    bucket
+        .put(&orphan, bytes::Bytes::from_static(b"left behind").into())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while bucket.head(&orphan).await.is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the orphan is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = c
+        .http
+        .get(a.url(&format!("{SCOPE}/artifacts/kept.txt")))
+        .bearer_auth(&c.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "a version's content");
 }

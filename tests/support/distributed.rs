@@ -22,6 +22,8 @@ pub fn hippocamp() -> Command {
 pub struct Deployment {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// Its schema and its key prefix in the bucket.
+    pub name: String,
 }
 
 impl Deployment {
@@ -63,7 +65,7 @@ secret_access_key_env = "HIPPOCAMP_TEST_S3_SECRET_KEY"
             ),
         )
         .unwrap();
-        Some(Self { dir, config })
+        Some(Self { dir, config, name })
     }
 
     /// Starts a server; its admin token when it made one (the first

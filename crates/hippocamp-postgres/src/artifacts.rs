@@ -56,6 +56,9 @@ pub struct Repaired {
     pub removed: u64,
 }
 
+/// Content objects one page of [`PgArtifacts::repair`] looks at.
+const REPAIR_PAGE: usize = 1_000;
+
 fn i(x: u64) -> i64 {
     i64::try_from(x).unwrap_or(i64::MAX)
 }
@@ -131,44 +134,88 @@ impl PgArtifacts {
     }
 
     /// Removes content objects that no version references and that are
-    /// older than `grace` (a put in flight uploads before it publishes).
+    /// older than `grace` (a put in flight uploads before it publishes),
+    /// walking every content object page by page.
     pub async fn repair(&self, grace: std::time::Duration) -> Result<Repaired> {
-        use futures::TryStreamExt as _;
+        let mut report = Repaired::default();
+        let mut after = None;
+        loop {
+            let (page, next) = self
+                .repair_page(grace, after.as_deref(), REPAIR_PAGE)
+                .await?;
+            report.examined += page.examined;
+            report.removed += page.removed;
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(report),
+            }
+        }
+    }
+
+    /// One bounded page of the repair pass: at most `max` content objects
+    /// after `after` in key order, those older than `grace` that no
+    /// version references removed (one catalog query for the page).
+    /// Returns what it did and the key the next page starts after (`None`
+    /// once the listing ended): the background sweeper walks the store a
+    /// page a pass.
+    pub async fn repair_page(
+        &self,
+        grace: std::time::Duration,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<(Repaired, Option<String>)> {
+        use futures::{StreamExt as _, TryStreamExt as _};
         let prefix = self.content_prefix();
-        let objects: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(Some(&prefix))
+        let after = after.map(Path::from);
+        let listing = match &after {
+            Some(a) => self.store.list_with_offset(Some(&prefix), a),
+            None => self.store.list(Some(&prefix)),
+        };
+        // Filtered here too: a server that ignores the offset still makes
+        // progress.
+        let objects: Vec<object_store::ObjectMeta> = listing
+            .try_filter(|o| futures::future::ready(after.as_ref().is_none_or(|a| o.location > *a)))
+            .take(max.max(1))
             .try_collect()
             .await
             .map_err(store_err)?;
+        let next = (objects.len() >= max.max(1))
+            .then(|| objects.last().map(|o| o.location.to_string()))
+            .flatten();
+        let cutoff = chrono_cutoff(grace);
+        let old: Vec<String> = objects
+            .iter()
+            .filter(|o| o.last_modified.timestamp_millis() <= cutoff)
+            .map(|o| o.location.to_string())
+            .collect();
+        let mut report = Repaired {
+            examined: objects.len() as u64,
+            removed: 0,
+        };
+        if old.is_empty() {
+            return Ok((report, next));
+        }
         let client = self
             .db
             .client(Deadline::after(self.limits.call_timeout()))
             .await?;
-        let cutoff = chrono_cutoff(grace);
-        let mut report = Repaired::default();
-        for o in objects {
-            report.examined += 1;
-            if o.last_modified.timestamp_millis() > cutoff {
-                continue;
-            }
-            let key = o.location.to_string();
-            let referenced: bool = client
-                .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM artifact_versions WHERE content = $1)",
-                    &[&key],
-                )
-                .await
-                .map_err(db_error)?
-                .get(0);
-            if !referenced {
-                match self.store.delete(&o.location).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => report.removed += 1,
-                    Err(e) => return Err(store_err(e)),
-                }
+        let referenced: std::collections::HashSet<String> = client
+            .query(
+                "SELECT DISTINCT content FROM artifact_versions WHERE content = ANY($1)",
+                &[&old],
+            )
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for key in old.iter().filter(|k| !referenced.contains(*k)) {
+            match self.store.delete(&Path::from(key.as_str())).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => report.removed += 1,
+                Err(e) => return Err(store_err(e)),
             }
         }
-        Ok(report)
+        Ok((report, next))
     }
 
     async fn remove_quietly(&self, keys: &[String]) {

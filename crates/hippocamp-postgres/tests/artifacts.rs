@@ -198,3 +198,67 @@ async fn two_servers_allocate_distinct_versions_and_repair_removes_only_orphans(
     assert_eq!(read.len(), 10);
     assert_eq!(a.status().await.unwrap().artifacts, Some(20));
 }
+
+/// The repair pass walks the bucket in bounded pages, each continuing
+/// after the last key of the one before: every orphan goes, every
+/// version's content stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_walks_the_content_in_bounded_pages() {
+    if !have_both() {
+        return;
+    }
+    let pg = support::config();
+    let prefix = format!("pgtest/{}", pg.schema);
+    let db = hippocamp_postgres::Database::connect(&pg).await.unwrap();
+    let a = PgArtifacts::new(
+        db,
+        bucket().await,
+        prefix.clone(),
+        ArtifactLimits::default(),
+    )
+    .unwrap();
+    let scope = ArtifactScope::user("app", "u").unwrap();
+    let name = ArtifactName::new("kept").unwrap();
+    for i in 0..4u8 {
+        a.put(
+            &scope,
+            &name,
+            Body::from(vec![i; 10]),
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let os = a.object_store();
+    for i in 0..7 {
+        let orphan = object_store::path::Path::from(format!("{prefix}/content/orphan-{i}"));
+        os.put(&orphan, bytes::Bytes::from_static(b"left behind").into())
+            .await
+            .unwrap();
+    }
+    let (mut after, mut examined, mut removed, mut pages) = (None, 0, 0, 0);
+    loop {
+        let (page, next) = a
+            .repair_page(Duration::ZERO, after.as_deref(), 3)
+            .await
+            .unwrap();
+        assert!(page.examined <= 3, "a page looks at 3 objects at most");
+        if let (Some(prev), Some(n)) = (&after, &next) {
+            assert!(n > prev, "each page continues after the last");
+        }
+        examined += page.examined;
+        removed += page.removed;
+        pages += 1;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!((examined, removed), (11, 7));
+    assert!(pages >= 4);
+    for v in 1..=4 {
+        let key = a.content_key(&scope, &name, v).await.unwrap();
+        assert!(os.head(&key).await.is_ok(), "version {v}'s content stays");
+    }
+    assert_eq!(a.repair(Duration::ZERO).await.unwrap().removed, 0);
+}

@@ -199,8 +199,14 @@ pub struct SweeperConfig {
     /// Milliseconds between sweeps, 100..=86,400,000 (default 60,000).
     pub interval_ms: u64,
     /// Most entries one sweep batch deletes, 1..=10,000 (default 1,000);
-    /// a sweep runs batches until none are due.
+    /// a sweep runs batches until none are due. Also the artifact content
+    /// objects one repair page looks at (distributed profile).
     pub batch: u64,
+    /// How old unreferenced artifact content must be before the repair
+    /// pass removes it (distributed profile), ms, 1..=604,800,000 (default
+    /// 3,600,000); at least `[artifacts] call_timeout_ms`, since a
+    /// put uploads its content before it publishes it.
+    pub artifact_repair_grace_ms: u64,
 }
 
 impl Default for SweeperConfig {
@@ -208,6 +214,7 @@ impl Default for SweeperConfig {
         Self {
             interval_ms: 60_000,
             batch: 1_000,
+            artifact_repair_grace_ms: 3_600_000,
         }
     }
 }
@@ -226,6 +233,12 @@ impl SweeperConfig {
             self.batch,
             1,
             hippocamp_memory::list::MAX_SWEEP_BATCH,
+        )?;
+        hippocamp_core::error::check_range(
+            "sweeper.artifact_repair_grace_ms",
+            self.artifact_repair_grace_ms,
+            1,
+            604_800_000,
         )
     }
 }
@@ -304,6 +317,15 @@ impl Config {
         self.sessions.validate()?;
         self.policy.validate()?;
         self.sweeper.validate()?;
+        if self.sweeper.artifact_repair_grace_ms < self.artifacts.call_timeout_ms {
+            return Err(Error::config(
+                "sweeper.artifact_repair_grace_ms",
+                Problem::Relation(
+                    "artifact_repair_grace_ms must be at least the artifacts' call_timeout_ms: \
+                     a put in flight uploads its content before it publishes it",
+                ),
+            ));
+        }
         self.audit.validate()?;
         self.agent
             .validate()
@@ -451,6 +473,14 @@ mod tests {
         assert_eq!(c.postgres.unwrap().url_env, "HIPPOCAMP_POSTGRES_URL");
         let e = Config::from_toml(&format!("{distributed}schema = \"No-Caps\"\n")).unwrap_err();
         assert!(e.to_string().contains("postgres.schema"), "{e}");
+        // The repair's grace covers a put in flight.
+        let e = Config::from_toml("[sweeper]\nartifact_repair_grace_ms = 29999\n").unwrap_err();
+        assert!(e.to_string().contains("artifact_repair_grace_ms"), "{e}");
+        let c = Config::from_toml(
+            "[sweeper]\nartifact_repair_grace_ms = 1000\n[artifacts]\ncall_timeout_ms = 1000\n",
+        )
+        .unwrap();
+        assert_eq!(c.sweeper.artifact_repair_grace_ms, 1000);
         let e = Config::from_toml(&format!("{distributed}exact_vectors_up_to = 10000001\n"))
             .unwrap_err();
         assert!(

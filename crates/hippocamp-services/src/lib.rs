@@ -243,6 +243,34 @@ pub async fn sweep_artifacts_once(
     until_swept("artifact versions", || artifacts.sweep(batch, &call)).await
 }
 
+/// One page of the distributed profile's artifact repair (content no
+/// version references, older than `sweeper.artifact_repair_grace_ms`),
+/// starting after `from`; returns where the next pass starts (the same
+/// place again when it failed: logged, the next period retries).
+pub async fn repair_artifacts_once(
+    artifacts: &hippocamp_postgres::PgArtifacts,
+    from: Option<String>,
+    options: &SweeperConfig,
+) -> Option<String> {
+    let max = usize::try_from(options.batch).unwrap_or(usize::MAX);
+    let grace = std::time::Duration::from_millis(options.artifact_repair_grace_ms);
+    match artifacts.repair_page(grace, from.as_deref(), max).await {
+        Ok((done, next)) => {
+            if done.removed > 0 {
+                tracing::info!(
+                    removed = done.removed,
+                    "removed unreferenced artifact content"
+                );
+            }
+            next
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the artifact repair failed; the next period retries");
+            from
+        }
+    }
+}
+
 /// Removes the audit records older than the log's retention (logged, not
 /// returned, when it fails: the next period tries again).
 pub async fn prune_audit(g: &Governance) -> u64 {
@@ -528,7 +556,9 @@ impl Services {
     /// Starts the background sweeper on the current runtime (if memory
     /// is on and it is not running): every `sweeper.interval_ms` it
     /// deletes expired entries in batches of `sweeper.batch` until none
-    /// are due, through the policy (action `prune`).
+    /// are due, through the policy (action `prune`); in the distributed
+    /// profile it also repairs a page of `sweeper.batch` artifact content
+    /// objects, walking the bucket pass by pass.
     pub fn start_sweeper(&self) {
         let Some(memory) = self.memory.clone() else {
             return;
@@ -540,13 +570,18 @@ impl Services {
         let options = self.sweeper_options.clone();
         let governance = self.governance.clone();
         let artifacts = Arc::clone(&self.governed_artifacts);
+        let catalog = self.remote.as_ref().map(|r| Arc::clone(&r.artifacts));
         *slot = Some(tokio::spawn(async move {
             let period = std::time::Duration::from_millis(options.interval_ms);
+            let mut repair_from = None;
             loop {
                 tokio::time::sleep(period).await;
                 sweep_once(&*memory, options.batch).await;
                 sweep_artifacts_once(&artifacts, options.batch).await;
                 prune_audit(&governance).await;
+                if let Some(c) = &catalog {
+                    repair_from = repair_artifacts_once(c, repair_from, &options).await;
+                }
             }
         }));
     }
