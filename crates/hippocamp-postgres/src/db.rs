@@ -142,18 +142,20 @@ impl std::fmt::Debug for Database {
 /// A pooled connection.
 pub type Client = deadpool_postgres::Client;
 
-/// How many times a call retries getting a connection, and a read its
-/// queries after a transient failure, before it reports the failure; each
+/// How many times a call tries again after a transient failure (getting
+/// a connection; a read's queries) before it reports the failure; each
 /// wait doubles from 20 ms, within the call's deadline. Writes are not
-/// tried again: one whose commit answer was lost may have committed (an
-/// idempotency key makes the caller's retry safe).
+/// tried again once they sent a statement: one whose commit answer was
+/// lost may have committed (an idempotency key makes the caller's retry
+/// safe).
 pub const MAX_RETRIES: u32 = 4;
 
-/// Runs `op`, a read that writes nothing, again after a transient failure
-/// (`Unavailable`: a lost connection, a server restarting) at most
-/// [`MAX_RETRIES`] times, with doubling waits from 20 ms, within
-/// `deadline`.
-pub async fn retry_reads<T, F>(deadline: Deadline, mut op: impl FnMut() -> F) -> Result<T>
+/// Runs `op` again after a transient failure (`Unavailable`: no
+/// connection, a lost one, a server restarting) at most [`MAX_RETRIES`]
+/// times, with doubling waits from 20 ms, within `deadline`. Only for
+/// what is safe to repeat: getting a connection, or a read that writes
+/// nothing.
+pub async fn retry_transient<T, F>(deadline: Deadline, mut op: impl FnMut() -> F) -> Result<T>
 where
     F: std::future::Future<Output = Result<T>>,
 {
@@ -222,40 +224,29 @@ impl Database {
         &self.schema
     }
 
-    /// A connection, waiting at most until `deadline` (retrying a failed
-    /// connection attempt with backoff).
+    /// A connection, waiting at most until `deadline` (a failed attempt
+    /// is tried again as [`retry_transient`] says).
     pub async fn client(&self, deadline: Deadline) -> Result<Client> {
-        let mut wait = Duration::from_millis(20);
-        let mut attempt = 0;
-        loop {
-            let remaining = deadline.remaining().min(self.wait_timeout);
-            if remaining.is_zero() {
-                return Err(Error::Timeout(Stage::Backend));
+        retry_transient(deadline, || self.client_once(deadline)).await
+    }
+
+    /// One attempt at a connection: `Timeout` once `deadline` passed,
+    /// `Unavailable` when the pool could not give one (worth another try).
+    /// For operations whose whole body [`retry_transient`] tries again.
+    pub async fn client_once(&self, deadline: Deadline) -> Result<Client> {
+        let remaining = deadline.remaining().min(self.wait_timeout);
+        if remaining.is_zero() {
+            return Err(Error::Timeout(Stage::Backend));
+        }
+        match tokio::time::timeout(remaining, self.pool.get()).await {
+            Ok(Ok(client)) => Ok(client),
+            Err(_) | Ok(Err(deadpool_postgres::PoolError::Timeout(_))) if deadline.expired() => {
+                Err(Error::Timeout(Stage::Backend))
             }
-            let got = tokio::time::timeout(remaining, self.pool.get()).await;
-            match got {
-                Ok(Ok(client)) => return Ok(client),
-                Err(_) | Ok(Err(deadpool_postgres::PoolError::Timeout(_)))
-                    if deadline.expired() =>
-                {
-                    return Err(Error::Timeout(Stage::Backend));
-                }
-                Ok(Err(e)) if attempt >= MAX_RETRIES => {
-                    return Err(Error::Unavailable(format!(
-                        "postgres: no connection after {} attempts: {e}",
-                        attempt + 1
-                    )));
-                }
-                Err(_) if attempt >= MAX_RETRIES => {
-                    return Err(Error::Unavailable(
-                        "postgres: no connection within the wait bound".into(),
-                    ));
-                }
-                _ => {}
-            }
-            attempt += 1;
-            tokio::time::sleep(wait.min(deadline.remaining())).await;
-            wait *= 2;
+            Ok(Err(e)) => Err(Error::Unavailable(format!("postgres: no connection: {e}"))),
+            Err(_) => Err(Error::Unavailable(
+                "postgres: no connection within the wait bound".into(),
+            )),
         }
     }
 
@@ -409,7 +400,7 @@ mod tests {
     /// A read that fails transiently is tried again until it succeeds, at
     /// most `MAX_RETRIES` more times; other failures are not retried.
     #[tokio::test]
-    async fn reads_are_retried_after_transient_failures_only_and_boundedly() {
+    async fn transient_failures_are_retried_boundedly_and_others_not() {
         let deadline = || Deadline::after(Duration::from_secs(10));
         let calls = AtomicU32::new(0);
         let flaky = || async {
@@ -419,7 +410,7 @@ mod tests {
                 Ok(7)
             }
         };
-        assert_eq!(retry_reads(deadline(), flaky).await.ok(), Some(7));
+        assert_eq!(retry_transient(deadline(), flaky).await.ok(), Some(7));
         assert_eq!(calls.load(Ordering::Relaxed), 3);
 
         let calls = AtomicU32::new(0);
@@ -428,7 +419,7 @@ mod tests {
             Err::<(), _>(Error::Unavailable("down".into()))
         };
         assert!(matches!(
-            retry_reads(deadline(), down).await,
+            retry_transient(deadline(), down).await,
             Err(Error::Unavailable(_))
         ));
         assert_eq!(calls.load(Ordering::Relaxed), MAX_RETRIES + 1);
@@ -438,7 +429,7 @@ mod tests {
             calls.fetch_add(1, Ordering::Relaxed);
             Err::<(), _>(Error::Corrupt("bad".into()))
         };
-        assert!(retry_reads(deadline(), broken).await.is_err());
+        assert!(retry_transient(deadline(), broken).await.is_err());
         assert_eq!(calls.load(Ordering::Relaxed), 1);
 
         // No time left: no wait, no retry.
@@ -447,7 +438,7 @@ mod tests {
             calls.fetch_add(1, Ordering::Relaxed);
             Err::<(), _>(Error::Unavailable("down".into()))
         };
-        let _ = retry_reads(Deadline::after(Duration::from_millis(1)), late).await;
+        let _ = retry_transient(Deadline::after(Duration::from_millis(1)), late).await;
         assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 }

@@ -633,7 +633,8 @@ impl PgMemoryStore {
         deadline: Deadline,
         read: impl FnOnce(&ScopeData, ScopeRow) -> T,
     ) -> Result<Option<T>> {
-        let fresh = crate::db::retry_reads(deadline, || self.fresh_copy(scope, deadline)).await?;
+        let fresh =
+            crate::db::retry_transient(deadline, || self.fresh_copy(scope, deadline)).await?;
         Ok(fresh.and_then(|(copy, row)| copy.as_ref().map(|c| read(&c.data, row))))
     }
 
@@ -644,7 +645,7 @@ impl PgMemoryStore {
         scope: &MemoryScope,
         deadline: Deadline,
     ) -> Result<Option<(OwnedRwLockReadGuard<Option<Cached>>, ScopeRow)>> {
-        let client = self.db.client(deadline).await?;
+        let client = self.db.client_once(deadline).await?;
         let Some(row) = read_scope(&client, scope).await? else {
             return Ok(None);
         };
@@ -758,7 +759,7 @@ impl PgMemoryStore {
         let mut exact = self.hnsw.is_none() || row.entries <= self.exact_vectors_up_to;
         let query = pgvector::Vector::from(query.to_vec());
         loop {
-            let nearest = crate::db::retry_reads(deadline, || {
+            let nearest = crate::db::retry_transient(deadline, || {
                 self.nearest(row.id, &query, k, exact, deadline)
             })
             .await?;
@@ -798,7 +799,7 @@ impl PgMemoryStore {
         exact: bool,
         deadline: Deadline,
     ) -> Result<Nearest> {
-        let client = self.db.client(deadline).await?;
+        let client = self.db.client_once(deadline).await?;
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let index = self.hnsw.filter(|_| !exact);
         self.ranked[usize::from(index.is_none())]

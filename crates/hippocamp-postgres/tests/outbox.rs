@@ -79,6 +79,16 @@ fn submission_in(session: &str, n: usize) -> Submission {
     }
 }
 
+/// Two servers' job stores (pools of their own) over one fresh schema.
+async fn two_servers() -> (PgJobStore, PgJobStore) {
+    let pg = support::config();
+    let open = || async {
+        let db = hippocamp_postgres::Database::connect(&pg).await.unwrap();
+        PgJobStore::new(db, OutboxLimits::default()).unwrap()
+    };
+    (open().await, open().await)
+}
+
 /// Two servers' processors over one schema: a claim through one is held
 /// for the other; when its claimant stops (a killed server), the lease
 /// runs out on the database's clock and the other takes the job over as
@@ -88,18 +98,7 @@ async fn two_servers_share_the_work_and_take_over_a_dead_claim() {
     if !support::have_postgres() {
         return;
     }
-    let pg = support::config();
-    let limits = OutboxLimits::default();
-    let a = PgJobStore::new(
-        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
-        limits.clone(),
-    )
-    .unwrap();
-    let b = PgJobStore::new(
-        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
-        limits,
-    )
-    .unwrap();
+    let (a, b) = two_servers().await;
     let targets = BTreeSet::from([TargetName::new("memory").unwrap()]);
     let admitted = a.admit(submission(3)).await.unwrap();
     assert_eq!(admitted.jobs.len(), 1);
@@ -232,18 +231,7 @@ async fn concurrent_claims_take_each_job_once() {
     if !support::have_postgres() {
         return;
     }
-    let pg = support::config();
-    let limits = OutboxLimits::default();
-    let a = PgJobStore::new(
-        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
-        limits.clone(),
-    )
-    .unwrap();
-    let b = PgJobStore::new(
-        hippocamp_postgres::Database::connect(&pg).await.unwrap(),
-        limits,
-    )
-    .unwrap();
+    let (a, b) = two_servers().await;
     let targets = BTreeSet::from([TargetName::new("memory").unwrap()]);
     let mut admitted = BTreeSet::new();
     for i in 0..12 {
