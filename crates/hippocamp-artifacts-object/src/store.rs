@@ -666,6 +666,24 @@ impl ObjectArtifacts {
     }
 }
 
+/// Flips the byte at `offset` of the object at `key` (tests use it to
+/// damage content behind a store's back); `false` when there is none.
+#[doc(hidden)]
+pub async fn flip_byte(store: &dyn object_store::ObjectStore, key: &Path, offset: u64) -> bool {
+    let Ok(got) = store.get(key).await else {
+        return false;
+    };
+    let Ok(bytes) = got.bytes().await else {
+        return false;
+    };
+    let mut bytes = bytes.to_vec();
+    let Some(b) = usize::try_from(offset).ok().and_then(|o| bytes.get_mut(o)) else {
+        return false;
+    };
+    *b ^= 0x5a;
+    store.put(key, bytes.into()).await.is_ok()
+}
+
 /// Reads the chunks of a span with one ranged request, verifying each
 /// before releasing it.
 struct ObjectSource {
@@ -954,24 +972,14 @@ impl ArtifactStore for ObjectArtifacts {
                 .list_groups(&prefix, offset.as_deref(), limit + 1),
         )
         .await?;
-        let mut items = groups
+        let items = groups
             .iter()
             .map(|g| {
                 group_name(g)
                     .ok_or_else(|| Error::Corrupt(format!("a marker group is malformed: {g}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let next_cursor = if items.len() > limit {
-            items.truncate(limit);
-            items.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page {
-            scope: scope.clone(),
-            items,
-            next_cursor,
-        })
+        Ok(Page::of_one_more(scope, items, limit, Clone::clone))
     }
 
     async fn list_versions(

@@ -57,9 +57,24 @@ pub struct InMemoryArtifacts {
     totals: Mutex<(u64, u64)>,
 }
 
-/// Reads a whole body into memory, bounded by `max` bytes, computing its
-/// integrity record on the way.
-pub async fn collect_body(body: Body, max: u64, chunk_size: u64) -> Result<(Bytes, Integrity)> {
+/// Reads a whole body into memory by `deadline` (else `Timeout` at the
+/// transfer), bounded by `limits.max_artifact_bytes`, computing its
+/// integrity record (`limits.chunk_size` chunks) on the way: what a store
+/// that holds bodies whole does with a put's body.
+pub async fn collect_body(
+    body: Body,
+    limits: &ArtifactLimits,
+    deadline: Deadline,
+) -> Result<(Bytes, Integrity)> {
+    tokio::time::timeout_at(
+        deadline.instant().into(),
+        read_whole(body, limits.max_artifact_bytes, limits.chunk_size),
+    )
+    .await
+    .map_err(|_| Error::Timeout(Stage::Transfer))?
+}
+
+async fn read_whole(body: Body, max: u64, chunk_size: u64) -> Result<(Bytes, Integrity)> {
     let mut hasher = ChunkHasher::new(chunk_size);
     let too_big = || Error::QuotaExceeded {
         limit: QuotaLimit::ArtifactBytes(max),
@@ -185,12 +200,7 @@ impl ArtifactStore for InMemoryArtifacts {
     ) -> Result<ArtifactMeta> {
         let deadline = self.deadline(&opts.call);
         check_put(opts)?;
-        let (data, integrity) = tokio::time::timeout_at(
-            deadline.instant().into(),
-            collect_body(body, self.limits.max_artifact_bytes, self.limits.chunk_size),
-        )
-        .await
-        .map_err(|_| Error::Timeout(Stage::Transfer))??;
+        let (data, integrity) = collect_body(body, &self.limits, deadline).await?;
         let size = integrity.size;
         let state = self.find_or_create(scope);
         let mut s = Self::lock(&state, deadline).await?;

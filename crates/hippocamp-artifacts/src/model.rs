@@ -448,6 +448,30 @@ pub struct Page<T, C> {
     pub next_cursor: Option<C>,
 }
 
+impl<T, C> Page<T, C> {
+    /// The page of `limit` items out of `fetched`, which asked for one
+    /// more than `limit` so that its presence tells that more follow: the
+    /// cursor is then `cursor_of` the page's last item.
+    pub fn of_one_more(
+        scope: &ArtifactScope,
+        mut fetched: Vec<T>,
+        limit: usize,
+        cursor_of: impl FnOnce(&T) -> C,
+    ) -> Self {
+        let next_cursor = if fetched.len() > limit {
+            fetched.truncate(limit);
+            fetched.last().map(cursor_of)
+        } else {
+            None
+        };
+        Self {
+            scope: scope.clone(),
+            items: fetched,
+            next_cursor,
+        }
+    }
+}
+
 /// One page of the scopes that hold at least one version.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ScopePage {

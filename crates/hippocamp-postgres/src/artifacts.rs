@@ -322,12 +322,7 @@ impl ArtifactStore for PgArtifacts {
     ) -> Result<ArtifactMeta> {
         let deadline = self.deadline(&opts.call);
         check_put(opts)?;
-        let (data, integrity) = tokio::time::timeout_at(
-            deadline.instant().into(),
-            collect_body(body, self.limits.max_artifact_bytes, self.limits.chunk_size),
-        )
-        .await
-        .map_err(|_| Error::Timeout(Stage::Transfer))??;
+        let (data, integrity) = collect_body(body, &self.limits, deadline).await?;
         let size = integrity.size;
         // The content goes up first: the catalog row that publishes it
         // comes after, so no version ever names missing content.
@@ -521,24 +516,14 @@ impl ArtifactStore for PgArtifacts {
             )
             .await
             .map_err(db_error)?;
-        let mut items = rows
+        let items = rows
             .iter()
             .map(|r| {
                 ArtifactName::new(r.get::<_, String>(0))
                     .map_err(|_| Error::Corrupt("a catalog name is not valid".into()))
             })
             .collect::<Result<Vec<_>>>()?;
-        let next_cursor = if items.len() > limit {
-            items.truncate(limit);
-            items.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page {
-            scope: scope.clone(),
-            items,
-            next_cursor,
-        })
+        Ok(Page::of_one_more(scope, items, limit, Clone::clone))
     }
 
     async fn list_versions(
@@ -565,7 +550,7 @@ impl ArtifactStore for PgArtifacts {
             )
             .await
             .map_err(db_error)?;
-        let mut items = rows
+        let items = rows
             .iter()
             .map(|r| serde_json::from_str::<ArtifactMeta>(r.get(0)).map_err(corrupt("meta")))
             .collect::<Result<Vec<_>>>()?;
@@ -574,17 +559,7 @@ impl ArtifactStore for PgArtifacts {
                 "a catalog row belongs to another artifact".into(),
             ));
         }
-        let next_cursor = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|m| m.version)
-        } else {
-            None
-        };
-        Ok(Page {
-            scope: scope.clone(),
-            items,
-            next_cursor,
-        })
+        Ok(Page::of_one_more(scope, items, limit, |m| m.version))
     }
 
     async fn list_scopes(

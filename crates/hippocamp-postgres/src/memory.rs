@@ -81,6 +81,16 @@ pub const DEFAULT_EXACT_VECTORS_UP_TO: u64 = 30_000;
 /// The most `exact_vectors_up_to` may be: what a scope may hold.
 pub const MAX_EXACT_VECTORS_UP_TO: u64 = 10_000_000;
 
+/// Checks an `exact_vectors_up_to` value: 0..=[`MAX_EXACT_VECTORS_UP_TO`].
+pub fn check_exact_vectors_up_to(max: u64) -> Result<()> {
+    hippocamp_core::error::check_range(
+        "postgres.exact_vectors_up_to",
+        max,
+        0,
+        MAX_EXACT_VECTORS_UP_TO,
+    )
+}
+
 /// Candidates an HNSW search asks for at most before it hands over to the
 /// exact ranking (also the most `hnsw.ef_search` takes).
 const MAX_HNSW_CANDIDATES: usize = 1_000;
@@ -547,16 +557,7 @@ impl PgMemoryStore {
     /// server's copy), larger ones through PostgreSQL's HNSW index;
     /// 0..=[`MAX_EXACT_VECTORS_UP_TO`].
     pub fn exact_vectors_up_to(mut self, max: u64) -> Result<Self> {
-        if max > MAX_EXACT_VECTORS_UP_TO {
-            return Err(Error::config(
-                "postgres.exact_vectors_up_to",
-                hippocamp_core::Problem::OutOfRange {
-                    value: i128::from(max),
-                    min: 0,
-                    max: i128::from(MAX_EXACT_VECTORS_UP_TO),
-                },
-            ));
-        }
+        check_exact_vectors_up_to(max)?;
         self.exact_vectors_up_to = max;
         Ok(self)
     }

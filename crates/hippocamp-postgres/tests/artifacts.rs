@@ -53,15 +53,22 @@ struct PgFactory {
     last: Mutex<Option<(PgConfig, String, ArtifactLimits, PgArtifacts)>>,
 }
 
+impl PgFactory {
+    /// A store over `pg`'s schema and `prefix`, remembered as the last.
+    async fn open_on(&self, pg: PgConfig, prefix: String, limits: ArtifactLimits) -> PgArtifacts {
+        let db = hippocamp_postgres::Database::connect(&pg).await.unwrap();
+        let store = PgArtifacts::new(db, bucket().await, prefix.clone(), limits.clone()).unwrap();
+        *self.last.lock() = Some((pg, prefix, limits, store.clone()));
+        store
+    }
+}
+
 #[async_trait]
 impl ArtifactFactory for PgFactory {
     async fn open(&self, limits: ArtifactLimits) -> Arc<dyn ArtifactStore> {
         let pg = support::config();
         let prefix = format!("pgtest/{}", pg.schema);
-        let db = hippocamp_postgres::Database::connect(&pg).await.unwrap();
-        let store = PgArtifacts::new(db, bucket().await, prefix.clone(), limits.clone()).unwrap();
-        *self.last.lock() = Some((pg, prefix, limits, store.clone()));
-        Arc::new(store)
+        Arc::new(self.open_on(pg, prefix, limits).await)
     }
 
     async fn corrupt_last(
@@ -77,23 +84,13 @@ impl ArtifactFactory for PgFactory {
         let Some(key) = store.content_key(scope, name, version).await else {
             return false;
         };
-        let os = store.object_store();
-        let mut bytes = os.get(&key).await.unwrap().bytes().await.unwrap().to_vec();
-        let Some(b) = usize::try_from(offset).ok().and_then(|o| bytes.get_mut(o)) else {
-            return false;
-        };
-        *b ^= 0x5a;
-        os.put(&key, bytes.into()).await.unwrap();
-        true
+        hippocamp_artifacts_object::store::flip_byte(&*store.object_store(), &key, offset).await
     }
 
     async fn reopen(&self, store: Arc<dyn ArtifactStore>) -> Option<Arc<dyn ArtifactStore>> {
         drop(store);
         let (pg, prefix, limits, _) = self.last.lock().clone()?;
-        let db = hippocamp_postgres::Database::connect(&pg).await.unwrap();
-        let store = PgArtifacts::new(db, bucket().await, prefix.clone(), limits.clone()).unwrap();
-        *self.last.lock() = Some((pg, prefix, limits, store.clone()));
-        Some(Arc::new(store))
+        Some(Arc::new(self.open_on(pg, prefix, limits).await))
     }
 
     fn model_cases(&self) -> u32 {

@@ -104,16 +104,7 @@ impl PostgresSection {
                 },
             ));
         }
-        if self.exact_vectors_up_to > hippocamp_postgres::memory::MAX_EXACT_VECTORS_UP_TO {
-            return Err(Error::config(
-                "postgres.exact_vectors_up_to",
-                Problem::OutOfRange {
-                    value: i128::from(self.exact_vectors_up_to),
-                    min: 0,
-                    max: i128::from(hippocamp_postgres::memory::MAX_EXACT_VECTORS_UP_TO),
-                },
-            ));
-        }
+        hippocamp_postgres::memory::check_exact_vectors_up_to(self.exact_vectors_up_to)?;
         PgConfig {
             url: "postgres://placeholder@127.0.0.1/db".into(),
             schema: self.schema.clone(),

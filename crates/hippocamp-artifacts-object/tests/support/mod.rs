@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use hippocamp_artifacts::conformance::ArtifactFactory;
 use hippocamp_artifacts::{ArtifactLimits, ArtifactName, ArtifactScope, ArtifactStore};
 use hippocamp_artifacts_object::{ObjectArtifacts, ObjectOptions, S3Config};
-use object_store::ObjectStoreExt as _;
 use parking_lot::Mutex;
 
 pub fn options(limits: &ArtifactLimits, prefix: String) -> ObjectOptions {
@@ -114,14 +113,7 @@ impl ArtifactFactory for ObjectFactory {
         let Some(key) = store.content_key(scope, name, version).await else {
             return false;
         };
-        let os = store.object_store();
-        let mut bytes = os.get(&key).await.unwrap().bytes().await.unwrap().to_vec();
-        let Some(b) = usize::try_from(offset).ok().and_then(|o| bytes.get_mut(o)) else {
-            return false;
-        };
-        *b ^= 0x5a;
-        os.put(&key, bytes.into()).await.unwrap();
-        true
+        hippocamp_artifacts_object::store::flip_byte(&*store.object_store(), &key, offset).await
     }
 
     fn model_cases(&self) -> u32 {
