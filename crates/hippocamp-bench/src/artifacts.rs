@@ -158,7 +158,7 @@ pub async fn put_get(dir: &Path, sizes: &[u64], samples: impl Fn(u64) -> usize) 
                 .await?;
             get.push(us(started));
             if got.len() as u64 != size {
-                return Err(crate::BenchError::Redb(
+                return Err(crate::BenchError::Failed(
                     "a get returned the wrong size".into(),
                 ));
             }
@@ -208,7 +208,7 @@ fn assert_digest(a: Sha256Digest, b: Sha256Digest) -> Result<()> {
     if a == b {
         Ok(())
     } else {
-        Err(crate::BenchError::Redb(
+        Err(crate::BenchError::Failed(
             "the floor read different bytes".into(),
         ))
     }
@@ -285,7 +285,7 @@ pub async fn list(
             .await?;
         lv.push(us(started));
         if p.items.len() as u64 != page.min(versions - cursor) {
-            return Err(crate::BenchError::Redb(format!(
+            return Err(crate::BenchError::Failed(format!(
                 "a version page after {cursor} held {} items",
                 p.items.len()
             )));
@@ -298,7 +298,7 @@ pub async fn list(
             .await?;
         ln.push(us(started));
         if p.items.is_empty() {
-            return Err(crate::BenchError::Redb("an empty names page".into()));
+            return Err(crate::BenchError::Failed("an empty names page".into()));
         }
     }
     Ok(ListBench {
@@ -323,7 +323,7 @@ async fn fill(
         if tasks.len() >= 32
             && let Some(r) = tasks.join_next().await
         {
-            r.map_err(|e| crate::BenchError::Redb(e.to_string()))??;
+            r.map_err(|e| crate::BenchError::Failed(e.to_string()))??;
         }
         let (store, scope, name) = (Arc::clone(store), scope.clone(), name(i));
         tasks.spawn(async move {
@@ -335,7 +335,7 @@ async fn fill(
         });
     }
     while let Some(r) = tasks.join_next().await {
-        r.map_err(|e| crate::BenchError::Redb(e.to_string()))??;
+        r.map_err(|e| crate::BenchError::Failed(e.to_string()))??;
     }
     Ok(())
 }
@@ -441,7 +441,7 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
     let put_peak_rss_mib = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     let expected = *digest.lock();
     if meta.size != size || Some(meta.sha256) != expected {
-        return Err(crate::BenchError::Redb(
+        return Err(crate::BenchError::Failed(
             "the stored artifact differs from what was sent".into(),
         ));
     }
@@ -465,7 +465,7 @@ pub async fn stream(store: &dyn ArtifactStore, store_name: &str, size: u64) -> R
     }
     let get_seconds = started.elapsed().as_secs_f64();
     if got != size || Sha256Digest::from_bytes(h.finalize().into()) != meta.sha256 {
-        return Err(crate::BenchError::Redb(
+        return Err(crate::BenchError::Failed(
             "the artifact read back differs".into(),
         ));
     }

@@ -7,7 +7,9 @@
 //! - [`durable_write`]: one acknowledged `add_entry` on the durable store,
 //!   interleaved with a raw write + fsync of the same bytes.
 //! - [`durable_ingest`]: `add_events` batches of 1,000 ~200-byte turns,
-//!   next to raw redb batch inserts of the same entries (no postings).
+//!   next to the same entries written through the store's own log and
+//!   tables with no checks ([`hippocamp_memory_redb::floor`]), and the
+//!   in-memory store's CPU time per event.
 //! - [`router`]: 64 scopes, 90% search / 10% `add_entry`, on a runtime with
 //!   1 and then 2 worker threads.
 //! - [`open`]: opening a durable store that holds many entries.
@@ -54,19 +56,15 @@ pub enum BenchError {
     /// Raw I/O for a floor failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// The raw redb floor failed.
-    #[error("redb: {0}")]
-    Redb(String),
+    /// The benchmark could not run as planned.
+    #[error("{0}")]
+    Failed(String),
     /// The shared data folder is missing.
     #[error("the evaluation data folder is missing (set HIPPOCAMP_DATA_DIR)")]
     NoData,
 }
 
 pub(crate) type Result<T> = std::result::Result<T, BenchError>;
-
-fn redb_err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::Redb(e.to_string())
-}
 
 /// Percentiles of a latency sample, microseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -199,7 +197,7 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         )
         .await?;
     // The raw floor writes as many bytes as the entry carries.
-    let bytes = serde_json::to_vec(&probe.entry).map_err(|e| BenchError::Redb(e.to_string()))?;
+    let bytes = serde_json::to_vec(&probe.entry).map_err(|e| BenchError::Failed(e.to_string()))?;
     {
         use std::os::unix::fs::FileExt as _;
         pre.write_all_at(&vec![0u8; bytes.len() * (samples + 1)], 0)?;
@@ -247,30 +245,91 @@ pub struct DurableIngest {
     pub batch_size: usize,
     /// Mean event size in bytes.
     pub event_bytes: usize,
-    /// `add_events` events per second.
+    /// In-memory store, one caller on a one-thread runtime: CPU time of
+    /// that thread per event (validation, analysis, index).
+    pub memory_cpu_us_per_event: f64,
+    /// In-memory store: events per second of wall time.
+    pub memory_events_per_s: f64,
+    /// Durable store: acknowledged `add_events` events per second.
     pub add_events_per_s: f64,
-    /// Raw redb inserts of the same entries, records per second.
-    pub raw_redb_records_per_s: f64,
-    /// `add_events` / raw.
+    /// The floor, interleaved batch by batch: the same entries, validated
+    /// and analysed before the timer, written as the store writes them
+    /// (the same records with their postings, log record, `fdatasync`,
+    /// tables and checkpoints) with no checks, lookups or index.
+    pub floor_events_per_s: f64,
+    /// `add_events` / floor.
     pub ratio: f64,
 }
 
-/// Batched ingestion against raw redb batch inserts of the same entries.
+/// CPU time this thread has used, from the scheduler's own accounting
+/// (nanoseconds; `/proc/thread-self/schedstat`).
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
+/// Batched ingestion: the in-memory store's CPU cost per event, and the
+/// durable store's acknowledged rate next to its like-for-like floor.
 pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest> {
     const BATCH: usize = 1_000;
     let texts = turns(BATCH)?;
     let event_bytes = texts.iter().map(String::len).sum::<usize>() / texts.len().max(1);
-    let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
     let session = SessionId::new("bench")?;
-    let raw_db = redb::Database::create(dir.join("raw.redb")).map_err(redb_err)?;
-    let table: redb::TableDefinition<&[u8; 32], &[u8]> = redb::TableDefinition::new("raw");
-    let (mut store_secs, mut raw_secs) = (0.0, 0.0);
-    for b in 0..batches {
-        let scope = MemoryScope::parse("bench", &format!("ingest{}", b % 8))?;
-        let events: Vec<Event> = texts
+    let batch = |b: usize| -> Vec<Event> {
+        texts
             .iter()
             .enumerate()
             .map(|(i, t)| Event::text(format!("b{b}e{i}"), "user", 1, t.clone()))
+            .collect()
+    };
+    let scope_of = |b: usize| MemoryScope::parse("bench", &format!("ingest{}", b % 8));
+
+    // In memory, on a thread of its own running a one-thread runtime, so
+    // the thread's CPU time is the store's work and nothing else's.
+    let all: Vec<(MemoryScope, Vec<Event>)> = (0..batches)
+        .map(|b| Ok((scope_of(b)?, batch(b))))
+        .collect::<Result<_>>()?;
+    let s = session.clone();
+    let (memory_cpu, memory_wall) = std::thread::Builder::new()
+        .name("ingest-memory".into())
+        .spawn(move || -> Result<(f64, f64)> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let store = hippocamp_memory::InMemoryStore::new(big_config())?;
+                let (cpu, wall) = (thread_cpu_seconds(), Instant::now());
+                for (scope, events) in &all {
+                    let report = store
+                        .add_events(scope, &s, events, &WriteOptions::default())
+                        .await?;
+                    debug_assert_eq!(report.added.len(), BATCH);
+                }
+                Ok((thread_cpu_seconds() - cpu, wall.elapsed().as_secs_f64()))
+            })
+        })?
+        .join()
+        .map_err(|_| BenchError::Failed("the in-memory run panicked".into()))??;
+
+    let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
+    let mut floor = hippocamp_memory_redb::floor::IngestFloor::open(&dir.join("floor"))?;
+    let analyzer = hippocamp_search::Analyzer::english();
+    let limits = big_config().limits;
+    let (mut store_secs, mut floor_secs) = (0.0, 0.0);
+    for b in 0..batches {
+        let scope = scope_of(b)?;
+        let events = batch(b);
+        // The floor's entries: prepared and analysed before its timer.
+        let plan = hippocamp_memory::event::plan_events(&scope, &session, &events, &limits)?;
+        let entries: Vec<_> = plan
+            .entries
+            .into_iter()
+            .map(|p| {
+                let terms = analyzer.analyze(&p.prepared.entry.content);
+                (p.prepared.entry, p.prepared.storage_bytes, terms)
+            })
             .collect();
         let started = Instant::now();
         let report = store
@@ -278,42 +337,22 @@ pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest>
             .await?;
         store_secs += started.elapsed().as_secs_f64();
         debug_assert_eq!(report.added.len(), BATCH);
-        // The same entries, as plain records in one redb transaction.
-        let records: Vec<([u8; 32], Vec<u8>)> = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut k = [0u8; 32];
-                k[..8].copy_from_slice(&(b as u64).to_be_bytes());
-                k[8..16].copy_from_slice(&(i as u64).to_be_bytes());
-                let v = serde_json::to_vec(&serde_json::json!({
-                    "content": t, "metadata": {}, "provenance": {"session_id": "bench", "event_ids": [format!("b{b}e{i}")], "author": "user", "timestamp_ms": 1}
-                }))
-                .unwrap_or_default();
-                (k, v)
-            })
-            .collect();
         let started = Instant::now();
-        let txn = raw_db.begin_write().map_err(redb_err)?;
-        {
-            let mut t = txn.open_table(table).map_err(redb_err)?;
-            for (k, v) in &records {
-                t.insert(k, v.as_slice()).map_err(redb_err)?;
-            }
-        }
-        txn.commit().map_err(redb_err)?;
-        raw_secs += started.elapsed().as_secs_f64();
+        floor.write(&scope, entries)?;
+        floor_secs += started.elapsed().as_secs_f64();
     }
     let n = (batches * BATCH) as f64;
     let add_events_per_s = n / store_secs;
-    let raw_redb_records_per_s = n / raw_secs;
+    let floor_events_per_s = n / floor_secs;
     Ok(DurableIngest {
         batches,
         batch_size: BATCH,
         event_bytes,
+        memory_cpu_us_per_event: memory_cpu * 1e6 / n,
+        memory_events_per_s: n / memory_wall,
         add_events_per_s,
-        raw_redb_records_per_s,
-        ratio: add_events_per_s / raw_redb_records_per_s,
+        floor_events_per_s,
+        ratio: add_events_per_s / floor_events_per_s,
     })
 }
 
@@ -390,22 +429,23 @@ fn on_cpus<R: Send>(cpus: Option<usize>, f: impl FnOnce() -> Result<R> + Send) -
                     use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
                     use nix::unistd::Pid;
                     let allowed = sched_getaffinity(Pid::from_raw(0))
-                        .map_err(|e| BenchError::Redb(e.to_string()))?;
+                        .map_err(|e| BenchError::Failed(e.to_string()))?;
                     let mut set = CpuSet::new();
                     let mut taken = 0;
                     for cpu in 0..CpuSet::count() {
                         if taken < n && allowed.is_set(cpu).unwrap_or(false) {
-                            set.set(cpu).map_err(|e| BenchError::Redb(e.to_string()))?;
+                            set.set(cpu)
+                                .map_err(|e| BenchError::Failed(e.to_string()))?;
                             taken += 1;
                         }
                     }
                     sched_setaffinity(Pid::from_raw(0), &set)
-                        .map_err(|e| BenchError::Redb(e.to_string()))?;
+                        .map_err(|e| BenchError::Failed(e.to_string()))?;
                 }
                 f()
             })
             .join()
-            .map_err(|_| BenchError::Redb("benchmark thread panicked".into()))?
+            .map_err(|_| BenchError::Failed("benchmark thread panicked".into()))?
     })
 }
 
@@ -559,7 +599,7 @@ fn router_run(
             .map(|c| tokio::spawn(router_client(clients.clone(), c * 7_919)))
             .collect();
         for t in tasks {
-            t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+            t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
         }
         let secs = started.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu_before;
@@ -703,13 +743,13 @@ pub async fn open(dir: &Path, scopes: usize, per_scope: usize) -> Result<OpenBen
                 // A few batches in flight keep the writer busy.
                 if tasks.len() >= 16 {
                     for t in tasks.drain(..) {
-                        t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+                        t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
                     }
                     bar.inc(16);
                 }
             }
             for t in tasks {
-                t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+                t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
             }
             bar.finish_and_clear();
             build_seconds = started.elapsed().as_secs_f64();
@@ -830,7 +870,7 @@ pub async fn scopes(dir: &Path, scopes: u64, clients: usize) -> Result<ScopesBen
     }
     let (mut cold, mut warm, mut errors) = (Vec::new(), Vec::new(), Vec::new());
     for t in tasks {
-        let (c, w, e) = t.await.map_err(|e| BenchError::Redb(e.to_string()))?;
+        let (c, w, e) = t.await.map_err(|e| BenchError::Failed(e.to_string()))?;
         cold.extend(c);
         warm.extend(w);
         errors.extend(e);

@@ -105,7 +105,7 @@ pub async fn admission(dir: &Path, samples: usize) -> Result<AdmissionBench> {
         let scope = MemoryScope::parse("bench", &format!("u{}", i % 64))?;
         let session = SessionId::new(format!("s{i}"))?;
         let events = job_events(&texts, i);
-        let bytes = serde_json::to_vec(&events).map_err(|e| BenchError::Redb(e.to_string()))?;
+        let bytes = serde_json::to_vec(&events).map_err(|e| BenchError::Failed(e.to_string()))?;
         job_bytes = bytes.len();
         let started = Instant::now();
         raw.write_all(&bytes)?;
@@ -117,7 +117,7 @@ pub async fn admission(dir: &Path, samples: usize) -> Result<AdmissionBench> {
             .await?;
         let adm_t = started.elapsed();
         if r.new_events != JOB_EVENTS as u64 {
-            return Err(BenchError::Redb(format!(
+            return Err(BenchError::Failed(format!(
                 "an admission queued {} events",
                 r.new_events
             )));
@@ -249,7 +249,7 @@ async fn direct_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
         }));
     }
     for c in callers {
-        c.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+        c.await.map_err(|e| BenchError::Failed(e.to_string()))??;
     }
     Ok(Timed::since(started, cpu))
 }
@@ -279,7 +279,9 @@ async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
             break;
         }
         if s.failed > 0 || started.elapsed() > Duration::from_mins(10) {
-            return Err(BenchError::Redb(format!("delivery did not finish: {s:?}")));
+            return Err(BenchError::Failed(format!(
+                "delivery did not finish: {s:?}"
+            )));
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -406,7 +408,7 @@ async fn fill(store: &Arc<RedbJobStore>, pending: usize, clients: usize) -> Resu
         }));
     }
     for t in tasks {
-        t.await.map_err(|e| BenchError::Redb(e.to_string()))??;
+        t.await.map_err(|e| BenchError::Failed(e.to_string()))??;
     }
     Ok(())
 }
@@ -416,7 +418,7 @@ async fn claim_at(dir: &Path, pending: usize, samples: usize) -> Result<ClaimAt>
     fill(&store, pending + samples, 64).await?;
     let queued = store.stats().await?.pending;
     if queued != (pending + samples) as u64 {
-        return Err(BenchError::Redb(format!(
+        return Err(BenchError::Failed(format!(
             "{queued} jobs pending, {} admitted",
             pending + samples
         )));
@@ -430,13 +432,13 @@ async fn claim_at(dir: &Path, pending: usize, samples: usize) -> Result<ClaimAt>
         let item = store.claim(Owner::random(), lease, &registered).await?;
         hit.push(started.elapsed().as_secs_f64() * 1e6);
         if item.is_none() {
-            return Err(BenchError::Redb("a claim found nothing".into()));
+            return Err(BenchError::Failed("a claim found nothing".into()));
         }
         let started = Instant::now();
         let none = store.claim(Owner::random(), lease, &unregistered).await?;
         miss.push(started.elapsed().as_secs_f64() * 1e6);
         if none.is_some() {
-            return Err(BenchError::Redb(
+            return Err(BenchError::Failed(
                 "an unregistered target was claimed".into(),
             ));
         }

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+pub mod floor;
 pub mod format;
 mod store;
 mod writer;

@@ -345,7 +345,7 @@ impl Drop for RedbMemoryStore {
     }
 }
 
-fn init_format(db: &Database) -> Result<()> {
+pub(crate) fn init_format(db: &Database) -> Result<()> {
     hippocamp_durable::db::init_format(
         db,
         META,

@@ -245,7 +245,29 @@ struct Tx<'t> {
     log: Vec<Mutation>,
 }
 
-impl Tx<'_> {
+impl<'t> Tx<'t> {
+    fn open(
+        txn: &'t redb::WriteTransaction,
+        totals: Totals,
+        limits: &'t MemoryLimits,
+    ) -> hippocamp_core::Result<Self> {
+        Ok(Tx {
+            scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
+            entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
+            sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
+            vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
+            erased: txn.open_table(ERASED).map_err(Error::storage)?,
+            obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
+            expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
+            revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
+            users: txn.open_table(USERS).map_err(Error::storage)?,
+            totals,
+            limits,
+            changes: Vec::new(),
+            log: Vec::new(),
+        })
+    }
+
     fn row(&self, h: &[u8; 16], scope: &MemoryScope) -> Result<ScopeRow, Fail> {
         match self.scopes.get(h)? {
             None => Ok(ScopeRow::new(scope)),
@@ -1011,21 +1033,7 @@ impl Writer {
         let seq = self.seq + 1;
         let totals = self.totals;
         let result = (|| -> hippocamp_core::Result<(Changes, Vec<Mutation>, Totals)> {
-            let mut tx = Tx {
-                scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
-                entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
-                sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
-                vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
-                erased: txn.open_table(ERASED).map_err(Error::storage)?,
-                obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
-                expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
-                revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
-                users: txn.open_table(USERS).map_err(Error::storage)?,
-                totals,
-                limits: &self.limits,
-                changes: Vec::new(),
-                log: Vec::new(),
-            };
+            let mut tx = Tx::open(&txn, totals, &self.limits)?;
             let mut fatal: Option<Error> = None;
             for op in group {
                 if let Some(e) = &fatal {
@@ -1058,6 +1066,39 @@ impl Writer {
             }
         };
         (replies, result)
+    }
+
+    /// Writes `entries` into `scope` as one logged, committed group, with
+    /// none of a write's checks (no fence, no lookups, no quotas, no
+    /// deadline): the floor `hippocamp bench durable-ingest` measures
+    /// `add_events` against. Records, log and tables are the store's own
+    /// (the same [`Tx::insert`]), so the floor differs from a real write
+    /// only by what makes the write correct.
+    pub(crate) fn write_unchecked(
+        &mut self,
+        scope: &MemoryScope,
+        entries: Vec<(MemoryEntry, u64, TermFreqs)>,
+    ) -> hippocamp_core::Result<()> {
+        let txn = self.begin()?;
+        let fail = |f: Fail| match f {
+            Fail::Op(e) | Fail::Txn(e) => e,
+        };
+        let (log, totals) = {
+            let mut tx = Tx::open(&txn, self.totals, &self.limits)?;
+            let h = scope_hash(scope);
+            let mut row = tx.row(&h, scope).map_err(fail)?;
+            for (entry, bytes, terms) in entries {
+                tx.insert(&h, &mut row, entry, bytes, terms, None)
+                    .map_err(fail)?;
+            }
+            tx.put_row(&h, &row).map_err(fail)?;
+            (tx.log, tx.totals)
+        };
+        let seq = self.seq + 1;
+        self.log_and_commit(txn, seq, &log)?;
+        self.totals = totals;
+        self.maybe_checkpoint();
+        Ok(())
     }
 
     /// A write transaction whose commit does not fsync: durability comes

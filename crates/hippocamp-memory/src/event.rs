@@ -34,8 +34,6 @@
 //! straight to `add_events` or through a queue. A new session id starts
 //! over on purpose.
 
-use std::collections::HashMap;
-
 use hippocamp_core::{
     Author, EntryId, Error, EventId, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
     SecretKind, SessionId,
@@ -387,7 +385,11 @@ impl EventPlan {
             ..IngestReport::default()
         };
         let mut new: Vec<PlannedEntry> = Vec::new();
-        let mut added: HashMap<EntryId, usize> = HashMap::new();
+        let mut added: foldhash::HashMap<EntryId, usize> =
+            foldhash::HashMap::with_capacity_and_hasher(
+                self.entries.len(),
+                foldhash::fast::RandomState::default(),
+            );
         for p in self.entries {
             let id = p.prepared.entry.id;
             let decision = match added.get(&id) {

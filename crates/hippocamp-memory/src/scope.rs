@@ -8,7 +8,11 @@
 //! scopes) keeps a copy without them and hands its nearest candidates to
 //! [`ScopeData::search_with_dense`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+// Entry ids and terms are hashed on every insert and search: foldhash
+// (seeded per process) rather than SipHash, a measured share of both.
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
@@ -215,7 +219,16 @@ impl ScopeData {
         self.remove(&entry.id);
         self.index.insert(entry.id, terms, recency(&entry));
         if let Some(s) = &entry.provenance.session_id {
-            self.sessions.entry(s.clone()).or_default().insert(entry.id);
+            // Looked up before inserting: cloning the id for every entry
+            // of a known session was an allocation per insert.
+            match self.sessions.get_mut(s) {
+                Some(ids) => {
+                    ids.insert(entry.id);
+                }
+                None => {
+                    self.sessions.insert(s.clone(), BTreeSet::from([entry.id]));
+                }
+            }
         }
         self.by_time.insert((entry.timestamp_ms, entry.id));
         let o = &entry.obligations;

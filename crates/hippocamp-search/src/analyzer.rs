@@ -7,8 +7,12 @@
 //! first so `Caroline’s` and `Caroline's` analyse alike.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
+
+// foldhash: terms are hashed several times per word on every ingest and
+// query; SipHash was a measured share of ingestion. It is seeded per
+// process, so text cannot be crafted to collide.
+use foldhash::{HashMap, HashMapExt as _, HashSet};
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
@@ -20,7 +24,7 @@ use unicode_segmentation::UnicodeSegmentation;
 const STEM_CACHE_CAPACITY: usize = 1 << 16;
 
 thread_local! {
-    static STEMS: RefCell<HashMap<Box<str>, String>> = RefCell::new(HashMap::new());
+    static STEMS: RefCell<HashMap<Box<str>, Box<str>>> = RefCell::new(HashMap::new());
 }
 
 /// Terms of one document with their frequencies.
@@ -65,11 +69,11 @@ impl Analyzer {
     /// The terms of `text`, in order, repeats kept.
     pub fn terms(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        self.each_term(text, |t| out.push(t));
+        self.each_term(text, |t| out.push(t.to_owned()));
         out
     }
 
-    fn each_term(&self, text: &str, mut f: impl FnMut(String)) {
+    fn each_term(&self, text: &str, mut f: impl FnMut(&str)) {
         let folded;
         let text = if text.contains('\u{2019}') {
             folded = text.replace('\u{2019}', "'");
@@ -81,38 +85,69 @@ impl Analyzer {
             let mut lower = String::new();
             for word in text.unicode_words() {
                 lower.clear();
-                lower.extend(word.chars().flat_map(char::to_lowercase));
-                if self.stopwords.contains(lower.as_str()) {
-                    continue;
+                if word.is_ascii() {
+                    // The same as `char::to_lowercase` on ASCII, without
+                    // decoding characters one by one.
+                    lower.push_str(word);
+                    lower.make_ascii_lowercase();
+                } else {
+                    lower.extend(word.chars().flat_map(char::to_lowercase));
                 }
+                // One lookup per word: the memo also remembers stopwords
+                // (as empty stems, which give no term).
                 if let Some(stem) = cache.get(lower.as_str()) {
                     if !stem.is_empty() {
-                        f(stem.clone());
+                        f(stem);
                     }
                     continue;
                 }
-                let stem = self.stemmer.stem(&lower).into_owned();
+                let stem: Box<str> = if self.stopwords.contains(lower.as_str()) {
+                    "".into()
+                } else {
+                    self.stemmer.stem(&lower).into()
+                };
+                if !stem.is_empty() {
+                    f(&stem);
+                }
                 if cache.len() >= STEM_CACHE_CAPACITY {
                     cache.clear();
                 }
-                cache.insert(lower.as_str().into(), stem.clone());
-                if !stem.is_empty() {
-                    f(stem);
-                }
+                cache.insert(lower.as_str().into(), stem);
             }
         });
     }
 
     /// The term frequencies and length of a document.
     pub fn analyze(&self, text: &str) -> TermFreqs {
-        let mut all = self.terms(text);
-        let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
-        all.sort_unstable();
+        // The terms go into one buffer as spans, are sorted and counted
+        // there, and only distinct terms are copied out: no allocation per
+        // word, no hash table per document.
+        let mut buf = String::with_capacity(text.len());
+        // Each span carries its term's first 8 bytes as a big-endian
+        // number, so most comparisons of the sort are one integer compare
+        // (terms hold no NUL, so zero padding sorts as the bytes would).
+        let mut spans: Vec<(u64, u32, u32)> = Vec::with_capacity(text.len() / 5);
+        self.each_term(text, |t| {
+            let start = buf.len();
+            buf.push_str(t);
+            let mut head = [0u8; 8];
+            let n = t.len().min(8);
+            head[..n].copy_from_slice(&t.as_bytes()[..n]);
+            spans.push((
+                u64::from_be_bytes(head),
+                u32::try_from(start).unwrap_or(u32::MAX),
+                u32::try_from(buf.len()).unwrap_or(u32::MAX),
+            ));
+        });
+        let len = u32::try_from(spans.len()).unwrap_or(u32::MAX);
+        let term = |&(_, a, b): &(u64, u32, u32)| buf.get(a as usize..b as usize).unwrap_or("");
+        spans.sort_unstable_by(|x, y| x.0.cmp(&y.0).then_with(|| term(x).cmp(term(y))));
         let mut terms: Vec<(String, u32)> = Vec::new();
-        for t in all {
+        for s in &spans {
+            let t = term(s);
             match terms.last_mut() {
-                Some((last, n)) if *last == t => *n += 1,
-                _ => terms.push((t, 1)),
+                Some((last, n)) if last == t => *n += 1,
+                _ => terms.push((t.to_owned(), 1)),
             }
         }
         TermFreqs { terms, len }

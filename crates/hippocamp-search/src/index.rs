@@ -7,8 +7,9 @@
 //! lazy deletion, so scores after a delete equal scores of an index that
 //! never held the document.
 
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 use serde::{Deserialize, Serialize};
 
