@@ -306,6 +306,34 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// The HTTP layer: a bare route (same runtime, no layers, the bytes of
+    /// a search reply), then search on a 600-entry scope, add, and a 90/10
+    /// mix, at 1 and 32 connections; server on CPU 0, load on CPU 1
+    Http {
+        /// Measured seconds per phase.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// The server half of `bench http` (run by it).
+    #[command(hide = true)]
+    HttpServer {
+        /// The server's data folder.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// The load half of `bench http` (run by it).
+    #[command(hide = true)]
+    HttpLoad {
+        /// Measured seconds per phase.
+        #[arg(long)]
+        seconds: f64,
+        /// A file holding what the server half printed.
+        #[arg(long)]
+        target: PathBuf,
+    },
     /// An MCP memory_search round trip over HTTP next to the API v1
     /// search round trip, interleaved, on one server.
     Mcp {
@@ -563,6 +591,19 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
                 hippocamp_bench::outbox::delivery(&d.join("delivery"), jobs, rounds).await?;
             let claim = hippocamp_bench::outbox::claim(&d.join("claim"), few, many, 200).await?;
             serde_json::json!({"admission": admission, "delivery": delivery, "claim": claim})
+        }
+        Bench::Http { seconds, dir } => {
+            let (d, _t) = workdir(dir)?;
+            serde_json::to_value(hippocamp_bench::http::http(&d.join("server"), seconds).await?)?
+        }
+        Bench::HttpServer { dir } => {
+            server_cli::init_logging();
+            hippocamp_bench::http::serve(&dir).await?;
+            serde_json::Value::Null
+        }
+        Bench::HttpLoad { seconds, target } => {
+            let target = serde_json::from_slice(&std::fs::read(&target)?)?;
+            serde_json::to_value(hippocamp_bench::http::load(target, seconds).await?)?
         }
         Bench::Mcp { samples } => serde_json::to_value(hippocamp_bench::mcp::mcp(samples).await?)?,
         Bench::Export { entries, dir } => {
@@ -1005,7 +1046,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Config(cmd) => emit(&serde_json::to_string_pretty(&server_cli::config(cmd)?)?),
             Command::Eval(cmd) => eval(cmd).await,
             Command::Bench(cmd) => {
-                emit(&serde_json::to_string_pretty(&bench(cmd).await?)?)?;
+                let out = bench(cmd).await?;
+                if !out.is_null() {
+                    emit(&serde_json::to_string_pretty(&out)?)?;
+                }
                 Ok(())
             }
             Command::Artifacts { target, cmd } => {

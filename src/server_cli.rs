@@ -133,9 +133,10 @@ pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Valu
     })
 }
 
-pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
-    // One line per request (route, status, latency, scope hash; never
-    // content or names) unless RUST_LOG says otherwise.
+/// The server's logging: one line per request (route, status, latency,
+/// scope hash; never content or names) on stderr unless RUST_LOG says
+/// otherwise.
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt()
@@ -143,6 +144,10 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
+    init_logging();
     let mut config = match &args.config {
         Some(path) => load(path)?,
         None => Config::default(),

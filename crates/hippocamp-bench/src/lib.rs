@@ -18,12 +18,15 @@
 //!   the ingestion outbox.
 //! - [`preload`]: memory preload next to the plain search it wraps.
 //! - [`mcp`]: an MCP `memory_search` round trip next to the API's.
+//! - [`http`]: the HTTP layer under load next to a bare route, server and
+//!   load generator on different cores.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod artifacts;
 pub mod export;
+pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod policy;
@@ -67,7 +70,7 @@ pub enum BenchError {
 pub(crate) type Result<T> = std::result::Result<T, BenchError>;
 
 /// Percentiles of a latency sample, microseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct Latency {
     /// Median.
     pub p50_us: f64,

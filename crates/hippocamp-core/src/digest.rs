@@ -31,7 +31,13 @@ impl Sha256Digest {
 
 impl fmt::Display for Sha256Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(self.0))
+        // On the stack: every reply shows digests, and `hex::encode`
+        // allocated a string for each.
+        let mut buf = [0u8; 64];
+        match hex::encode_to_slice(self.0, &mut buf) {
+            Ok(()) => f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?),
+            Err(_) => Err(fmt::Error),
+        }
     }
 }
 

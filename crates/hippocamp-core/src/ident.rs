@@ -286,10 +286,21 @@ impl FromStr for EntryId {
     }
 }
 
+impl EntryId {
+    /// The text form written into `buf` (no allocation: ids are written
+    /// into every reply).
+    fn text<'b>(&self, buf: &'b mut [u8; 36]) -> &'b str {
+        buf[..4].copy_from_slice(ENTRY_ID_PREFIX.as_bytes());
+        if hex::encode_to_slice(self.0, &mut buf[4..]).is_err() {
+            return "";
+        }
+        std::str::from_utf8(buf).unwrap_or("")
+    }
+}
+
 impl fmt::Display for EntryId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(ENTRY_ID_PREFIX)?;
-        f.write_str(&hex::encode(self.0))
+        f.write_str(self.text(&mut [0u8; 36]))
     }
 }
 
@@ -301,7 +312,7 @@ impl fmt::Debug for EntryId {
 
 impl Serialize for EntryId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(self.text(&mut [0u8; 36]))
     }
 }
 

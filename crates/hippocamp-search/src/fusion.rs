@@ -6,7 +6,7 @@
 //! document missing from one list scores 0 there. Every fused candidate
 //! keeps its raw scores for the hit's score details.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
@@ -99,7 +99,7 @@ pub fn fuse<K: Copy + Eq + Hash + Ord>(
 ) -> Vec<Fused<K>> {
     let lexical = top(lexical, p.depth);
     let dense = top(dense, p.depth);
-    let mut out: HashMap<K, Fused<K>> = HashMap::new();
+    let mut out: HashMap<K, Fused<K>> = HashMap::with_capacity(lexical.len() + dense.len());
     let mut add = |c: &Candidate<K>, lexical_side: bool, contribution: f32| {
         let f = out.entry(c.key).or_insert(Fused {
             candidate: Candidate {

@@ -6,7 +6,7 @@
 //! off beyond ~100k vectors per scope, which no scope holds by default, so
 //! there is none.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 use std::hash::Hash;
 
 use crate::rank::Candidate;
@@ -125,23 +125,22 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
         if query.len() != self.dimension || depth == 0 {
             return Vec::new();
         }
-        let mut all: Vec<Candidate<K>> = self
+        let all: Vec<Candidate<K>> = self
             .data
             .chunks_exact(self.dimension)
             .zip(self.keys.iter().zip(&self.recency))
-            .filter(|(_, (key, _))| keep(key))
             .map(|(row, (key, recency))| Candidate {
                 key: *key,
                 score: dot(row, query),
                 recency: *recency,
             })
             .collect();
-        if all.len() > depth {
-            // Partition around the depth-th best (in rank order).
-            all.select_nth_unstable_by(depth - 1, |a, b| b.cmp(a));
-            all.truncate(depth);
-        }
-        all
+        // Best first, asking `keep` only about what is walked: `keep` looks
+        // entries up, which cost more than the dot products it skipped.
+        crate::rank::Ranked::new(all)
+            .filter(|c| keep(&c.key))
+            .take(depth)
+            .collect()
     }
 }
 
