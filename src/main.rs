@@ -317,6 +317,25 @@ enum Bench {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Resident memory per stored entry: scopes × entries of ~200-byte
+    /// turns, each scope searched once (active), RSS before and after
+    Footprint {
+        /// Scopes.
+        #[arg(long, default_value_t = 100)]
+        scopes: usize,
+        /// Entries per scope.
+        #[arg(long, default_value_t = 600)]
+        entries: usize,
+        /// The store.
+        #[arg(long, value_enum, default_value_t = StoreKind::Durable)]
+        store: StoreKind,
+        /// The durable store's `scope_cache_bytes`.
+        #[arg(long, default_value_t = hippocamp_memory_redb::SCOPE_CACHE_BYTES.0)]
+        scope_cache_bytes: u64,
+        /// Working folder (a temporary one if not given).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// The server half of `bench http` (run by it).
     #[command(hide = true)]
     HttpServer {
@@ -595,6 +614,24 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         Bench::Http { seconds, dir } => {
             let (d, _t) = workdir(dir)?;
             serde_json::to_value(hippocamp_bench::http::http(&d.join("server"), seconds).await?)?
+        }
+        Bench::Footprint {
+            scopes,
+            entries,
+            store,
+            scope_cache_bytes,
+            dir,
+        } => {
+            anyhow::ensure!(
+                store != StoreKind::Postgres,
+                "the footprint benchmark runs on the memory or the durable store"
+            );
+            let (d, _t) = workdir(dir)?;
+            let dir = (store == StoreKind::Durable).then_some(d.as_path());
+            serde_json::to_value(
+                hippocamp_bench::footprint::footprint(dir, scopes, entries, scope_cache_bytes)
+                    .await?,
+            )?
         }
         Bench::HttpServer { dir } => {
             server_cli::init_logging();

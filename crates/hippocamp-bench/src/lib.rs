@@ -18,6 +18,7 @@
 //!   the ingestion outbox.
 //! - [`preload`]: memory preload next to the plain search it wraps.
 //! - [`mcp`]: an MCP `memory_search` round trip next to the API's.
+//! - [`footprint`]: resident memory per entry, and with many active scopes.
 //! - [`http`]: the HTTP layer under load next to a bare route, server and
 //!   load generator on different cores.
 
@@ -26,6 +27,7 @@
 
 pub mod artifacts;
 pub mod export;
+pub mod footprint;
 pub mod http;
 pub mod mcp;
 pub mod outbox;

@@ -13,10 +13,16 @@
 //! pending list) before the snapshot is taken, so every such commit is
 //! pending, and replaying a change already in the snapshot is harmless:
 //! every [`CacheOp`] is idempotent (insert-or-replace, remove, clear).
+//!
+//! The cache is bounded: each loaded scope is charged its entries' storage
+//! bytes ([`ScopeData::bytes`]) plus a measured per-entry overhead, and when a load takes the total over
+//! [`ScopeCache::max_bytes`] the least recently used other scopes are
+//! released (a reader holding one keeps its copy until it is done; the
+//! next use reloads it from disk).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hippocamp_core::{EntryId, Result};
 use hippocamp_memory::MemoryEntry;
@@ -54,6 +60,18 @@ impl CacheOp {
     }
 }
 
+/// What a cached entry costs in memory beyond its storage bytes: its
+/// postings, its places in the scope's maps and sets, its shared handle.
+/// Measured with `hippocamp bench footprint` (~1,500 bytes of resident
+/// memory per entry of ~530 storage bytes), so the bound approximates
+/// resident memory rather than stored bytes.
+const ENTRY_STATE_BYTES: u64 = 1_000;
+
+/// What a loaded scope is charged against the bound.
+fn charge(data: &ScopeData) -> u64 {
+    data.bytes() + data.len() * ENTRY_STATE_BYTES
+}
+
 /// Pending changes are applied eagerly by the writer (without waiting)
 /// once this many have piled up on an idle scope.
 const EAGER_APPLY_AT: usize = 64;
@@ -65,6 +83,11 @@ pub(crate) struct Slot {
     /// Loads in progress. Changes are kept for a slot only while it is
     /// loaded or loading; a later load's snapshot includes them anyway.
     loaders: AtomicUsize,
+    /// What the loaded copy is charged against the cache's bound, as of
+    /// its last load or applied change.
+    charged: AtomicU64,
+    /// When it was last used (the cache's clock), for eviction.
+    used: AtomicU64,
 }
 
 /// Counts a load in progress for as long as it lives, even if the load's
@@ -87,18 +110,79 @@ impl Slot {
             for op in ops {
                 op.apply(&mut w);
             }
+            self.charged.store(charge(&w), Ordering::Relaxed);
         }
         Some(data.read().await)
     }
 }
 
 /// The cached scopes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ScopeCache {
     slots: Mutex<HashMap<[u8; 16], Arc<Slot>>>,
+    /// Most bytes charged to loaded scopes before older ones are released.
+    max_bytes: u64,
+    /// Ticks on every use: the clock of `Slot::used`.
+    clock: AtomicU64,
 }
 
 impl ScopeCache {
+    /// A cache that keeps at most about `max_bytes` of scopes (a scope
+    /// larger than the bound is still loaded, alone).
+    pub(crate) fn new(max_bytes: u64) -> Self {
+        Self {
+            slots: Mutex::default(),
+            max_bytes,
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    /// The bound.
+    pub(crate) fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Bytes charged to the loaded scopes.
+    pub(crate) fn charged_bytes(&self) -> u64 {
+        self.slots
+            .lock()
+            .values()
+            .map(|s| s.charged.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Releases the least recently used scopes other than `keep` until the
+    /// charged total is within the bound.
+    fn evict(&self, keep: &[u8; 16]) {
+        let mut slots = self.slots.lock();
+        let mut total: u64 = slots
+            .values()
+            .map(|s| s.charged.load(Ordering::Relaxed))
+            .sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        let mut order: Vec<([u8; 16], u64, u64)> = slots
+            .iter()
+            .filter(|(k, s)| *k != keep && s.data.initialized())
+            .map(|(k, s)| {
+                (
+                    *k,
+                    s.used.load(Ordering::Relaxed),
+                    s.charged.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        order.sort_unstable_by_key(|&(_, used, _)| used);
+        for (key, _, charged) in order {
+            if total <= self.max_bytes {
+                break;
+            }
+            slots.remove(&key);
+            total = total.saturating_sub(charged);
+        }
+    }
+
     /// The scope's slot, loading it with `load` on first use. Concurrent
     /// callers share one load; a cancelled load is retried by the next.
     pub(crate) async fn get_or_load<F, Fut>(&self, key: [u8; 16], load: F) -> Result<Arc<Slot>>
@@ -107,6 +191,10 @@ impl ScopeCache {
         Fut: std::future::Future<Output = Result<ScopeData>>,
     {
         let slot = Arc::clone(self.slots.lock().entry(key).or_default());
+        slot.used.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
         if !slot.data.initialized() {
             // Counted before the load takes its snapshot, so every commit
             // after the snapshot finds a loader and keeps its changes.
@@ -114,9 +202,12 @@ impl ScopeCache {
             let _loading = Loading(&slot.loaders);
             slot.data
                 .get_or_try_init(|| async {
-                    Ok::<_, hippocamp_core::Error>(RwLock::new(load().await?))
+                    let data = load().await?;
+                    slot.charged.store(charge(&data), Ordering::Relaxed);
+                    Ok::<_, hippocamp_core::Error>(RwLock::new(data))
                 })
                 .await?;
+            self.evict(&key);
         }
         Ok(slot)
     }
@@ -163,6 +254,7 @@ impl ScopeCache {
                 for op in ops {
                     op.apply(&mut w);
                 }
+                slot.charged.store(charge(&w), Ordering::Relaxed);
             }
         }
     }

@@ -46,7 +46,7 @@ impl IngestFloor {
         Ok(Self {
             writer: Writer {
                 db: Arc::new(db),
-                cache: Arc::new(ScopeCache::default()),
+                cache: Arc::new(ScopeCache::new(options.scope_cache_bytes)),
                 limits: MemoryLimits::default(),
                 wal: Box::new(wal),
                 seq: 0,

@@ -35,4 +35,4 @@ mod store;
 mod writer;
 
 pub use hippocamp_durable::{FileWal, WalStorage};
-pub use store::{DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, WAL_FILE};
+pub use store::{DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, SCOPE_CACHE_BYTES, WAL_FILE};

@@ -62,6 +62,29 @@ pub struct DurableOptions {
     /// cache, so a small cache keeps the resident size bounded when a
     /// whole user is exported.
     pub cache_bytes: usize,
+    /// Scopes' search state kept in memory (entries and index), charged at
+    /// their entries' storage bytes plus ~1,000 bytes an entry of index
+    /// and maps (measured; it approximates resident memory): when loading a scope takes the total
+    /// over this, the least recently used scopes are released (default
+    /// 1 GiB; [`SCOPE_CACHE_BYTES`] is the range). Reported by
+    /// `capabilities()` as the limit `scope_cache_bytes`.
+    pub scope_cache_bytes: u64,
+}
+
+/// Default, smallest and largest `scope_cache_bytes`.
+pub const SCOPE_CACHE_BYTES: (u64, u64, u64) = (1 << 30, 1 << 20, 1 << 40);
+
+impl DurableOptions {
+    /// Checks the options' ranges.
+    pub fn validate(&self) -> Result<()> {
+        let (_, min, max) = SCOPE_CACHE_BYTES;
+        hippocamp_core::error::check_range(
+            "memory_cache.scope_cache_bytes",
+            self.scope_cache_bytes,
+            min,
+            max,
+        )
+    }
 }
 
 impl Default for DurableOptions {
@@ -70,6 +93,7 @@ impl Default for DurableOptions {
             checkpoint_groups: 16_384,
             checkpoint_bytes: 64 << 20,
             cache_bytes: 16 << 20,
+            scope_cache_bytes: SCOPE_CACHE_BYTES.0,
         }
     }
 }
@@ -186,7 +210,8 @@ impl RedbMemoryStore {
         let totals = count(&db)?;
         let published = Arc::new(Mutex::new(totals));
         let db = Arc::new(db);
-        let cache = Arc::new(ScopeCache::default());
+        options.validate()?;
+        let cache = Arc::new(ScopeCache::new(options.scope_cache_bytes));
         let writer = Writer {
             db: Arc::clone(&db),
             cache: Arc::clone(&cache),
@@ -259,6 +284,12 @@ impl RedbMemoryStore {
     /// Number of scopes whose search state is in memory.
     pub fn cached_scopes(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Bytes charged to the scopes in memory (their entries' storage
+    /// bytes), which `scope_cache_bytes` bounds.
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.charged_bytes()
     }
 
     async fn slot(&self, scope: &MemoryScope) -> Result<Arc<crate::cache::Slot>> {
@@ -685,6 +716,16 @@ impl MemoryStore for RedbMemoryStore {
     fn capabilities(&self) -> Capabilities {
         let mut c = self.config.capabilities("redb", true);
         hippocamp_memory::embedding::describe(&mut c, self.embedder.as_deref());
+        let (default, min, max) = SCOPE_CACHE_BYTES;
+        c.limits.push(hippocamp_core::limits::LimitInfo {
+            name: "scope_cache_bytes".into(),
+            value: self.cache.max_bytes(),
+            default,
+            min,
+            max,
+            description: "bytes of scopes' search state kept in memory (charged at their entries' storage bytes plus 1,000 an entry); least recently used scopes are released beyond it".into(),
+            configurable: true,
+        });
         c
     }
 

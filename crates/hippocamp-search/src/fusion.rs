@@ -11,7 +11,7 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rank::{Candidate, Ranked};
+use crate::rank::Candidate;
 
 /// How lists are fused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -76,7 +76,7 @@ pub struct Fused<K> {
 }
 
 fn top<K: Ord + Copy>(list: Vec<Candidate<K>>, depth: usize) -> Vec<Candidate<K>> {
-    Ranked::new(list).take(depth).collect()
+    crate::rank::best(list, depth)
 }
 
 fn min_max<K>(list: &[Candidate<K>]) -> impl Fn(f32) -> f32 + use<K> {
@@ -91,7 +91,7 @@ fn min_max<K>(list: &[Candidate<K>]) -> impl Fn(f32) -> f32 + use<K> {
 }
 
 /// Fuses `lexical` and `dense` (each in any order); the result is unordered
-/// (rank it with [`Ranked`]).
+/// (rank it with [`Ranked`](crate::Ranked)).
 pub fn fuse<K: Copy + Eq + Hash + Ord>(
     lexical: Vec<Candidate<K>>,
     dense: Vec<Candidate<K>>,
@@ -142,6 +142,7 @@ pub fn fuse<K: Copy + Eq + Hash + Ord>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rank::Ranked;
 
     fn c(key: u32, score: f32) -> Candidate<u32> {
         Candidate {

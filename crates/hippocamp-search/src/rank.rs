@@ -38,6 +38,20 @@ impl<K: Ord> Ord for Candidate<K> {
     }
 }
 
+/// The best `n` of `candidates`, in rank order: a partition around the
+/// n-th and a sort of those, cheaper than a heap when most are wanted.
+pub fn best<K: Ord>(mut candidates: Vec<Candidate<K>>, n: usize) -> Vec<Candidate<K>> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if candidates.len() > n {
+        candidates.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+        candidates.truncate(n);
+    }
+    candidates.sort_unstable_by(|a, b| b.cmp(a));
+    candidates
+}
+
 /// Candidates in rank order, produced lazily.
 #[derive(Debug)]
 pub struct Ranked<K> {

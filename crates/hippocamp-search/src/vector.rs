@@ -125,7 +125,7 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
         if query.len() != self.dimension || depth == 0 {
             return Vec::new();
         }
-        let all: Vec<Candidate<K>> = self
+        let mut all: Vec<Candidate<K>> = self
             .data
             .chunks_exact(self.dimension)
             .zip(self.keys.iter().zip(&self.recency))
@@ -135,8 +135,20 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
                 recency: *recency,
             })
             .collect();
-        // Best first, asking `keep` only about what is walked: `keep` looks
-        // entries up, which cost more than the dot products it skipped.
+        if depth >= all.len() {
+            // Everything is wanted: no order needed.
+            all.retain(|c| keep(&c.key));
+            return all;
+        }
+        // The best `depth`, asking `keep` only about those (it looks
+        // entries up, which cost more than the dot products); if it turns
+        // some away, the rest are walked best first until `depth` pass.
+        all.select_nth_unstable_by(depth - 1, |a, b| b.cmp(a));
+        all[..depth].sort_unstable_by(|a, b| b.cmp(a));
+        if all[..depth].iter().all(|c| keep(&c.key)) {
+            all.truncate(depth);
+            return all;
+        }
         crate::rank::Ranked::new(all)
             .filter(|c| keep(&c.key))
             .take(depth)

@@ -154,6 +154,8 @@ pub struct Config {
     pub policy: hippocamp_governance::PolicyConfig,
     /// The background sweeper that deletes expired entries.
     pub sweeper: SweeperConfig,
+    /// The durable memory store's in-memory search state (`[memory_cache]`).
+    pub memory_cache: MemoryCacheConfig,
     /// The audit log's own retention.
     pub audit: AuditConfig,
     /// PostgreSQL (the distributed profile only).
@@ -189,6 +191,37 @@ impl AuditConfig {
             3_600_000,
             3_153_600_000_000,
         )
+    }
+}
+
+/// The durable memory store's in-memory search state (`[memory_cache]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryCacheConfig {
+    /// Bytes of scopes' search state (entries and index) kept in memory,
+    /// charged at their entries' storage bytes plus ~1,000 bytes an
+    /// entry (about their resident size); loading a scope beyond it
+    /// releases the least recently used ones. 1,048,576..=2^40 (default
+    /// 1 GiB). The durable profile only; reported by the memory
+    /// capabilities as `scope_cache_bytes`.
+    pub scope_cache_bytes: u64,
+}
+
+impl Default for MemoryCacheConfig {
+    fn default() -> Self {
+        Self {
+            scope_cache_bytes: hippocamp_memory_redb::SCOPE_CACHE_BYTES.0,
+        }
+    }
+}
+
+impl MemoryCacheConfig {
+    /// The store options it sets.
+    pub fn options(&self) -> hippocamp_memory_redb::DurableOptions {
+        hippocamp_memory_redb::DurableOptions {
+            scope_cache_bytes: self.scope_cache_bytes,
+            ..hippocamp_memory_redb::DurableOptions::default()
+        }
     }
 }
 
@@ -263,6 +296,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             policy: hippocamp_governance::PolicyConfig::default(),
             sweeper: SweeperConfig::default(),
+            memory_cache: MemoryCacheConfig::default(),
             audit: AuditConfig::default(),
             postgres: None,
             s3: None,
@@ -317,6 +351,7 @@ impl Config {
         self.sessions.validate()?;
         self.policy.validate()?;
         self.sweeper.validate()?;
+        self.memory_cache.options().validate()?;
         if self.sweeper.artifact_repair_grace_ms < self.artifacts.call_timeout_ms {
             return Err(Error::config(
                 "sweeper.artifact_repair_grace_ms",
@@ -474,6 +509,14 @@ mod tests {
         let e = Config::from_toml(&format!("{distributed}schema = \"No-Caps\"\n")).unwrap_err();
         assert!(e.to_string().contains("postgres.schema"), "{e}");
         // The repair's grace covers a put in flight.
+        let c = Config::from_toml("[memory_cache]\nscope_cache_bytes = 2097152\n").unwrap();
+        assert_eq!(c.memory_cache.scope_cache_bytes, 2_097_152);
+        let e = Config::from_toml("[memory_cache]\nscope_cache_bytes = 1000\n").unwrap_err();
+        assert!(
+            e.to_string().contains("memory_cache.scope_cache_bytes"),
+            "{e}"
+        );
+        assert!(Config::from_toml("[memory_cache]\nbytes = 1\n").is_err());
         let e = Config::from_toml("[sweeper]\nartifact_repair_grace_ms = 29999\n").unwrap_err();
         assert!(e.to_string().contains("artifact_repair_grace_ms"), "{e}");
         let c = Config::from_toml(

@@ -757,7 +757,11 @@ impl Services {
             }
             Profile::Durable => {
                 let dir = layout::memory_dir(&config.data_dir)?;
-                let mut m = RedbMemoryStore::open(dir, config.memory.clone())?;
+                let mut m = RedbMemoryStore::open_with_options(
+                    dir,
+                    config.memory.clone(),
+                    config.memory_cache.options(),
+                )?;
                 if let Some(e) = embedder {
                     m = m.with_embedder(e)?;
                 }
