@@ -363,10 +363,7 @@ pub struct StreamRun {
 
 /// Peak resident memory of this process, bytes (Linux `VmHWM`).
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    crate::proc_status_bytes("VmHWM:")
 }
 
 /// A stream of `size` pseudo-random bytes in 1 MiB pieces, generated as

@@ -44,13 +44,7 @@ pub struct Footprint {
 
 /// Resident size of this process, bytes (Linux `VmRSS`).
 fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024)
+    crate::proc_status_bytes("VmRSS:").unwrap_or(0)
 }
 
 /// Fills and activates the scopes; `dir` is `None` for the in-memory store.

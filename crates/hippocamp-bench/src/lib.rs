@@ -361,6 +361,14 @@ pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest>
     })
 }
 
+/// A size line of `/proc/self/status` (`VmRSS:`, `VmHWM:`…), bytes.
+pub(crate) fn proc_status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// CPU seconds this process has used (user + system), from `/proc`.
 fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {

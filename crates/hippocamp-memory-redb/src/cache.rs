@@ -15,10 +15,10 @@
 //! every [`CacheOp`] is idempotent (insert-or-replace, remove, clear).
 //!
 //! The cache is bounded: each loaded scope is charged its entries' storage
-//! bytes ([`ScopeData::bytes`]) plus a measured per-entry overhead, and when a load takes the total over
-//! [`ScopeCache::max_bytes`] the least recently used other scopes are
-//! released (a reader holding one keeps its copy until it is done; the
-//! next use reloads it from disk).
+//! bytes ([`ScopeData::bytes`]) plus a measured per-entry overhead, and
+//! when a load takes the total over [`ScopeCache::max_bytes`] the least
+//! recently used other scopes are released (a reader holding one keeps
+//! its copy until it is done; the next use reloads it from disk).
 
 use std::collections::HashMap;
 use std::sync::Arc;
