@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 
-use crate::{BenchError, Latency, Result, latency};
+use crate::{BenchError, Latency, Result, failed, latency};
 
 /// What the server process tells the load generator.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -41,10 +41,6 @@ pub struct Target {
 const SEARCHED: &str = "searched";
 /// The user adds go to (so the searched scope stays at 600).
 const WRITTEN: &str = "written";
-
-fn fail(e: impl std::fmt::Display) -> BenchError {
-    BenchError::Failed(e.to_string())
-}
 
 /// The server half, in its own process: prints a [`Target`] as one JSON
 /// line on stdout, then serves until stdin closes.
@@ -77,10 +73,10 @@ pub async fn serve(dir: &Path) -> Result<()> {
         .json(&json!({"query": queries[0], "limit": 10}))
         .send()
         .await
-        .map_err(fail)?
+        .map_err(failed)?
         .bytes()
         .await
-        .map_err(fail)?;
+        .map_err(failed)?;
     let bare_listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let bare = bare_listener.local_addr()?;
     let bare_app = axum::Router::new().route(
@@ -98,7 +94,7 @@ pub async fn serve(dir: &Path) -> Result<()> {
         queries,
         texts,
     };
-    println!("{}", serde_json::to_string(&target).map_err(fail)?);
+    println!("{}", serde_json::to_string(&target).map_err(failed)?);
     let mut sink = Vec::new();
     let _ = tokio::io::stdin().read_to_end(&mut sink).await;
     bare_server.abort();
@@ -163,7 +159,7 @@ async fn phase(target: &Target, load: Load, connections: usize, seconds: f64) ->
                 .pool_max_idle_per_host(1)
                 .tcp_nodelay(true)
                 .build()
-                .map_err(fail)?;
+                .map_err(failed)?;
             let search = format!(
                 "http://{}/v1/apps/bench/users/{SEARCHED}/memory/search",
                 target.addr
@@ -217,7 +213,7 @@ async fn phase(target: &Target, load: Load, connections: usize, seconds: f64) ->
     }
     let (mut all, mut errors) = (Vec::new(), 0);
     for t in tasks {
-        let (us, e) = t.await.map_err(fail)??;
+        let (us, e) = t.await.map_err(failed)??;
         all.extend(us);
         errors += e;
     }
@@ -259,17 +255,17 @@ pub async fn http(dir: &Path, seconds: f64) -> Result<HttpBench> {
         .stderr(std::fs::File::create(dir.with_extension("server.log"))?)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| fail(format!("cannot start the server under taskset: {e}")))?;
+        .map_err(|e| failed(format!("cannot start the server under taskset: {e}")))?;
     let stdout = server
         .stdout
         .take()
-        .ok_or_else(|| fail("no server stdout"))?;
+        .ok_or_else(|| failed("no server stdout"))?;
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).await?;
     let target: Target = serde_json::from_str(&line)
-        .map_err(|e| fail(format!("the server did not start ({e}): {line}")))?;
+        .map_err(|e| failed(format!("the server did not start ({e}): {line}")))?;
     let target_file = dir.with_extension("target.json");
-    std::fs::write(&target_file, serde_json::to_vec(&target).map_err(fail)?)?;
+    std::fs::write(&target_file, serde_json::to_vec(&target).map_err(failed)?)?;
     let out = tokio::process::Command::new("taskset")
         .args(["-c", "1"])
         .arg(&exe)
@@ -282,15 +278,15 @@ pub async fn http(dir: &Path, seconds: f64) -> Result<HttpBench> {
     drop(server.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(30), server.wait()).await;
     if !out.status.success() {
-        return Err(fail(format!("the load generator failed: {}", out.status)));
+        return Err(failed(format!("the load generator failed: {}", out.status)));
     }
-    let phases: Vec<Phase> = serde_json::from_slice(&out.stdout).map_err(fail)?;
+    let phases: Vec<Phase> = serde_json::from_slice(&out.stdout).map_err(failed)?;
     let find = |load: Load, connections: usize| {
         phases
             .iter()
             .find(|p| p.load == load && p.connections == connections)
             .cloned()
-            .ok_or_else(|| fail("a phase is missing"))
+            .ok_or_else(|| failed("a phase is missing"))
     };
     let (bare32, search32) = (find(Load::Bare, 32)?, find(Load::Search, 32)?);
     let (bare1, search1) = (find(Load::Bare, 1)?, find(Load::Search, 1)?);

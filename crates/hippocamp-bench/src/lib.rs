@@ -71,6 +71,11 @@ pub enum BenchError {
 
 pub(crate) type Result<T> = std::result::Result<T, BenchError>;
 
+/// A benchmark that could not run as planned, with why.
+pub(crate) fn failed(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
 /// Percentiles of a latency sample, microseconds.
 #[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct Latency {
@@ -266,13 +271,21 @@ pub struct DurableIngest {
     pub ratio: f64,
 }
 
-/// CPU time this thread has used, from the scheduler's own accounting
-/// (nanoseconds; `/proc/thread-self/schedstat`).
+/// CPU seconds a clock has counted (`clock_gettime`, nanosecond
+/// resolution).
+fn cpu_clock_seconds(clock: rustix::time::ClockId) -> f64 {
+    let t = rustix::time::clock_gettime(clock);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// CPU seconds this thread has used.
 fn thread_cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |ns| ns / 1e9)
+    cpu_clock_seconds(rustix::time::ClockId::ThreadCPUTime)
+}
+
+/// CPU seconds this process has used (user + system, every thread).
+pub(crate) fn cpu_seconds() -> f64 {
+    cpu_clock_seconds(rustix::time::ClockId::ProcessCPUTime)
 }
 
 /// Batched ingestion: the in-memory store's CPU cost per event, and the
@@ -367,27 +380,6 @@ pub(crate) fn proc_status_bytes(field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// CPU seconds this process has used (user + system), from `/proc`.
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 here;
-    // the kernel reports them in 1/100 s on Linux.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// One `router` run.

@@ -12,7 +12,7 @@ use hippocamp_services::{Config, Profile};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{BenchError, Latency, Result, latency};
+use crate::{Latency, Result, failed, latency};
 
 /// `mcp` results.
 #[derive(Debug, Clone, Serialize)]
@@ -25,10 +25,6 @@ pub struct McpBench {
     pub mcp_search: Latency,
     /// MCP p50 / API p50 (bar: ≤ 2).
     pub ratio_p50: f64,
-}
-
-fn fail(e: impl std::fmt::Display) -> BenchError {
-    BenchError::Store(hippocamp_core::Error::Unavailable(e.to_string()))
 }
 
 /// Runs `samples` interleaved pairs after a warm-up.
@@ -61,11 +57,11 @@ pub async fn mcp(samples: usize) -> Result<McpBench> {
             .json(&json!({"query": q, "limit": 5}))
             .send()
             .await
-            .map_err(fail)?;
-        let body: Value = r.json().await.map_err(fail)?;
+            .map_err(failed)?;
+        let body: Value = r.json().await.map_err(failed)?;
         let a = started.elapsed();
         if body["hits"].is_null() {
-            return Err(fail(format!("the API search failed: {body}")));
+            return Err(failed(format!("the API search failed: {body}")));
         }
         let started = Instant::now();
         let r = http
@@ -83,11 +79,11 @@ pub async fn mcp(samples: usize) -> Result<McpBench> {
             )
             .send()
             .await
-            .map_err(fail)?;
-        let body: Value = r.json().await.map_err(fail)?;
+            .map_err(failed)?;
+        let body: Value = r.json().await.map_err(failed)?;
         let m = started.elapsed();
         if body["result"]["structuredContent"]["hits"].is_null() {
-            return Err(fail(format!("the MCP search failed: {body}")));
+            return Err(failed(format!("the MCP search failed: {body}")));
         }
         if i >= 100 {
             plain.push(a.as_secs_f64() * 1e6);

@@ -26,7 +26,7 @@ use hippocamp_outbox::{
 use hippocamp_outbox_redb::RedbJobStore;
 use serde::Serialize;
 
-use crate::{BenchError, Latency, Result, big_config, latency, turns};
+use crate::{BenchError, Latency, Result, big_config, cpu_seconds, latency, turns};
 
 /// Events per job in these figures.
 pub const JOB_EVENTS: usize = 20;
@@ -174,11 +174,6 @@ pub struct DeliveryRound {
 struct Timed {
     wall: f64,
     cpu: f64,
-}
-
-fn cpu_seconds() -> f64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 impl Timed {

@@ -105,14 +105,18 @@ impl Slot {
     pub(crate) async fn read(&self) -> Option<RwLockReadGuard<'_, ScopeData>> {
         let data = self.data.get()?;
         if !self.pending.lock().is_empty() {
-            let mut w = data.write().await;
-            let ops = std::mem::take(&mut *self.pending.lock());
-            for op in ops {
-                op.apply(&mut w);
-            }
-            self.charged.store(charge(&w), Ordering::Relaxed);
+            self.apply_pending(&mut *data.write().await);
         }
         Some(data.read().await)
+    }
+
+    /// Applies the pending changes to the loaded copy and charges it anew.
+    fn apply_pending(&self, data: &mut ScopeData) {
+        let ops = std::mem::take(&mut *self.pending.lock());
+        for op in ops {
+            op.apply(data);
+        }
+        self.charged.store(charge(data), Ordering::Relaxed);
     }
 }
 
@@ -250,11 +254,7 @@ impl ScopeCache {
                 && let Some(data) = slot.data.get()
                 && let Ok(mut w) = data.try_write()
             {
-                let ops = std::mem::take(&mut *slot.pending.lock());
-                for op in ops {
-                    op.apply(&mut w);
-                }
-                slot.charged.store(charge(&w), Ordering::Relaxed);
+                slot.apply_pending(&mut w);
             }
         }
     }

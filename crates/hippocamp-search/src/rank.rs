@@ -41,15 +41,24 @@ impl<K: Ord> Ord for Candidate<K> {
 /// The best `n` of `candidates`, in rank order: a partition around the
 /// n-th and a sort of those, cheaper than a heap when most are wanted.
 pub fn best<K: Ord>(mut candidates: Vec<Candidate<K>>, n: usize) -> Vec<Candidate<K>> {
+    let n = best_first(&mut candidates, n);
+    candidates.truncate(n);
+    candidates
+}
+
+/// Moves the best `n` of `candidates` to its front, in rank order (the
+/// rest follow, unordered); returns how many that is (`n`, or fewer when
+/// there are fewer candidates).
+pub fn best_first<K: Ord>(candidates: &mut [Candidate<K>], n: usize) -> usize {
+    let n = n.min(candidates.len());
     if n == 0 {
-        return Vec::new();
+        return 0;
     }
     if candidates.len() > n {
         candidates.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
-        candidates.truncate(n);
     }
-    candidates.sort_unstable_by(|a, b| b.cmp(a));
-    candidates
+    candidates[..n].sort_unstable_by(|a, b| b.cmp(a));
+    n
 }
 
 /// Candidates in rank order, produced lazily.

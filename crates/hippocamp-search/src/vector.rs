@@ -143,8 +143,7 @@ impl<K: Copy + Eq + Hash + Ord> VectorSet<K> {
         // The best `depth`, asking `keep` only about those (it looks
         // entries up, which cost more than the dot products); if it turns
         // some away, the rest are walked best first until `depth` pass.
-        all.select_nth_unstable_by(depth - 1, |a, b| b.cmp(a));
-        all[..depth].sort_unstable_by(|a, b| b.cmp(a));
+        crate::rank::best_first(&mut all, depth);
         if all[..depth].iter().all(|c| keep(&c.key)) {
             all.truncate(depth);
             return all;
