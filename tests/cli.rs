@@ -694,6 +694,68 @@ fn serve_prints_its_address_and_admin_token_and_answers() {
     assert!(lines.map(Result::unwrap).any(|l| l == "stopped"));
 }
 
+/// The server logs one line a request (method, route, status, latency and
+/// the scope's hash) and never the scope's names or the content.
+#[test]
+fn serve_logs_each_request_by_route_and_scope_hash_only() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let mut child = hippocamp()
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let server = format!("http://{}", first.rsplit("http://").next().unwrap());
+    let token = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find_map(|l| {
+            l.strip_prefix("admin token (shown once, stored hashed): ")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    let out = hippocamp()
+        .args(["memory", "add", "the zanzibar password hint"])
+        .args(["--server", &server, "--token", &token])
+        .args(["--app", "secretshop", "--user", "alice-private"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("route=/v1/apps/{app}/users/{user}/memory/entries"))
+        .unwrap_or_else(|| panic!("no request line in {text}"));
+    assert!(
+        line.contains("method=POST") && line.contains("status=201"),
+        "{line}"
+    );
+    assert!(line.contains("latency_us="), "{line}");
+    let hash = line.split("scope=").nth(1).unwrap_or_default();
+    assert!(
+        hash.len() >= 16 && hash[..16].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{line}"
+    );
+    for secret in ["secretshop", "alice-private", "zanzibar"] {
+        assert!(!text.contains(secret), "{secret} logged: {text}");
+    }
+}
+
 /// A `hippocamp serve` child on a free port; its address and admin token.
 fn spawn_server(dir: &std::path::Path) -> (std::process::Child, String, String) {
     use std::io::{BufRead as _, BufReader};

@@ -188,7 +188,9 @@ impl FromRequestParts<AppState> for MemoryCall {
         let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
         let params = path_params(parts, state).await?;
         let scope = MemoryScope::parse(param(&params, "app")?, param(&params, "user")?)?;
-        tracing::Span::current().record("scope", scope.log_hash());
+        if let Some(logged) = parts.extensions.get::<crate::LoggedScope>() {
+            logged.set(scope.log_hash());
+        }
         if !grant.allows_memory(&scope, permission(route)?) {
             return Err(ApiError::forbidden());
         }

@@ -56,17 +56,48 @@ fn prometheus() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// Counts and times every request by route, method and status.
-async fn track(matched: Option<MatchedPath>, req: Request, next: Next) -> Response {
+/// Where a request's handler leaves the scope's log hash for its log line
+/// (a memory route sets it once it has parsed the scope).
+#[derive(Clone, Default)]
+pub(crate) struct LoggedScope(Arc<OnceLock<String>>);
+
+impl LoggedScope {
+    pub(crate) fn set(&self, hash: String) {
+        let _ = self.0.set(hash);
+    }
+}
+
+/// Counts and times every request by route, method and status, and logs
+/// it: one event, no span. A span per request (entered on every poll,
+/// its fields formatted when it opens and again when the scope is
+/// recorded) cost more than the handler of a search (issue 17's
+/// `bench http`), and nothing inside a handler logs.
+async fn track(matched: Option<MatchedPath>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().as_str().to_owned();
-    let route = matched.map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let method = req.method().clone();
+    let scope = LoggedScope::default();
+    req.extensions_mut().insert(scope.clone());
     let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
-    let labels = [("route", route), ("method", method), ("status", status)];
+    let elapsed = started.elapsed();
+    // Never the URI: it holds scope names.
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let status = resp.status().as_u16();
+    tracing::info!(
+        method = %method,
+        route = %route,
+        status,
+        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        scope = %scope.0.get().map_or("-", String::as_str),
+        "request"
+    );
+    let labels = [
+        ("route", route.to_owned()),
+        ("method", method.as_str().to_owned()),
+        ("status", status.to_string()),
+    ];
     metrics::counter!("hippocamp_http_requests_total", &labels).increment(1);
     metrics::histogram!("hippocamp_http_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+        .record(elapsed.as_secs_f64());
     resp
 }
 
@@ -170,20 +201,9 @@ async fn not_found() -> ApiError {
 
 /// The whole application: API v1, the page, probes and metrics, with the
 /// global concurrency limit (over it: 503 at once, no queue; a request
-/// counts until its reply's body ends) and tracing.
+/// counts until its reply's body ends), metrics and one log line a request.
 pub fn app(state: AppState) -> axum::Router {
     let _ = prometheus();
-    let trace = tower_http::trace::TraceLayer::new_for_http()
-        .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
-        .make_span_with(|req: &Request| {
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or("unmatched", MatchedPath::as_str);
-        // Never the URI: it holds scope names. Handlers record the
-        // scope's hash.
-        tracing::info_span!("request", method = %req.method(), route, scope = tracing::field::Empty)
-    });
     let mut router = axum::Router::new().merge(api::router());
     if let Some(m) = mcp::service(&state) {
         router = router.nest("/mcp", m);
@@ -199,7 +219,6 @@ pub fn app(state: AppState) -> axum::Router {
         // Non-API routes (probes, page) answer a wrong method in JSON too.
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn(track))
-        .layer(trace)
         // Outermost, so every request counts, and one semaphore (in the
         // state) is shared by every route.
         .layer(axum::middleware::from_fn_with_state(
