@@ -333,10 +333,14 @@ impl ScopeData {
         if q.terms.is_empty() {
             return SearchResults::default();
         }
-        let mut ranked = self.index.search(&q.terms, params).map(|c| Scored {
-            candidate: c,
-            details: None,
-        });
+        let mut ranked = self
+            .index
+            .search(&q.terms, params)
+            .expecting(q.limit)
+            .map(|c| Scored {
+                candidate: c,
+                details: None,
+            });
         self.collect(q, &mut ranked, ScoreType::Bm25)
     }
 
@@ -435,6 +439,7 @@ impl ScopeData {
                 } else {
                     self.index
                         .search(&q.terms, params)
+                        .expecting(fusion.depth)
                         .filter(|c| self.matches(&c.key, q))
                         .take(fusion.depth)
                         .collect()

@@ -14,7 +14,7 @@ use foldhash::{HashMap, HashMapExt as _};
 use serde::{Deserialize, Serialize};
 
 use crate::analyzer::{QueryTerm, TermFreqs};
-use crate::rank::{Candidate, Ranked};
+use crate::rank::Candidate;
 
 /// BM25 parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -213,6 +213,34 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
     /// IDF is `ln(1 + (N - df + 0.5) / (df + 0.5))`, which stays positive
     /// for terms in most documents, so every match scores above zero.
     pub fn bm25(&self, terms: &[QueryTerm], params: Bm25Params) -> Vec<Candidate<K>> {
+        self.scores(terms, params)
+            .into_iter()
+            .filter_map(|(score, slot)| self.candidate(score, slot))
+            .collect()
+    }
+
+    /// Documents matching `terms`, best first (the order of [`Candidate`]).
+    pub fn search(&self, terms: &[QueryTerm], params: Bm25Params) -> Matches<'_, K> {
+        Matches {
+            index: self,
+            scored: self.scores(terms, params),
+            taken: 0,
+            next_chunk: FIRST_CHUNK,
+            chunk: Vec::new(),
+        }
+    }
+
+    fn candidate(&self, score: f32, slot: u32) -> Option<Candidate<K>> {
+        let doc = self.docs[slot as usize].as_ref()?;
+        Some(Candidate {
+            key: doc.key,
+            score,
+            recency: doc.recency,
+        })
+    }
+
+    /// `(score, slot)` of every matching document, unordered.
+    fn scores(&self, terms: &[QueryTerm], params: Bm25Params) -> Vec<(f32, u32)> {
         let n = self.slots.len() as f32;
         if n == 0.0 {
             return Vec::new();
@@ -220,52 +248,132 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
         let avg_len = self.total_len as f32 / n;
         let k1 = params.k1;
         let b = params.b;
-        let mut acc = vec![0f32; self.docs.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        for QueryTerm { term, count } in terms {
-            let Some(&id) = self.terms.get(term.as_str()) else {
-                continue;
-            };
-            let qtf = *count as f32;
-            let weight = (params.k3 + 1.0) * qtf / (params.k3 + qtf);
-            let list = &self.postings[id as usize];
-            if list.is_empty() {
-                continue;
+        SCRATCH.with_borrow_mut(|acc| {
+            // One accumulator per thread, zero between queries: a fresh
+            // one per query was a page-faulting allocation at 100k entries.
+            if acc.len() < self.docs.len() {
+                acc.resize(self.docs.len(), 0.0);
             }
-            let df = list.len() as f32;
-            let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for p in list {
-                let len = self.lens[p.slot as usize] as f32;
-                let norm = if avg_len > 0.0 {
-                    k1 * (1.0 - b + b * len / avg_len)
-                } else {
-                    k1
+            let mut touched: Vec<u32> = Vec::new();
+            for QueryTerm { term, count } in terms {
+                let Some(&id) = self.terms.get(term.as_str()) else {
+                    continue;
                 };
-                let tf = p.tf as f32;
-                let s = idf * tf * (k1 + 1.0) / (tf + norm);
-                let slot = &mut acc[p.slot as usize];
-                if *slot == 0.0 {
-                    touched.push(p.slot);
+                let qtf = *count as f32;
+                let weight = (params.k3 + 1.0) * qtf / (params.k3 + qtf);
+                let list = &self.postings[id as usize];
+                if list.is_empty() {
+                    continue;
                 }
-                *slot += s;
+                let df = list.len() as f32;
+                let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                for p in list {
+                    let len = self.lens[p.slot as usize] as f32;
+                    let norm = if avg_len > 0.0 {
+                        k1 * (1.0 - b + b * len / avg_len)
+                    } else {
+                        k1
+                    };
+                    let tf = p.tf as f32;
+                    let s = idf * tf * (k1 + 1.0) / (tf + norm);
+                    let slot = &mut acc[p.slot as usize];
+                    if *slot == 0.0 {
+                        touched.push(p.slot);
+                    }
+                    *slot += s;
+                }
             }
+            touched
+                .into_iter()
+                .map(|slot| (std::mem::take(&mut acc[slot as usize]), slot))
+                .collect()
+        })
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// How many candidates [`Matches`] ranks first; each later chunk is twice
+/// the one before.
+const FIRST_CHUNK: usize = 32;
+
+/// Matching documents, best first, ranked lazily in growing chunks.
+///
+/// Callers filter while they walk and usually stop after a few hits, so
+/// ranking every match (a heap of all of them, each looked up to break
+/// ties) was most of a search at 100k entries. A chunk is the best
+/// `n` of the rest by score alone, plus every other document tied with
+/// the n-th: so it is exactly the next stretch of the full order, and only
+/// its documents are looked up and sorted by the full order.
+#[derive(Debug)]
+pub struct Matches<'a, K> {
+    index: &'a InvertedIndex<K>,
+    /// `(score, slot)`; those before `taken` were moved into chunks.
+    scored: Vec<(f32, u32)>,
+    taken: usize,
+    next_chunk: usize,
+    /// The current chunk, worst first (yielded by `pop`).
+    chunk: Vec<Candidate<K>>,
+}
+
+impl<K: Copy + Eq + Hash + Ord> Matches<'_, K> {
+    /// Sizes the first chunk for a caller that expects to take about `n`
+    /// (a few more, for those its filter rejects): each chunk costs a
+    /// pass over every match not yet ranked.
+    #[must_use]
+    pub fn expecting(mut self, n: usize) -> Self {
+        if self.chunk.is_empty() && self.taken == 0 {
+            self.next_chunk = n.saturating_add(8);
         }
-        touched
-            .into_iter()
-            .filter_map(|slot| {
-                let doc = self.docs[slot as usize].as_ref()?;
-                Some(Candidate {
-                    key: doc.key,
-                    score: acc[slot as usize],
-                    recency: doc.recency,
-                })
-            })
-            .collect()
+        self
     }
 
-    /// Documents matching `terms`, best first.
-    pub fn search(&self, terms: &[QueryTerm], params: Bm25Params) -> Ranked<K> {
-        Ranked::new(self.bm25(terms, params))
+    fn refill(&mut self) {
+        while self.chunk.is_empty() && self.taken < self.scored.len() {
+            let rest = &mut self.scored[self.taken..];
+            let by_score = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0);
+            let mut n = self.next_chunk.min(rest.len());
+            if n < rest.len() {
+                rest.select_nth_unstable_by(n - 1, by_score);
+                // Every match tied with the n-th joins the chunk.
+                let edge = rest[n - 1].0;
+                let mut end = n;
+                for i in n..rest.len() {
+                    if rest[i].0.total_cmp(&edge).is_eq() {
+                        rest.swap(i, end);
+                        end += 1;
+                    }
+                }
+                n = end;
+            }
+            let index = self.index;
+            self.chunk.extend(
+                rest[..n]
+                    .iter()
+                    .filter_map(|&(score, slot)| index.candidate(score, slot)),
+            );
+            self.chunk.sort_unstable();
+            self.taken += n;
+            self.next_chunk = self.next_chunk.saturating_mul(2);
+        }
+    }
+
+    /// Matches not yet yielded.
+    pub fn remaining(&self) -> usize {
+        self.chunk.len() + self.scored.len() - self.taken
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> Iterator for Matches<'_, K> {
+    type Item = Candidate<K>;
+    fn next(&mut self) -> Option<Candidate<K>> {
+        self.refill();
+        self.chunk.pop()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining()))
     }
 }
 
@@ -300,6 +408,38 @@ mod tests {
                 .next()
                 .is_none()
         );
+    }
+
+    proptest::proptest! {
+        /// The lazy chunks yield exactly the full order (score, then
+        /// newer, then smaller key), ties at chunk edges included: many
+        /// documents share few words, so scores tie often.
+        #[test]
+        fn matches_walk_the_full_order(
+            docs in proptest::collection::vec(
+                (proptest::collection::vec(0usize..6, 1..4), 0i64..4),
+                0..300,
+            ),
+            query in proptest::collection::vec(0usize..6, 1..4),
+            removed in proptest::collection::vec(0usize..300, 0..20),
+        ) {
+            const WORDS: [&str; 6] = ["apple", "berry", "cherry", "grape", "lemon", "melon"];
+            let a = Analyzer::english();
+            let mut idx = InvertedIndex::new();
+            for (i, (words, recency)) in docs.iter().enumerate() {
+                let text: Vec<&str> = words.iter().map(|&w| WORDS[w]).collect();
+                idx.insert(u32::try_from(i).unwrap(), &a.analyze(&text.join(" ")), *recency);
+            }
+            for r in removed {
+                idx.remove(&u32::try_from(r).unwrap());
+            }
+            let q: Vec<&str> = query.iter().map(|&w| WORDS[w]).collect();
+            let terms = a.query_terms(&q.join(" "));
+            let mut want = idx.bm25(&terms, Bm25Params::default());
+            want.sort_unstable_by(|x, y| y.cmp(x));
+            let got: Vec<_> = idx.search(&terms, Bm25Params::default()).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Deterministic ranking of scored candidates.
 //!
-//! Any scoring stage (BM25 today; vector or fused scores later) produces
-//! [`Candidate`]s; [`Ranked`] yields them best first: higher score, then
-//! newer (`recency` larger), then smaller key. It is lazy (a heap built in
+//! Every scoring stage (BM25, vector, fused) produces [`Candidate`]s;
+//! [`Ranked`] yields a list of them best first: higher score, then newer
+//! (`recency` larger), then smaller key. It is lazy (a heap built in
 //! linear time) because callers apply filters and byte budgets while they
-//! walk, and usually stop after a few dozen hits.
+//! walk, and usually stop after a few dozen hits. (The index's
+//! `Matches` yields BM25 matches in the same order without building a
+//! candidate for each.)
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
