@@ -202,8 +202,11 @@ async fn a_claim_passes_over_the_job_another_claim_holds_locked() {
     let claim = |owner| {
         let (store, targets) = (store.clone(), targets.clone());
         async move {
+            // A claim that waited for the locked row would wait until the
+            // rollback below, so any bound catches it; this one is long
+            // enough for a slow, loaded machine (5 s was not, once).
             tokio::time::timeout(
-                Duration::from_secs(5),
+                Duration::from_secs(30),
                 store.claim(owner, Duration::from_secs(30), &targets),
             )
             .await
