@@ -698,28 +698,12 @@ fn serve_prints_its_address_and_admin_token_and_answers() {
 /// the scope's hash) and never the scope's names or the content.
 #[test]
 fn serve_logs_each_request_by_route_and_scope_hash_only() {
-    use std::io::{BufRead as _, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
-    let mut child = hippocamp()
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let server = format!("http://{}", first.rsplit("http://").next().unwrap());
-    let token = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find_map(|l| {
-            l.strip_prefix("admin token (shown once, stored hashed): ")
-                .map(str::to_owned)
-        })
-        .unwrap();
+    let (mut child, server, token) = spawn_server_with(
+        &dir.path().join("data"),
+        std::fs::File::create(&log).unwrap().into(),
+    );
     let out = hippocamp()
         .args(["memory", "add", "the zanzibar password hint"])
         .args(["--server", &server, "--token", &token])
@@ -731,11 +715,9 @@ fn serve_logs_each_request_by_route_and_scope_hash_only() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    // The line is written before the reply is sent.
+    let _ = child.kill();
+    let _ = child.wait();
     let text = std::fs::read_to_string(&log).unwrap();
     let line = text
         .lines()
@@ -758,11 +740,22 @@ fn serve_logs_each_request_by_route_and_scope_hash_only() {
 
 /// A `hippocamp serve` child on a free port; its address and admin token.
 fn spawn_server(dir: &std::path::Path) -> (std::process::Child, String, String) {
+    spawn_server_with(dir, std::process::Stdio::inherit())
+}
+
+/// [`spawn_server`] with its log (stderr, at the default level) sent to
+/// `stderr`.
+fn spawn_server_with(
+    dir: &std::path::Path,
+    stderr: std::process::Stdio,
+) -> (std::process::Child, String, String) {
     use std::io::{BufRead as _, BufReader};
     let mut child = hippocamp()
         .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
+        .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
