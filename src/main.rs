@@ -11,7 +11,8 @@ mod server_cli;
 
 // Every request allocates (query terms, score accumulators, hits), often on
 // one thread and freed on another; glibc's allocator measured here scales
-// to 1.69x on 2 cores for such a load, mimalloc to 1.92x.
+// to 1.69x on 2 cores for such a load, mimalloc to 1.92x. Built without
+// transparent huge pages (see the workspace manifest).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -12,7 +12,7 @@ use hippocamp_core::{
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::check_update;
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
-use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, plan_events};
+use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, PlanTerms, plan_events};
 use hippocamp_memory::import::prepare_import;
 use hippocamp_memory::list::prepare_names;
 use hippocamp_memory::list::{
@@ -801,11 +801,7 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<IngestReport> {
         let deadline = self.deadline(&opts.call);
         let plan = plan_events(scope, session, events, &self.config.limits)?;
-        let terms: HashMap<_, _> = plan
-            .entries
-            .iter()
-            .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
-            .collect();
+        let terms = plan.analyze(&self.analyzer);
         let embedder = self.embedder.as_deref();
         let decide = |stored: &Stored, p: &PreparedEntry| {
             if stored.erased.contains(&p.entry.id) {
@@ -826,7 +822,7 @@ impl MemoryStore for RedbMemoryStore {
         }
         let fence = opts.epoch;
         let obligations = opts;
-        let submit = |plan: EventPlan, terms: HashMap<usize, TermFreqs>, vectors| {
+        let submit = |plan: EventPlan, terms: PlanTerms, vectors| {
             let scope = scope.clone();
             let obligations = obligations.clone();
             self.submit(move |reply| Op::AddEvents {

@@ -21,7 +21,7 @@ use hippocamp_core::{
 use hippocamp_memory::entry::{
     EntryUpdate, PreparedEntry, Revision, UpdateOutcome, apply_update, check_deletes, check_revise,
 };
-use hippocamp_memory::event::{Decision, EventPlan, IngestReport};
+use hippocamp_memory::event::{Decision, EventPlan, IngestReport, PlanTerms};
 use hippocamp_memory::import::{ImportReport, PreparedImport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
@@ -79,7 +79,7 @@ pub(crate) enum Op {
     AddEvents {
         scope: MemoryScope,
         plan: EventPlan,
-        terms: HashMap<usize, TermFreqs>,
+        terms: PlanTerms,
         vectors: HashMap<usize, Vec<f32>>,
         admit: Admission,
         reply: oneshot::Sender<hippocamp_core::Result<Embedded<IngestReport>>>,
@@ -579,7 +579,7 @@ impl<'t> Tx<'t> {
         &mut self,
         scope: &MemoryScope,
         plan: EventPlan,
-        mut terms: HashMap<usize, TermFreqs>,
+        mut terms: PlanTerms,
         mut vectors: HashMap<usize, Vec<f32>>,
         admit: Admission,
     ) -> Result<Embedded<IngestReport>, Fail> {
@@ -612,7 +612,7 @@ impl<'t> Tx<'t> {
         self.check_global(add_entries, add_bytes)?;
         deadline.check(Stage::Commit).op()?;
         for p in new {
-            let t = terms.remove(&p.index).unwrap_or_default();
+            let t = terms.take(p.index);
             let v = vectors.remove(&p.index);
             let mut entry = p.prepared.entry;
             entry.obligations = obligations.obligations_for(&entry.metadata);

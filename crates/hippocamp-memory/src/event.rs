@@ -38,6 +38,7 @@ use hippocamp_core::{
     Author, EntryId, Error, EventId, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
     SecretKind, SessionId,
 };
+use hippocamp_search::{Analyzer, TermFreqs};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -249,14 +250,20 @@ impl Event {
         let Some(content) = &self.content else {
             return String::new();
         };
-        let texts: Vec<&str> = content
+        let mut out = String::new();
+        for t in content
             .parts
             .iter()
             .filter(|p| !p.thought)
             .filter_map(|p| p.text.as_deref())
             .filter(|t| !t.is_empty())
-            .collect();
-        texts.join("\n")
+        {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(t);
+        }
+        out
     }
 }
 
@@ -341,6 +348,22 @@ pub struct EventPlan {
     pub skipped: Vec<SkippedEvent>,
 }
 
+/// The analysed terms of a plan's entries, by request position (one
+/// analysis per entry, taken once at commit).
+#[derive(Debug, Clone, Default)]
+pub struct PlanTerms(Vec<Option<TermFreqs>>);
+
+impl PlanTerms {
+    /// The terms of the entry at request position `index` (empty when
+    /// there is none or they were taken).
+    pub fn take(&mut self, index: usize) -> TermFreqs {
+        self.0
+            .get_mut(index)
+            .and_then(Option::take)
+            .unwrap_or_default()
+    }
+}
+
 /// What a store already holds under a planned entry's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -355,6 +378,16 @@ pub enum Decision {
 }
 
 impl EventPlan {
+    /// Analyses every planned entry's content.
+    pub fn analyze(&self, analyzer: &Analyzer) -> PlanTerms {
+        let len = self.entries.last().map_or(0, |p| p.index + 1);
+        let mut terms = vec![None; len];
+        for p in &self.entries {
+            terms[p.index] = Some(analyzer.analyze(&p.prepared.entry.content));
+        }
+        PlanTerms(terms)
+    }
+
     /// The request positions of the entries that would be committed
     /// against a store that holds what `decide` says (the first occurrence
     /// of each id that the store does not hold): the passages worth

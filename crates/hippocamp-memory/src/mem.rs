@@ -318,11 +318,7 @@ impl MemoryStore for InMemoryStore {
         let limits = &self.config.limits;
         let plan = plan_events(scope, session, events, limits)?;
         // Analysed before taking the lock: the scope stays free meanwhile.
-        let mut terms: HashMap<usize, TermFreqs> = plan
-            .entries
-            .iter()
-            .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
-            .collect();
+        let mut terms = plan.analyze(&self.analyzer);
         let embedder = self.embedder.as_deref();
         // Only what would be new is embedded (not what the scope holds).
         let need = match (embedder, self.find(scope)) {
@@ -358,7 +354,7 @@ impl MemoryStore for InMemoryStore {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
             entry.obligations = opts.obligations_for(&entry.metadata);
-            let terms = terms.remove(&planned.index).unwrap_or_default();
+            let terms = terms.take(planned.index);
             let id = entry.id;
             s.data.insert(entry, planned.prepared.storage_bytes, &terms);
             if let Some(v) = vectors.remove(&planned.index) {

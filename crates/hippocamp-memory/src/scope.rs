@@ -46,7 +46,9 @@ pub enum Existing<'a> {
 pub struct ScopeData {
     entries: HashMap<EntryId, Stored>,
     index: InvertedIndex<EntryId>,
-    sessions: HashMap<SessionId, BTreeSet<EntryId>>,
+    /// Each session's entries. Unordered: a session is only ever erased
+    /// whole, and a B-tree of random ids was a measured share of ingestion.
+    sessions: HashMap<SessionId, foldhash::HashSet<EntryId>>,
     bytes: u64,
     /// Unit vectors of the entries, when the store embeds (created with
     /// the first vector; its width is the embedder's).
@@ -221,13 +223,12 @@ impl ScopeData {
         if let Some(s) = &entry.provenance.session_id {
             // Looked up before inserting: cloning the id for every entry
             // of a known session was an allocation per insert.
-            match self.sessions.get_mut(s) {
-                Some(ids) => {
-                    ids.insert(entry.id);
-                }
-                None => {
-                    self.sessions.insert(s.clone(), BTreeSet::from([entry.id]));
-                }
+            if let Some(ids) = self.sessions.get_mut(s) {
+                ids.insert(entry.id);
+            } else {
+                let mut ids = foldhash::HashSet::default();
+                ids.insert(entry.id);
+                self.sessions.insert(s.clone(), ids);
             }
         }
         self.by_time.insert((entry.timestamp_ms, entry.id));

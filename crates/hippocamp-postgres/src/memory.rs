@@ -1019,11 +1019,7 @@ impl MemoryStore for PgMemoryStore {
         let deadline = self.deadline(&opts.call);
         let limits = &self.config.limits;
         let plan = plan_events(scope, session, events, limits)?;
-        let mut terms: HashMap<usize, TermFreqs> = plan
-            .entries
-            .iter()
-            .map(|p| (p.index, self.analyzer.analyze(&p.prepared.entry.content)))
-            .collect();
+        let mut terms = plan.analyze(&self.analyzer);
         let ids: Vec<String> = plan
             .entries
             .iter()
@@ -1075,7 +1071,7 @@ impl MemoryStore for PgMemoryStore {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
             entry.obligations = opts.obligations_for(&entry.metadata);
-            let t = terms.remove(&planned.index).unwrap_or_default();
+            let t = terms.take(planned.index);
             let v = vectors.remove(&planned.index);
             rows.push(entry_row(
                 &entry,

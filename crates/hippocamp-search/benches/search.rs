@@ -1,6 +1,7 @@
 //! Engine-level search latency: analyse the query, score with BM25 and
 //! take the top 50, on one scope of 600, 10k and 100k entries built from
 //! LoCoMo turns and Cranfield sentences; queries are the LoCoMo questions.
+//! Also the analysis of 1,000 turns, ingestion's largest share.
 
 // Benchmark set-up may panic: a missing corpus is a usage error.
 #![allow(clippy::expect_used, clippy::cast_possible_wrap)]
@@ -38,5 +39,23 @@ fn search(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, search);
+/// Analysis of 1,000 conversation turns (what ingestion pays per entry).
+fn analyze(c: &mut Criterion) {
+    let dir =
+        hippocamp_datasets::data_dir().expect("set HIPPOCAMP_DATA_DIR or provide ../shared/data");
+    let texts = hippocamp_datasets::corpus::texts(&dir, 1_000).expect("corpus");
+    let analyzer = Analyzer::english();
+    let mut group = c.benchmark_group("analyze");
+    group.throughput(criterion::Throughput::Elements(texts.len() as u64));
+    group.bench_function("turns_1000", |b| {
+        b.iter(|| {
+            for t in &texts {
+                black_box(analyzer.analyze(t));
+            }
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, search, analyze);
 criterion_main!(benches);
