@@ -256,31 +256,117 @@ pub(crate) struct EntryRecord {
     pub(crate) epoch: u64,
     pub(crate) storage_bytes: u64,
     pub(crate) doc_len: u32,
-    pub(crate) terms: Vec<(String, u32)>,
+    #[serde(with = "hippocamp_search::analyzer::term_list")]
+    pub(crate) terms: TermFreqs,
+}
+
+/// An [`EntryRecord`] as written: the same fields in the same order,
+/// borrowed from the entry, so encoding copies each string once, into the
+/// record (`tests::borrowed_records_encode_as_owned_ones`).
+#[derive(Serialize)]
+struct EntryRecordRef<'a> {
+    app: &'a str,
+    user: &'a str,
+    id: [u8; 16],
+    content: &'a str,
+    metadata_json: String,
+    session_id: Option<&'a str>,
+    event_ids: Vec<&'a str>,
+    author: Option<&'a str>,
+    provenance_timestamp_ms: Option<u64>,
+    digest: [u8; 32],
+    timestamp_ms: u64,
+    epoch: u64,
+    storage_bytes: u64,
+    doc_len: u32,
+    #[serde(with = "hippocamp_search::analyzer::term_list")]
+    terms: &'a TermFreqs,
+}
+
+/// The stored record of `entry` with its storage bytes and terms.
+pub(crate) fn encode_entry(
+    entry: &MemoryEntry,
+    storage_bytes: u64,
+    terms: &TermFreqs,
+) -> Result<Vec<u8>> {
+    let p = &entry.provenance;
+    encode(&EntryRecordRef {
+        app: entry.scope.app().as_str(),
+        user: entry.scope.user().as_str(),
+        id: *entry.id.as_bytes(),
+        content: &entry.content,
+        metadata_json: serde_json::to_string(&entry.metadata)
+            .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?,
+        session_id: p.session_id.as_ref().map(SessionId::as_str),
+        event_ids: p.event_ids.iter().map(EventId::as_str).collect(),
+        author: p.author.as_ref().map(Author::as_str),
+        provenance_timestamp_ms: p.timestamp_ms,
+        digest: *entry.digest.as_bytes(),
+        timestamp_ms: entry.timestamp_ms,
+        epoch: entry.epoch,
+        storage_bytes,
+        doc_len: terms.doc_len(),
+        terms,
+    })
 }
 
 /// One change to one table, as logged; replayable in order.
+///
+/// Keys and values are (de)serialized as byte strings: postcard writes a
+/// byte string exactly as it writes a sequence of `u8` (length, then the
+/// bytes), which is how logs of earlier builds hold them, but in one copy
+/// instead of a call per byte (`tests::mutations_keep_their_log_layout`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Mutation {
-    PutEntry(Vec<u8>, Vec<u8>),
-    DelEntry(Vec<u8>),
-    DelEntries(Vec<u8>, Vec<u8>),
-    PutSession(Vec<u8>),
-    DelSession(Vec<u8>),
-    DelSessions(Vec<u8>, Vec<u8>),
-    PutScope(Vec<u8>, Vec<u8>),
+    PutEntry(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    DelEntry(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelEntries(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    PutSession(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelSession(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelSessions(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    PutScope(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
     // Appended: older logs decode unchanged (variants are numbered).
-    PutVector(Vec<u8>, Vec<u8>),
-    DelVector(Vec<u8>),
-    DelVectors(Vec<u8>, Vec<u8>),
-    PutErased(Vec<u8>),
-    PutObligations(Vec<u8>, Vec<u8>),
-    DelObligations(Vec<u8>),
-    DelObligationsIn(Vec<u8>, Vec<u8>),
-    PutExpiry(Vec<u8>),
-    DelExpiry(Vec<u8>),
-    PutRevision(Vec<u8>, Vec<u8>),
-    DelRevisionsIn(Vec<u8>, Vec<u8>),
+    PutVector(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    DelVector(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelVectors(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    PutErased(#[serde(with = "serde_bytes")] Vec<u8>),
+    PutObligations(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    DelObligations(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelObligationsIn(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    PutExpiry(#[serde(with = "serde_bytes")] Vec<u8>),
+    DelExpiry(#[serde(with = "serde_bytes")] Vec<u8>),
+    PutRevision(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    DelRevisionsIn(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
     PutUser(String),
     DelUser(String),
 }
@@ -295,6 +381,8 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Res
 }
 
 impl EntryRecord {
+    /// The owned record [`encode_entry`] writes (for tests of its layout).
+    #[cfg(test)]
     pub(crate) fn new(entry: &MemoryEntry, storage_bytes: u64, terms: &TermFreqs) -> Result<Self> {
         let p = &entry.provenance;
         Ok(Self {
@@ -312,8 +400,8 @@ impl EntryRecord {
             timestamp_ms: entry.timestamp_ms,
             epoch: entry.epoch,
             storage_bytes,
-            doc_len: terms.len,
-            terms: terms.terms.clone(),
+            doc_len: terms.doc_len(),
+            terms: terms.clone(),
         })
     }
 
@@ -362,11 +450,11 @@ impl EntryRecord {
             revision: 1,
             revised_at_ms: None,
         };
-        let terms = TermFreqs {
-            terms: self.terms,
-            len: self.doc_len,
-        };
-        Ok((entry, self.storage_bytes, terms))
+        Ok((
+            entry,
+            self.storage_bytes,
+            self.terms.with_doc_len(self.doc_len),
+        ))
     }
 }
 
@@ -438,4 +526,103 @@ pub(crate) fn revisions_of(
         out.push(rec.into_revision(scope, u32::from_be_bytes(rev))?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hippocamp_core::IdempotencyKey;
+    use hippocamp_memory::NewEntry;
+    use hippocamp_memory::entry::prepare_entry;
+
+    /// [`Mutation`] as earlier builds declared it (keys and values as
+    /// plain vectors).
+    #[derive(Serialize)]
+    enum PlainMutation {
+        PutEntry(Vec<u8>, Vec<u8>),
+        DelEntry(Vec<u8>),
+        DelEntries(Vec<u8>, Vec<u8>),
+        PutSession(Vec<u8>),
+        DelSession(Vec<u8>),
+        DelSessions(Vec<u8>, Vec<u8>),
+        PutScope(Vec<u8>, Vec<u8>),
+        PutVector(Vec<u8>, Vec<u8>),
+        DelVector(Vec<u8>),
+        DelVectors(Vec<u8>, Vec<u8>),
+        PutErased(Vec<u8>),
+        PutObligations(Vec<u8>, Vec<u8>),
+        DelObligations(Vec<u8>),
+        DelObligationsIn(Vec<u8>, Vec<u8>),
+        PutExpiry(Vec<u8>),
+        DelExpiry(Vec<u8>),
+        PutRevision(Vec<u8>, Vec<u8>),
+        DelRevisionsIn(Vec<u8>, Vec<u8>),
+        PutUser(String),
+        DelUser(String),
+    }
+
+    #[test]
+    fn mutations_keep_their_log_layout() {
+        use Mutation as M;
+        use PlainMutation as P;
+        let k = || (0u8..=200).collect::<Vec<u8>>();
+        let v = || vec![7u8; 300];
+        let pairs = vec![
+            (M::PutEntry(k(), v()), P::PutEntry(k(), v())),
+            (M::DelEntry(k()), P::DelEntry(k())),
+            (M::DelEntries(k(), v()), P::DelEntries(k(), v())),
+            (M::PutSession(k()), P::PutSession(k())),
+            (M::DelSession(k()), P::DelSession(k())),
+            (M::DelSessions(k(), v()), P::DelSessions(k(), v())),
+            (M::PutScope(k(), v()), P::PutScope(k(), v())),
+            (M::PutVector(k(), v()), P::PutVector(k(), v())),
+            (M::DelVector(k()), P::DelVector(k())),
+            (M::DelVectors(k(), v()), P::DelVectors(k(), v())),
+            (M::PutErased(k()), P::PutErased(k())),
+            (M::PutObligations(k(), v()), P::PutObligations(k(), v())),
+            (M::DelObligations(k()), P::DelObligations(k())),
+            (M::DelObligationsIn(k(), v()), P::DelObligationsIn(k(), v())),
+            (M::PutExpiry(k()), P::PutExpiry(k())),
+            (M::DelExpiry(k()), P::DelExpiry(k())),
+            (M::PutRevision(k(), v()), P::PutRevision(k(), v())),
+            (M::DelRevisionsIn(k(), v()), P::DelRevisionsIn(k(), v())),
+            (M::PutUser("a\0b".into()), P::PutUser("a\0b".into())),
+            (M::DelUser("a\0b".into()), P::DelUser("a\0b".into())),
+        ];
+        for (new, old) in pairs {
+            let bytes = encode(&old).unwrap();
+            assert_eq!(encode(&new).unwrap(), bytes, "{new:?}");
+            assert_eq!(decode::<Mutation>(&bytes, "log").unwrap(), new);
+        }
+    }
+
+    #[test]
+    fn borrowed_records_encode_as_owned_ones() {
+        #[derive(Serialize)]
+        struct Pairs(Vec<(String, u32)>);
+        let scope = MemoryScope::parse("app", "user").unwrap();
+        let meta = serde_json::json!({"topic": "dogs", "n": 3});
+        let input = NewEntry::new("Caroline walks her dogs; the dogs love it.")
+            .metadata(meta.as_object().unwrap().clone())
+            .idempotency_key(IdempotencyKey::new("k").unwrap());
+        let mut entry = prepare_entry(&scope, input, &hippocamp_core::MemoryLimits::default())
+            .unwrap()
+            .entry;
+        entry.provenance.session_id = Some(SessionId::new("s1").unwrap());
+        entry.provenance.event_ids = vec![EventId::new("e1").unwrap(), EventId::new("e2").unwrap()];
+        entry.provenance.author = Some(Author::new("user").unwrap());
+        entry.provenance.timestamp_ms = Some(7);
+        entry.epoch = 3;
+        let terms = hippocamp_search::Analyzer::english().analyze(&entry.content);
+        let fast = encode_entry(&entry, 99, &terms).unwrap();
+        let owned = EntryRecord::new(&entry, 99, &terms).unwrap();
+        assert_eq!(fast, encode(&owned).unwrap());
+        // The terms as a record of an earlier build wrote them.
+        let pairs: Vec<(String, u32)> = terms.iter().map(|(t, n)| (t.to_owned(), n)).collect();
+        let tail = encode(&Pairs(pairs)).unwrap();
+        assert!(fast.ends_with(&tail));
+        let back: EntryRecord = decode(&fast, "entry").unwrap();
+        let (e, bytes, t) = back.into_entry(&scope).unwrap();
+        assert_eq!((e, bytes, t), (entry, 99, terms));
+    }
 }

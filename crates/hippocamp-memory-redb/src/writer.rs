@@ -34,8 +34,9 @@ use crate::cache::{CacheOp, ScopeCache};
 use crate::format::{
     ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
     SCOPES, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
-    encode, encode_obligations, encode_vector, entry_key, entry_range, expiry_key, revision_key,
-    revision_of, revision_range, scope_hash, session_hash, session_key, session_range, user_key,
+    encode, encode_entry, encode_obligations, encode_vector, entry_key, entry_range, expiry_key,
+    revision_key, revision_of, revision_range, scope_hash, session_hash, session_key,
+    session_range, user_key,
 };
 use hippocamp_durable::{WalStorage, encode_record};
 
@@ -243,6 +244,8 @@ struct Tx<'t> {
     changes: Changes,
     /// Every write, in order, for the log record.
     log: Vec<Mutation>,
+    /// The session whose key hash was last computed, with that hash.
+    last_session: Option<(SessionId, [u8; 16])>,
 }
 
 impl<'t> Tx<'t> {
@@ -265,6 +268,7 @@ impl<'t> Tx<'t> {
             limits,
             changes: Vec::new(),
             log: Vec::new(),
+            last_session: None,
         })
     }
 
@@ -341,6 +345,8 @@ impl<'t> Tx<'t> {
     }
 
     /// Writes one new entry and counts it; the caller checked quotas.
+    /// Returns the entry as written (its epoch set), owned by the change
+    /// handed to the cache: a caller that answers with it clones it.
     fn insert(
         &mut self,
         h: &[u8; 16],
@@ -349,9 +355,9 @@ impl<'t> Tx<'t> {
         bytes: u64,
         terms: TermFreqs,
         vector: Option<Vec<f32>>,
-    ) -> Result<MemoryEntry, Fail> {
+    ) -> Result<&MemoryEntry, Fail> {
         entry.epoch = row.epoch;
-        let rec = encode(&EntryRecord::new(&entry, bytes, &terms).txn()?).txn()?;
+        let rec = encode_entry(&entry, bytes, &terms).txn()?;
         let key = entry_key(h, &entry.id);
         self.entries.insert(&key, rec.as_slice())?;
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
@@ -361,7 +367,7 @@ impl<'t> Tx<'t> {
             self.log.push(Mutation::PutVector(key.to_vec(), bytes));
         }
         if let Some(s) = &entry.provenance.session_id {
-            let key = session_key(h, &session_hash(s), &entry.id);
+            let key = session_key(h, &self.session_hash(s), &entry.id);
             self.sessions.insert(&key, ())?;
             self.log.push(Mutation::PutSession(key.to_vec()));
         }
@@ -383,11 +389,27 @@ impl<'t> Tx<'t> {
         row.bytes += bytes;
         self.totals.entries += 1;
         self.totals.bytes += bytes;
-        self.changes.push((
-            *h,
-            CacheOp::Insert(Box::new((entry.clone(), bytes, terms, vector))),
-        ));
-        Ok(entry)
+        self.changes
+            .push((*h, CacheOp::Insert(Box::new((entry, bytes, terms, vector)))));
+        match self.changes.last() {
+            Some((_, CacheOp::Insert(b))) => Ok(&b.0),
+            _ => Err(Fail::Txn(Error::Corrupt(
+                "an inserted entry is missing from its changes".into(),
+            ))),
+        }
+    }
+
+    /// The key hash of `session`; a batch's entries share their session,
+    /// so the last one is remembered.
+    fn session_hash(&mut self, session: &SessionId) -> [u8; 16] {
+        match &self.last_session {
+            Some((s, h)) if s == session => *h,
+            _ => {
+                let h = session_hash(session);
+                self.last_session = Some((session.clone(), h));
+                h
+            }
+        }
     }
 
     /// Removes one entry if present; returns whether it was.
@@ -496,18 +518,16 @@ impl<'t> Tx<'t> {
 
     /// What ingesting `p` would do against the transaction's state.
     fn decide(
-        &self,
+        &mut self,
         h: &[u8; 16],
         scope: &MemoryScope,
         p: &PreparedEntry,
     ) -> Result<Decision, Fail> {
-        if let Some(s) = &p.entry.provenance.session_id
-            && self
-                .erased
-                .get(&session_key(h, &session_hash(s), &p.entry.id))?
-                .is_some()
-        {
-            return Ok(Decision::Erased);
+        if let Some(s) = &p.entry.provenance.session_id {
+            let key = session_key(h, &self.session_hash(s), &p.entry.id);
+            if self.erased.get(&key)?.is_some() {
+                return Ok(Decision::Erased);
+            }
         }
         Ok(match self.existing(h, scope, &p.entry.id)? {
             None => Decision::New,
@@ -560,14 +580,16 @@ impl<'t> Tx<'t> {
         .op()?;
         self.check_global(1, prepared.storage_bytes)?;
         deadline.check(Stage::Commit).op()?;
-        let entry = self.insert(
-            &h,
-            &mut row,
-            prepared.entry,
-            prepared.storage_bytes,
-            terms,
-            vector,
-        )?;
+        let entry = self
+            .insert(
+                &h,
+                &mut row,
+                prepared.entry,
+                prepared.storage_bytes,
+                terms,
+                vector,
+            )?
+            .clone();
         self.put_row(&h, &row)?;
         Ok(Embedded::Done(AddOutcome {
             entry,
@@ -839,7 +861,7 @@ impl Tx<'_> {
         .op()?;
         self.check_global(0, bytes.saturating_sub(old_bytes))?;
         at.deadline.check(Stage::Commit).op()?;
-        let rec = encode(&EntryRecord::new(&entry, bytes, &terms).txn()?).txn()?;
+        let rec = encode_entry(&entry, bytes, &terms).txn()?;
         self.entries.insert(&key, rec.as_slice())?;
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
         if let Some(v) = &vector {

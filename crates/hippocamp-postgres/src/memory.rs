@@ -246,13 +246,12 @@ fn entry_row(
             .as_ref()
             .map(|s| s.as_str().to_owned()),
         sweep_at,
-        terms: terms.terms.iter().map(|(t, _)| t.clone()).collect(),
+        terms: terms.iter().map(|(t, _)| t.to_owned()).collect(),
         tfs: terms
-            .terms
             .iter()
-            .map(|(_, n)| i32::try_from(*n).unwrap_or(i32::MAX))
+            .map(|(_, n)| i32::try_from(n).unwrap_or(i32::MAX))
             .collect(),
-        doc_len: i32::try_from(terms.len).unwrap_or(i32::MAX),
+        doc_len: i32::try_from(terms.doc_len()).unwrap_or(i32::MAX),
         embedding: vector.map(|v| pgvector::Vector::from(v.to_vec())),
     })
 }
@@ -305,14 +304,13 @@ async fn load(
         let terms: Vec<String> = row.get(2);
         let tfs: Vec<i32> = row.get(3);
         let doc_len: i32 = row.get(4);
-        let freqs = TermFreqs {
-            terms: terms
+        let freqs = TermFreqs::from_counts(
+            terms
                 .into_iter()
                 .zip(tfs)
-                .map(|(t, n)| (t, u32::try_from(n).unwrap_or(0)))
-                .collect(),
-            len: u32::try_from(doc_len).unwrap_or(0),
-        };
+                .map(|(t, n)| (t, u32::try_from(n).unwrap_or(0))),
+            u32::try_from(doc_len).unwrap_or(0),
+        );
         let id = entry.id;
         data.insert(entry, u(row.get(1)), &freqs);
         let vector: Option<pgvector::Vector> = row.get(5);
@@ -992,7 +990,7 @@ impl MemoryStore for PgMemoryStore {
         let row = entry_row(&entry, prepared.storage_bytes, &terms, vector.as_deref())?;
         insert_entries(&w.tx, w.row.id, std::slice::from_ref(&row)).await?;
         let mut delta = Delta::default();
-        delta.add(prepared.storage_bytes, terms.len);
+        delta.add(prepared.storage_bytes, terms.doc_len());
         let bytes = prepared.storage_bytes;
         let stored = entry.clone();
         w.commit(delta, &self.config, deadline, move |data| {
@@ -1079,7 +1077,7 @@ impl MemoryStore for PgMemoryStore {
                 &t,
                 v.as_deref(),
             )?);
-            delta.add(planned.prepared.storage_bytes, t.len);
+            delta.add(planned.prepared.storage_bytes, t.doc_len());
             stored.push((entry, planned.prepared.storage_bytes, t, v));
         }
         if rows.is_empty() {
@@ -1532,7 +1530,7 @@ impl MemoryStore for PgMemoryStore {
             for r in &p.history {
                 revisions.push((entry.id.to_string(), r.revision, revision_record(r)?));
             }
-            delta.add(p.storage_bytes, t.len);
+            delta.add(p.storage_bytes, t.doc_len());
             stored.push((entry, p.storage_bytes, t, v));
             report.imported += 1;
         }

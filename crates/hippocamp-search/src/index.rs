@@ -157,13 +157,13 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
             self.lens.push(0);
             u32::try_from(self.docs.len() - 1).unwrap_or(u32::MAX)
         });
-        let mut term_ids = Vec::with_capacity(doc.terms.len());
-        for (term, tf) in &doc.terms {
-            let id = if let Some(&id) = self.terms.get(term.as_str()) {
+        let mut term_ids = Vec::with_capacity(doc.distinct());
+        for (term, tf) in doc.iter() {
+            let id = if let Some(&id) = self.terms.get(term) {
                 id
             } else {
                 let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
-                self.terms.insert(term.as_str().into(), id);
+                self.terms.insert(term.into(), id);
                 self.postings.push(Vec::new());
                 id
             };
@@ -171,7 +171,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
             if list.is_empty() {
                 self.live_terms += 1;
             }
-            list.push(Posting { slot, tf: *tf });
+            list.push(Posting { slot, tf });
             term_ids.push(id);
         }
         self.docs[slot as usize] = Some(Doc {
@@ -179,8 +179,8 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
             recency,
             terms: term_ids.into_boxed_slice(),
         });
-        self.lens[slot as usize] = doc.len;
-        self.total_len += u64::from(doc.len);
+        self.lens[slot as usize] = doc.doc_len();
+        self.total_len += u64::from(doc.doc_len());
         self.slots.insert(key, slot);
     }
 
