@@ -527,7 +527,7 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         }
         Bench::DurableIngest { batches, dir } => {
             let (d, _t) = workdir(dir)?;
-            serde_json::to_value(hippocamp_bench::durable_ingest(&d, batches).await?)?
+            serde_json::to_value(hippocamp_bench::durable_ingest(&d, batches)?)?
         }
         Bench::Router {
             seconds,

@@ -269,6 +269,12 @@ pub struct DurableIngest {
     pub floor_events_per_s: f64,
     /// `add_events` / floor.
     pub ratio: f64,
+    /// Durable store: events per second until the database held them all
+    /// (acknowledged time plus the wait, at the end, for the applier's
+    /// bounded backlog).
+    pub add_events_applied_per_s: f64,
+    /// The floor's, likewise.
+    pub floor_applied_per_s: f64,
 }
 
 /// CPU seconds a clock has counted (`clock_gettime`, nanosecond
@@ -288,59 +294,115 @@ pub(crate) fn cpu_seconds() -> f64 {
     cpu_clock_seconds(rustix::time::ClockId::ProcessCPUTime)
 }
 
+/// Batches of `durable_ingest`.
+type Batches = Vec<(MemoryScope, Vec<Event>)>;
+
+/// Events per `durable_ingest` batch.
+const INGEST_BATCH: usize = 1_000;
+
+/// Runs `f` on a thread of its own, as one task of a one-thread runtime:
+/// one caller on one runtime thread.
+fn on_own_runtime<R: Send>(name: &str, f: impl AsyncFnOnce() -> Result<R> + Send) -> Result<R> {
+    std::thread::scope(|t| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(t, || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(f())
+            })?
+            .join()
+            .map_err(|_| BenchError::Failed(format!("{name} panicked")))?
+    })
+}
+
 /// Batched ingestion: the in-memory store's CPU cost per event, and the
 /// durable store's acknowledged rate next to its like-for-like floor.
-pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest> {
-    const BATCH: usize = 1_000;
-    let texts = turns(BATCH)?;
+pub fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest> {
+    let texts = turns(INGEST_BATCH)?;
     let event_bytes = texts.iter().map(String::len).sum::<usize>() / texts.len().max(1);
     let session = SessionId::new("bench")?;
-    let batch = |b: usize| -> Vec<Event> {
-        texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Event::text(format!("b{b}e{i}"), "user", 1, t.clone()))
-            .collect()
-    };
-    let scope_of = |b: usize| MemoryScope::parse("bench", &format!("ingest{}", b % 8));
-
-    // In memory, on a thread of its own running a one-thread runtime, so
-    // the thread's CPU time is the store's work and nothing else's.
-    let all: Vec<(MemoryScope, Vec<Event>)> = (0..batches)
-        .map(|b| Ok((scope_of(b)?, batch(b))))
+    let all: Batches = (0..batches)
+        .map(|b| {
+            let events = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Event::text(format!("b{b}e{i}"), "user", 1, t.clone()))
+                .collect();
+            Ok((
+                MemoryScope::parse("bench", &format!("ingest{}", b % 8))?,
+                events,
+            ))
+        })
         .collect::<Result<_>>()?;
-    let s = session.clone();
-    let (memory_cpu, memory_wall) = std::thread::Builder::new()
-        .name("ingest-memory".into())
-        .spawn(move || -> Result<(f64, f64)> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let store = hippocamp_memory::InMemoryStore::new(big_config())?;
-                let (cpu, wall) = (thread_cpu_seconds(), Instant::now());
-                for (scope, events) in &all {
-                    let report = store
-                        .add_events(scope, &s, events, &WriteOptions::default())
-                        .await?;
-                    debug_assert_eq!(report.added.len(), BATCH);
-                }
-                Ok((thread_cpu_seconds() - cpu, wall.elapsed().as_secs_f64()))
-            })
-        })?
-        .join()
-        .map_err(|_| BenchError::Failed("the in-memory run panicked".into()))??;
+    // The thread's CPU time is the in-memory store's work and nothing
+    // else's.
+    let (memory_cpu, memory_wall) = on_own_runtime("ingest-memory", async || {
+        let store = hippocamp_memory::InMemoryStore::new(big_config())?;
+        let (cpu, wall) = (thread_cpu_seconds(), Instant::now());
+        for (scope, events) in &all {
+            let report = store
+                .add_events(scope, &session, events, &WriteOptions::default())
+                .await?;
+            debug_assert_eq!(report.added.len(), INGEST_BATCH);
+        }
+        Ok((thread_cpu_seconds() - cpu, wall.elapsed().as_secs_f64()))
+    })?;
+    // The durable store's caller too (the store itself prepares a large
+    // batch on two threads and applies its writes on another). Each run
+    // goes back to back and is then waited for until the database holds
+    // it all: writes are applied behind acknowledgements, so interleaving
+    // the two would let each one's applier catch up during the other's
+    // turn.
+    let (store_secs, store_settle) = on_own_runtime("ingest-durable", async || {
+        ingest_durable(dir, &all, &session).await
+    })?;
+    let (floor_secs, floor_settle) = ingest_floor(dir, &all, &session)?;
+    let n = (batches * INGEST_BATCH) as f64;
+    let add_events_per_s = n / store_secs;
+    let floor_events_per_s = n / floor_secs;
+    Ok(DurableIngest {
+        batches,
+        batch_size: INGEST_BATCH,
+        event_bytes,
+        memory_cpu_us_per_event: memory_cpu * 1e6 / n,
+        memory_events_per_s: n / memory_wall,
+        add_events_per_s,
+        floor_events_per_s,
+        ratio: add_events_per_s / floor_events_per_s,
+        add_events_applied_per_s: n / (store_secs + store_settle),
+        floor_applied_per_s: n / (floor_secs + floor_settle),
+    })
+}
 
+/// `add_events` of every batch on a fresh durable store: seconds until the
+/// last was acknowledged, then until the database held them all (waited
+/// for as a read waits).
+async fn ingest_durable(dir: &Path, all: &Batches, session: &SessionId) -> Result<(f64, f64)> {
     let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
-    let mut floor = hippocamp_memory_redb::floor::IngestFloor::open(&dir.join("floor"))?;
+    let started = Instant::now();
+    for (scope, events) in all {
+        let report = store
+            .add_events(scope, session, events, &WriteOptions::default())
+            .await?;
+        debug_assert_eq!(report.added.len(), INGEST_BATCH);
+    }
+    let acked = started.elapsed().as_secs_f64();
+    if let Some((scope, _)) = all.first() {
+        store.erasure_epoch(scope, &CallOptions::default()).await?;
+    }
+    Ok((acked, started.elapsed().as_secs_f64() - acked))
+}
+
+/// The same entries, validated and analysed before the timer, through the
+/// floor: seconds until the last was logged, then until all were applied.
+fn ingest_floor(dir: &Path, all: &Batches, session: &SessionId) -> Result<(f64, f64)> {
     let analyzer = hippocamp_search::Analyzer::english();
     let limits = big_config().limits;
-    let (mut store_secs, mut floor_secs) = (0.0, 0.0);
-    for b in 0..batches {
-        let scope = scope_of(b)?;
-        let events = batch(b);
-        // The floor's entries: prepared and analysed before its timer.
-        let plan = hippocamp_memory::event::plan_events(&scope, &session, &events, &limits)?;
+    let mut prepared = Vec::with_capacity(all.len());
+    for (scope, events) in all {
+        let plan = hippocamp_memory::event::plan_events(scope, session, events, &limits)?;
         let entries: Vec<_> = plan
             .entries
             .into_iter()
@@ -349,29 +411,16 @@ pub async fn durable_ingest(dir: &Path, batches: usize) -> Result<DurableIngest>
                 (p.prepared.entry, p.prepared.storage_bytes, terms)
             })
             .collect();
-        let started = Instant::now();
-        let report = store
-            .add_events(&scope, &session, &events, &WriteOptions::default())
-            .await?;
-        store_secs += started.elapsed().as_secs_f64();
-        debug_assert_eq!(report.added.len(), BATCH);
-        let started = Instant::now();
-        floor.write(&scope, entries)?;
-        floor_secs += started.elapsed().as_secs_f64();
+        prepared.push((scope.clone(), entries));
     }
-    let n = (batches * BATCH) as f64;
-    let add_events_per_s = n / store_secs;
-    let floor_events_per_s = n / floor_secs;
-    Ok(DurableIngest {
-        batches,
-        batch_size: BATCH,
-        event_bytes,
-        memory_cpu_us_per_event: memory_cpu * 1e6 / n,
-        memory_events_per_s: n / memory_wall,
-        add_events_per_s,
-        floor_events_per_s,
-        ratio: add_events_per_s / floor_events_per_s,
-    })
+    let mut floor = hippocamp_memory_redb::floor::IngestFloor::open(&dir.join("floor"))?;
+    let started = Instant::now();
+    for (scope, entries) in prepared {
+        floor.write(&scope, entries)?;
+    }
+    let logged = started.elapsed().as_secs_f64();
+    floor.settle()?;
+    Ok((logged, started.elapsed().as_secs_f64() - logged))
 }
 
 /// A size line of `/proc/self/status` (`VmRSS:`, `VmHWM:`…), bytes.

@@ -27,17 +27,23 @@ impl Sha256Digest {
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
+
+    /// The lowercase hex text, written into `buf` (on the caller's stack:
+    /// every reply shows digests, and a string each was an allocation).
+    pub fn hex<'b>(&self, buf: &'b mut [u8; 64]) -> &'b str {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for (pair, b) in buf.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xf)];
+        }
+        // Hex digits only.
+        std::str::from_utf8(buf).unwrap_or_default()
+    }
 }
 
 impl fmt::Display for Sha256Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // On the stack: every reply shows digests, and `hex::encode`
-        // allocated a string for each.
-        let mut buf = [0u8; 64];
-        match hex::encode_to_slice(self.0, &mut buf) {
-            Ok(()) => f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?),
-            Err(_) => Err(fmt::Error),
-        }
+        f.write_str(self.hex(&mut [0u8; 64]))
     }
 }
 
@@ -63,7 +69,7 @@ impl FromStr for Sha256Digest {
 
 impl Serialize for Sha256Digest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(self.hex(&mut [0u8; 64]))
     }
 }
 
@@ -103,5 +109,13 @@ mod tests {
         let d = Sha256Digest::of(b"abc");
         assert_eq!(d.to_string().parse::<Sha256Digest>().unwrap(), d);
         assert!("xyz".parse::<Sha256Digest>().is_err());
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            format!("\"{}\"", hex::encode(d.as_bytes()))
+        );
+        for b in 0..=255u8 {
+            let d = Sha256Digest::from_bytes([b; 32]);
+            assert_eq!(d.to_string(), hex::encode(d.as_bytes()));
+        }
     }
 }

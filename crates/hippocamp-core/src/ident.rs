@@ -289,7 +289,7 @@ impl FromStr for EntryId {
 impl EntryId {
     /// The text form written into `buf` (no allocation: ids are written
     /// into every reply).
-    fn text<'b>(&self, buf: &'b mut [u8; 36]) -> &'b str {
+    pub fn text<'b>(&self, buf: &'b mut [u8; 36]) -> &'b str {
         buf[..4].copy_from_slice(ENTRY_ID_PREFIX.as_bytes());
         if hex::encode_to_slice(self.0, &mut buf[4..]).is_err() {
             return "";

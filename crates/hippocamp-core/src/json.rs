@@ -102,6 +102,68 @@ pub fn encoded_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     c.0
 }
 
+/// Appends `s` as a JSON string, exactly as `serde_json` writes it (`"`,
+/// `\` and control characters escaped, `\b \t \n \f \r` by name and the
+/// rest as `\u00xx`; everything else as is), looking at eight bytes at a
+/// time: serde_json's byte-by-byte scan was most of a search reply's
+/// encoding time. `tests::strings_are_written_as_serde_json_writes_them`.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    /// Non-zero when a byte of `w` may need escaping (a control
+    /// character, `"` or `\\`); may also flag bytes after one that does,
+    /// never misses one.
+    fn maybe_escapes(w: u64) -> u64 {
+        let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+        let q = w ^ (ONES * u64::from(b'"'));
+        let b = w ^ (ONES * u64::from(b'\\'));
+        (below_space | (q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGH
+    }
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            if maybe_escapes(u64::from_le_bytes(w)) == 0 {
+                i += 8;
+                continue;
+            }
+        }
+        let end = (i + 8).min(bytes.len());
+        for (j, &b) in bytes.iter().enumerate().take(end).skip(i) {
+            let named = match b {
+                b'"' => b'"',
+                b'\\' => b'\\',
+                0x08 => b'b',
+                0x09 => b't',
+                0x0a => b'n',
+                0x0c => b'f',
+                0x0d => b'r',
+                0x00..=0x1f => 0,
+                _ => continue,
+            };
+            out.extend_from_slice(&bytes[run..j]);
+            run = j + 1;
+            if named == 0 {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            } else {
+                out.push(b'\\');
+                out.push(named);
+            }
+        }
+        i = end;
+    }
+    out.extend_from_slice(&bytes[run..]);
+    out.push(b'"');
+}
+
 /// JSON equality where numbers compare by value (`1 == 1.0`).
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
@@ -139,6 +201,29 @@ pub fn json_cmp(left: &Value, right: &Value) -> Option<Ordering> {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        #[test]
+        fn strings_are_written_as_serde_json_writes_them(
+            s in "([\\x00-\\x7f]|é|日|\\u{2028}|\\u{10ffff}|[a-z ]{0,20}){0,60}",
+        ) {
+            let mut fast = Vec::new();
+            super::write_str(&mut fast, &s);
+            proptest::prop_assert_eq!(fast, serde_json::to_vec(&s).unwrap());
+        }
+    }
+
+    #[test]
+    fn every_byte_is_escaped_or_kept_as_serde_json_does() {
+        for b in 0u8..0x80 {
+            for at in 0..17 {
+                let s = format!("{}{}{}", "a".repeat(at), char::from(b), "z".repeat(9));
+                let mut fast = Vec::new();
+                super::write_str(&mut fast, &s);
+                assert_eq!(fast, serde_json::to_vec(&s).unwrap(), "byte {b:#x} at {at}");
+            }
+        }
+    }
+
     use serde_json::json;
 
     use super::*;

@@ -28,4 +28,4 @@ pub mod sim;
 pub mod wal;
 
 pub use lock::DirLock;
-pub use wal::{FileWal, WalStorage, decode_log, encode_record};
+pub use wal::{FileWal, WalStorage, decode_log, encode_record, encode_record_sized, postcard_into};

@@ -14,8 +14,10 @@
 //!
 //! On open, records newer than the checkpoint (`wal_seq` in the `meta`
 //! table) are replayed in order in one durable transaction. A record is
-//! `len u32 LE | seq u64 LE | first 8 bytes of SHA-256(seq, payload) |
-//! payload`; the log ends at the first record that is short, fails its
+//! `len u32 LE | seq u64 LE | XXH3-64(seq, payload) LE | payload` (a
+//! torn-write check, not a defence against whoever can write the file;
+//! records of earlier builds carry the first 8 bytes of SHA-256 instead and
+//! are read too); the log ends at the first record that is short, fails its
 //! checksum, or does not follow its predecessor's sequence number (a torn
 //! tail was never acknowledged, since appends are sequential and each is
 //! synced before its writes are acknowledged).
@@ -118,7 +120,7 @@ impl WalStorage for FileWal {
             self.file.read_exact_at(&mut payload, at + HEADER as u64)?;
             let mut seq = [0u8; 8];
             seq.copy_from_slice(&header[4..12]);
-            if checksum(u64::from_le_bytes(seq), &payload) != header[12..] {
+            if !intact(u64::from_le_bytes(seq), &payload, &header[12..]) {
                 return Ok(out);
             }
             out.extend_from_slice(&header);
@@ -153,6 +155,16 @@ impl WalStorage for FileWal {
 const HEADER: usize = 4 + 8 + 8;
 
 fn checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&seq.to_le_bytes());
+    h.update(payload);
+    h.digest().to_le_bytes()
+}
+
+/// The checksum records had before this build (the first 8 bytes of
+/// SHA-256): a log a crash left behind under an earlier build still
+/// replays.
+fn legacy_checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
     let mut h = Sha256::new();
     h.update(seq.to_le_bytes());
     h.update(payload);
@@ -162,16 +174,61 @@ fn checksum(seq: u64, payload: &[u8]) -> [u8; 8] {
     out
 }
 
+/// Whether `sum` is the checksum of record `seq` holding `payload`.
+fn intact(seq: u64, payload: &[u8], sum: &[u8]) -> bool {
+    checksum(seq, payload) == sum || legacy_checksum(seq, payload) == sum
+}
+
 /// Encodes one record holding `mutations` (postcard-encoded), serialized
 /// straight after the space its header takes (one buffer, no copy).
 pub fn encode_record<M: Serialize>(seq: u64, mutations: &[M]) -> io::Result<Vec<u8>> {
-    let out = postcard::to_extend(mutations, vec![0u8; HEADER]).map_err(|e| {
+    encode_record_sized(seq, mutations, 0)
+}
+
+/// [`encode_record`] into a buffer of `size_hint` bytes to start with (a
+/// large group grown from empty was copied a dozen times).
+pub fn encode_record_sized<M: Serialize>(
+    seq: u64,
+    mutations: &[M],
+    size_hint: usize,
+) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(HEADER + size_hint);
+    out.resize(HEADER, 0);
+    let out = postcard_into(out, mutations).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("cannot encode a log record: {e}"),
         )
     })?;
     seal(seq, out)
+}
+
+/// postcard's encoding of `value` appended to `out` (the bytes of
+/// `postcard::to_stdvec`, tested): through `Extend`, postcard added bytes
+/// one call at a time, a measured share of encoding a durable write.
+pub fn postcard_into<T: Serialize + ?Sized>(out: Vec<u8>, value: &T) -> postcard::Result<Vec<u8>> {
+    postcard::serialize_with_flavor(value, VecFlavor(out))
+}
+
+/// A postcard output that appends to a vector in bulk.
+struct VecFlavor(Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for VecFlavor {
+    type Output = Vec<u8>;
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
+    }
 }
 
 /// Fills in the header of a record whose payload follows [`HEADER`]
@@ -206,7 +263,7 @@ pub fn decode_log<M: DeserializeOwned>(bytes: &[u8]) -> Vec<(u64, Vec<M>)> {
         let Some(payload) = bytes.get(at + HEADER..at + HEADER + len) else {
             break;
         };
-        if checksum(seq, payload) != sum {
+        if !intact(seq, payload, sum) {
             break;
         }
         if out.last().is_some_and(|(prev, _)| seq != prev + 1) {
@@ -263,19 +320,48 @@ mod tests {
     }
 
     #[test]
+    fn appended_postcard_is_postcard() {
+        let m = vec![
+            Mutation::PutScope(vec![1; 300], vec![2; 5]),
+            Mutation::DelEntry(vec![]),
+        ];
+        let out = postcard_into(vec![9, 9], &m).unwrap();
+        assert_eq!(out[..2], [9, 9]);
+        assert_eq!(out[2..], postcard::to_stdvec(&m).unwrap());
+    }
+
+    #[test]
     fn a_record_is_its_header_then_its_payload() {
         let m = vec![Mutation::PutScope(vec![9; 3], vec![8; 70_000])];
         let rec = encode_record(42, &m).unwrap();
         let payload = postcard::to_stdvec(&m).unwrap();
         let mut want = u32::try_from(payload.len()).unwrap().to_le_bytes().to_vec();
         want.extend_from_slice(&42u64.to_le_bytes());
-        let d = Sha256::new()
-            .chain_update(42u64.to_le_bytes())
-            .chain_update(&payload)
-            .finalize();
-        want.extend_from_slice(&d[..8]);
+        let mut seeded = 42u64.to_le_bytes().to_vec();
+        seeded.extend_from_slice(&payload);
+        want.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&seeded).to_le_bytes());
         want.extend_from_slice(&payload);
         assert_eq!(rec, want);
+    }
+
+    #[test]
+    fn records_of_earlier_builds_still_replay() {
+        let m = vec![Mutation::DelEntry(vec![3; 32])];
+        let payload = postcard::to_stdvec(&m).unwrap();
+        let mut old = u32::try_from(payload.len()).unwrap().to_le_bytes().to_vec();
+        old.extend_from_slice(&7u64.to_le_bytes());
+        let d = Sha256::new()
+            .chain_update(7u64.to_le_bytes())
+            .chain_update(&payload)
+            .finalize();
+        old.extend_from_slice(&d[..8]);
+        old.extend_from_slice(&payload);
+        let mut log = old.clone();
+        log.extend(encode_record(8, &m).unwrap());
+        assert_eq!(decode_log::<Mutation>(&log), vec![(7, m.clone()), (8, m)]);
+        let last = old.len() - 1;
+        old[last] ^= 1;
+        assert!(decode_log::<Mutation>(&old).is_empty());
     }
 
     #[test]

@@ -44,19 +44,16 @@ impl IngestFloor {
         )?;
         let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(Error::storage)?;
         Ok(Self {
-            writer: Writer {
-                db: Arc::new(db),
-                cache: Arc::new(ScopeCache::new(options.scope_cache_bytes)),
-                limits: MemoryLimits::default(),
-                wal: Box::new(wal),
-                seq: 0,
-                since_checkpoint: 0,
-                wal_bytes: 0,
-                poisoned: None,
+            writer: Writer::new(
+                Arc::new(db),
+                Arc::new(ScopeCache::new(options.scope_cache_bytes)),
+                MemoryLimits::default(),
+                Box::new(wal),
+                0,
                 options,
-                totals: crate::format::Totals::default(),
-                published: Arc::new(Mutex::new(crate::format::Totals::default())),
-            },
+                crate::format::Totals::default(),
+                Arc::new(Mutex::new(crate::format::Totals::default())),
+            )?,
         })
     }
 
@@ -68,5 +65,11 @@ impl IngestFloor {
         entries: Vec<(MemoryEntry, u64, TermFreqs)>,
     ) -> Result<()> {
         self.writer.write_unchecked(scope, entries)
+    }
+
+    /// Waits until the database holds everything written (as a store's
+    /// reads would).
+    pub fn settle(&mut self) -> Result<()> {
+        self.writer.settle()
     }
 }

@@ -31,8 +31,12 @@
 mod cache;
 pub mod floor;
 pub mod format;
+pub mod pipeline;
 mod store;
 mod writer;
 
 pub use hippocamp_durable::{FileWal, WalStorage};
-pub use store::{DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, SCOPE_CACHE_BYTES, WAL_FILE};
+pub use store::{
+    DB_CACHE_BYTES, DB_FILE, DurableOptions, LOCK_FILE, RedbMemoryStore, SCOPE_CACHE_BYTES,
+    WAL_FILE,
+};

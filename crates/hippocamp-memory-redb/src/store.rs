@@ -12,7 +12,9 @@ use hippocamp_core::{
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::check_update;
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
-use hippocamp_memory::event::{Decision, Event, EventPlan, IngestReport, PlanTerms, plan_events};
+use hippocamp_memory::event::{
+    Decision, Event, EventPlan, IngestReport, PlanTerms, prepare_events,
+};
 use hippocamp_memory::import::prepare_import;
 use hippocamp_memory::list::prepare_names;
 use hippocamp_memory::list::{
@@ -39,6 +41,7 @@ use crate::format::{
     WAL_SEQ_KEY, decode, decode_obligations, decode_vector, entry_key, entry_range, revision_of,
     revision_range, revisions_of, scope_hash, session_hash, session_key, user_key,
 };
+use crate::pipeline::{LogTables, Progress};
 use crate::writer::{Admission, Committer, Embedded, Moment, Op, Writer};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 
@@ -57,10 +60,15 @@ pub struct DurableOptions {
     pub checkpoint_groups: usize,
     /// ...or once the log holds this many bytes (default 64 MiB).
     pub checkpoint_bytes: u64,
-    /// redb's page cache (default 16 MiB). Searches run on the store's own
-    /// per-scope state and reads fall back to the operating system's file
-    /// cache, so a small cache keeps the resident size bounded when a
-    /// whole user is exported.
+    /// redb's page cache and write buffer (default 256 MiB;
+    /// [`DB_CACHE_BYTES`] is the range). Writes are applied to the
+    /// database behind acknowledgements, at the rate its inserts allow,
+    /// and inserts under random ids into pages that fell out of this cache
+    /// re-read and re-write them: at 16 MiB, bulk ingestion was bound by
+    /// it (measured; `docs/PERFORMANCE.md`). Searches run on the store's
+    /// own per-scope state, so this is the database's share of the
+    /// resident size, filled only as pages are used. Reported by
+    /// `capabilities()` as the limit `db_cache_bytes`.
     pub cache_bytes: usize,
     /// Scopes' search state kept in memory (entries and index), charged at
     /// their entries' storage bytes plus ~1,000 bytes an entry of index
@@ -74,6 +82,9 @@ pub struct DurableOptions {
 /// Default, smallest and largest `scope_cache_bytes`.
 pub const SCOPE_CACHE_BYTES: (u64, u64, u64) = (1 << 30, 1 << 20, 1 << 40);
 
+/// Default, smallest and largest `cache_bytes` (`db_cache_bytes`).
+pub const DB_CACHE_BYTES: (u64, u64, u64) = (256 << 20, 1 << 20, 1 << 36);
+
 impl DurableOptions {
     /// Checks the options' ranges.
     pub fn validate(&self) -> Result<()> {
@@ -81,6 +92,13 @@ impl DurableOptions {
         hippocamp_core::error::check_range(
             "memory_cache.scope_cache_bytes",
             self.scope_cache_bytes,
+            min,
+            max,
+        )?;
+        let (_, min, max) = DB_CACHE_BYTES;
+        hippocamp_core::error::check_range(
+            "memory_cache.db_cache_bytes",
+            u64::try_from(self.cache_bytes).unwrap_or(u64::MAX),
             min,
             max,
         )
@@ -92,7 +110,7 @@ impl Default for DurableOptions {
         Self {
             checkpoint_groups: 16_384,
             checkpoint_bytes: 64 << 20,
-            cache_bytes: 16 << 20,
+            cache_bytes: usize::try_from(DB_CACHE_BYTES.0).unwrap_or(usize::MAX),
             scope_cache_bytes: SCOPE_CACHE_BYTES.0,
         }
     }
@@ -108,6 +126,10 @@ pub struct RedbMemoryStore {
     cache: Arc<ScopeCache>,
     committer: Arc<Committer>,
     totals: Arc<Mutex<Totals>>,
+    /// How far the applier has got: reads of the database wait for it.
+    progress: Arc<Progress>,
+    /// The database's cache bound, for `capabilities()`.
+    db_cache_bytes: u64,
     clock: hippocamp_memory::config::StoreClock,
     _lock: Option<DirLock>,
 }
@@ -168,6 +190,7 @@ impl RedbMemoryStore {
         options: DurableOptions,
     ) -> Result<Self> {
         config.validate()?;
+        options.validate()?;
         let dir = dir.as_ref();
         hippocamp_durable::fs::private_dir(dir)
             .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
@@ -212,19 +235,17 @@ impl RedbMemoryStore {
         let db = Arc::new(db);
         options.validate()?;
         let cache = Arc::new(ScopeCache::new(options.scope_cache_bytes));
-        let writer = Writer {
-            db: Arc::clone(&db),
-            cache: Arc::clone(&cache),
-            limits: config.limits.clone(),
+        let writer = Writer::new(
+            Arc::clone(&db),
+            Arc::clone(&cache),
+            config.limits.clone(),
             wal,
             seq,
-            since_checkpoint: 0,
-            wal_bytes: 0,
-            poisoned: None,
             options,
             totals,
-            published: Arc::clone(&published),
-        };
+            Arc::clone(&published),
+        )?;
+        let progress = Arc::clone(&writer.progress);
         Ok(Self {
             clock: config.clock.clone(),
             config,
@@ -238,6 +259,8 @@ impl RedbMemoryStore {
                 "the memory writer",
             )),
             totals: published,
+            progress,
+            db_cache_bytes: u64::try_from(options.cache_bytes).unwrap_or(u64::MAX),
             _lock: lock,
         })
     }
@@ -259,6 +282,15 @@ impl RedbMemoryStore {
         }
     }
 
+    /// Waits, within `deadline`, until the database holds every write
+    /// acknowledged so far (adds are applied behind the writer: see
+    /// [`crate::pipeline`]); every read of the database does this first.
+    async fn settled(&self, deadline: Deadline) -> Result<()> {
+        tokio::time::timeout_at(deadline.instant().into(), self.progress.settled())
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))?
+    }
+
     async fn submit<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op) -> Result<T> {
         let (reply, rx) = oneshot::channel();
         self.committer.submit(make(reply), rx).await
@@ -268,6 +300,15 @@ impl RedbMemoryStore {
     /// becomes active) rather than on its first search.
     pub async fn preload(&self, scope: &MemoryScope) -> Result<()> {
         self.slot(scope).await.map(drop)
+    }
+
+    /// Holds the thread that applies acknowledged adds to the database
+    /// until the guard is dropped, so the database lags the log: for tests
+    /// of what acknowledgements and reads guarantee meanwhile (see
+    /// [`crate::pipeline`]). Drop the guard before the store.
+    #[doc(hidden)]
+    pub fn pause_applier(&self) -> crate::pipeline::Pause {
+        self.progress.pause()
     }
 
     /// Drops a scope's in-memory search state; its data stays on disk and
@@ -295,9 +336,14 @@ impl RedbMemoryStore {
     async fn slot(&self, scope: &MemoryScope) -> Result<Arc<crate::cache::Slot>> {
         let key = scope_hash(scope);
         let db = Arc::clone(&self.db);
+        let progress = Arc::clone(&self.progress);
         let scope = scope.clone();
         self.cache
             .get_or_load(key, move || async move {
+                // After the load is counted (so later commits keep their
+                // changes for it), before its snapshot: the snapshot then
+                // holds every acknowledged write.
+                progress.settled().await?;
                 tokio::task::spawn_blocking(move || load_scope(&db, &scope))
                     .await
                     .map_err(|e| Error::Unavailable(format!("scope load failed: {e}")))?
@@ -414,7 +460,7 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
             ),
             None => 0,
         };
-        let mut tables = Replayed::open(&txn)?;
+        let mut tables = LogTables::open(&txn)?;
         let mut last = applied;
         for (seq, mutations) in records {
             if seq <= applied {
@@ -432,81 +478,6 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
     txn.commit().map_err(storage)?;
     wal.truncate().map_err(storage)?;
     Ok(last)
-}
-
-/// The tables a replay writes to.
-struct Replayed<'t> {
-    scopes: redb::Table<'t, &'static [u8; 16], &'static [u8]>,
-    entries: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
-    sessions: redb::Table<'t, &'static [u8; 48], ()>,
-    vectors: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
-    erased: redb::Table<'t, &'static [u8; 48], ()>,
-    obligations: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
-    expiry: redb::Table<'t, &'static [u8; 40], ()>,
-    revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
-    users: redb::Table<'t, &'static str, ()>,
-}
-
-fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
-    k.try_into()
-        .map_err(|_| Error::Corrupt(format!("a log record has a key of {} bytes", k.len())))
-}
-
-impl<'t> Replayed<'t> {
-    fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
-        Ok(Self {
-            scopes: txn.open_table(SCOPES).map_err(storage)?,
-            entries: txn.open_table(ENTRIES).map_err(storage)?,
-            sessions: txn.open_table(SESSIONS).map_err(storage)?,
-            vectors: txn.open_table(VECTORS).map_err(storage)?,
-            erased: txn.open_table(ERASED).map_err(storage)?,
-            obligations: txn.open_table(OBLIGATIONS).map_err(storage)?,
-            expiry: txn.open_table(EXPIRY).map_err(storage)?,
-            revisions: txn.open_table(REVISIONS).map_err(storage)?,
-            users: txn.open_table(USERS).map_err(storage)?,
-        })
-    }
-
-    /// Applies one logged mutation.
-    fn apply(&mut self, m: Mutation) -> Result<()> {
-        let written = match m {
-            Mutation::PutEntry(k, v) => self.entries.insert(&fixed(&k)?, v.as_slice()).map(drop),
-            Mutation::DelEntry(k) => self.entries.remove(&fixed(&k)?).map(drop),
-            Mutation::DelEntries(lo, hi) => self
-                .entries
-                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
-            Mutation::PutSession(k) => self.sessions.insert(&fixed(&k)?, ()).map(drop),
-            Mutation::DelSession(k) => self.sessions.remove(&fixed(&k)?).map(drop),
-            Mutation::DelSessions(lo, hi) => self
-                .sessions
-                .retain_in::<&[u8; 48], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, ()| false),
-            Mutation::PutScope(k, v) => self.scopes.insert(&fixed(&k)?, v.as_slice()).map(drop),
-            Mutation::PutVector(k, v) => self.vectors.insert(&fixed(&k)?, v.as_slice()).map(drop),
-            Mutation::DelVector(k) => self.vectors.remove(&fixed(&k)?).map(drop),
-            Mutation::DelVectors(lo, hi) => self
-                .vectors
-                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
-            Mutation::PutErased(k) => self.erased.insert(&fixed(&k)?, ()).map(drop),
-            Mutation::PutObligations(k, v) => {
-                self.obligations.insert(&fixed(&k)?, v.as_slice()).map(drop)
-            }
-            Mutation::DelObligations(k) => self.obligations.remove(&fixed(&k)?).map(drop),
-            Mutation::DelObligationsIn(lo, hi) => self
-                .obligations
-                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
-            Mutation::PutExpiry(k) => self.expiry.insert(&fixed(&k)?, ()).map(drop),
-            Mutation::DelExpiry(k) => self.expiry.remove(&fixed(&k)?).map(drop),
-            Mutation::PutRevision(k, v) => {
-                self.revisions.insert(&fixed(&k)?, v.as_slice()).map(drop)
-            }
-            Mutation::DelRevisionsIn(lo, hi) => self
-                .revisions
-                .retain_in::<&[u8; 36], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
-            Mutation::PutUser(k) => self.users.insert(k.as_str(), ()).map(drop),
-            Mutation::DelUser(k) => self.users.remove(k.as_str()).map(drop),
-        };
-        written.map_err(storage)
-    }
 }
 
 /// Builds the `users` index from the scope rows once, for a store
@@ -726,6 +697,18 @@ impl MemoryStore for RedbMemoryStore {
             description: "bytes of scopes' search state kept in memory (charged at their entries' storage bytes plus 1,000 an entry); least recently used scopes are released beyond it".into(),
             configurable: true,
         });
+        let (default, min, max) = DB_CACHE_BYTES;
+        c.limits.push(hippocamp_core::limits::LimitInfo {
+            name: "db_cache_bytes".into(),
+            value: self.db_cache_bytes,
+            default,
+            min,
+            max,
+            description:
+                "bytes of the database's page cache and write buffer (filled as pages are used)"
+                    .into(),
+            configurable: true,
+        });
         c
     }
 
@@ -742,6 +725,9 @@ impl MemoryStore for RedbMemoryStore {
         // Embedded before the write is queued, so the vector commits with
         // it; not when this keyed entry is already stored (a duplicate or a
         // conflict either way).
+        if embedder.is_some() && prepared.keyed {
+            self.settled(deadline).await?;
+        }
         let known = embedder.is_some()
             && prepared.keyed
             && self
@@ -800,8 +786,10 @@ impl MemoryStore for RedbMemoryStore {
         opts: &WriteOptions,
     ) -> Result<IngestReport> {
         let deadline = self.deadline(&opts.call);
-        let plan = plan_events(scope, session, events, &self.config.limits)?;
-        let terms = plan.analyze(&self.analyzer);
+        // A large batch is prepared on two threads: its inserts are applied
+        // on the applier's, so preparation is what the caller waits for.
+        let (plan, terms) =
+            prepare_events(scope, session, events, &self.config.limits, &self.analyzer)?;
         let embedder = self.embedder.as_deref();
         let decide = |stored: &Stored, p: &PreparedEntry| {
             if stored.erased.contains(&p.entry.id) {
@@ -816,6 +804,7 @@ impl MemoryStore for RedbMemoryStore {
         // Only what would be new is embedded (not what the scope holds).
         let mut vectors = HashMap::new();
         if embedder.is_some() {
+            self.settled(deadline).await?;
             let stored = self.planned(scope, &plan)?;
             let need = plan.new_indices(|p| decide(&stored, p));
             vectors = embed_plan(embedder, &plan, &need, deadline).await?;
@@ -850,6 +839,7 @@ impl MemoryStore for RedbMemoryStore {
                 Embedded::Done(report) => return Ok(report),
                 // Stored when looked at, gone when committed: embed those.
                 Embedded::NeedVectors => {
+                    self.settled(deadline).await?;
                     let stored = self.planned(scope, &plan)?;
                     let missing: Vec<usize> = plan
                         .new_indices(|p| decide(&stored, p))
@@ -901,7 +891,9 @@ impl MemoryStore for RedbMemoryStore {
         id: &EntryId,
         opts: &CallOptions,
     ) -> Result<MemoryEntry> {
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
         let txn = self.db.begin_read().map_err(storage)?;
         live_entry(&txn, scope, id, self.clock.now_ms())
     }
@@ -948,7 +940,9 @@ impl MemoryStore for RedbMemoryStore {
     }
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
         let txn = self.db.begin_read().map_err(storage)?;
         let scopes = txn.open_table(SCOPES).map_err(storage)?;
         match scopes.get(&scope_hash(scope)).map_err(storage)? {
@@ -987,7 +981,8 @@ impl MemoryStore for RedbMemoryStore {
         request: &ExportRequest,
         opts: &CallOptions,
     ) -> Result<EntryPage> {
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
         let p = prepare_export(request, &self.config.limits)?;
         let after = match p.after {
             None => None,
@@ -999,6 +994,7 @@ impl MemoryStore for RedbMemoryStore {
                 ));
             }
         };
+        self.settled(deadline).await?;
         let (db, scope, now) = (Arc::clone(&self.db), scope.clone(), self.clock.now_ms());
         // Straight from the tables, one bounded page per read transaction:
         // the scope's search state is neither needed nor loaded.
@@ -1058,7 +1054,9 @@ impl MemoryStore for RedbMemoryStore {
         id: &EntryId,
         opts: &CallOptions,
     ) -> Result<Vec<Revision>> {
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
         let txn = self.db.begin_read().map_err(storage)?;
         let entry = live_entry(&txn, scope, id, self.clock.now_ms())?;
         let revisions = txn.open_table(REVISIONS).map_err(storage)?;
@@ -1113,7 +1111,9 @@ impl MemoryStore for RedbMemoryStore {
 
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         use std::ops::Bound::{Included, Unbounded};
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
         let p = prepare_names(request, &self.config.limits)?;
         // Every key of an app sorts between `app\0` and `app\u{1}`.
         let from = match &p.after {
@@ -1136,7 +1136,9 @@ impl MemoryStore for RedbMemoryStore {
         opts: &CallOptions,
     ) -> Result<NamePage> {
         use std::ops::Bound::{Excluded, Included};
-        self.deadline(opts).check(Stage::Queueing)?;
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
         let p = prepare_names(request, &self.config.limits)?;
         let from = match &p.after {
             Some(user) => Excluded(user_key(app.as_str(), user)),

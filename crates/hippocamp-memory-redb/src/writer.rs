@@ -27,7 +27,7 @@ use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep, WriteOptions};
 use hippocamp_search::TermFreqs;
-use redb::{Database, Durability, ReadableTable, Table};
+use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table};
 use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
@@ -35,10 +35,11 @@ use crate::format::{
     ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
     SCOPES, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
     encode, encode_entry, encode_obligations, encode_vector, entry_key, entry_range, expiry_key,
-    revision_key, revision_of, revision_range, scope_hash, session_hash, session_key,
+    log_record, revision_key, revision_of, revision_range, scope_hash, session_hash, session_key,
     session_range, user_key,
 };
-use hippocamp_durable::{WalStorage, encode_record};
+use crate::pipeline::{Applier, MAX_PENDING_BYTES, MAX_PENDING_GROUPS, Overlay, Progress};
+use hippocamp_durable::WalStorage;
 
 /// Committed changes, by scope key, for the cache.
 type Changes = Vec<([u8; 16], CacheOp)>;
@@ -126,6 +127,13 @@ pub(crate) enum Op {
         at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<ImportReport>>,
     },
+}
+
+impl Op {
+    /// Whether it only adds (and so may be staged).
+    fn is_add(&self) -> bool {
+        matches!(self, Op::AddEntry { .. } | Op::AddEvents { .. })
+    }
 }
 
 /// When a deletion runs: its deadline, and the wall-clock moment its
@@ -229,7 +237,18 @@ impl Reply {
     }
 }
 
-struct Tx<'t> {
+/// Where a group's reads and writes go.
+enum Tables<'t> {
+    /// A write transaction: any operation, once the applier has caught up.
+    Direct(Box<Direct<'t>>),
+    /// A snapshot of what the applier has applied under what logged groups
+    /// not yet applied and this group wrote: adds only (see
+    /// [`crate::pipeline`]).
+    Staged(Box<Staged<'t>>),
+}
+
+/// Every table, in a write transaction.
+struct Direct<'t> {
     scopes: Table<'t, &'static [u8; 16], &'static [u8]>,
     entries: Table<'t, &'static [u8; 32], &'static [u8]>,
     sessions: Table<'t, &'static [u8; 48], ()>,
@@ -239,6 +258,49 @@ struct Tx<'t> {
     expiry: Table<'t, &'static [u8; 40], ()>,
     revisions: Table<'t, &'static [u8; 36], &'static [u8]>,
     users: Table<'t, &'static str, ()>,
+}
+
+/// What an add reads, as of a read snapshot, under two overlays.
+struct Staged<'t> {
+    scopes: ReadOnlyTable<&'static [u8; 16], &'static [u8]>,
+    entries: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    erased: ReadOnlyTable<&'static [u8; 48], ()>,
+    obligations: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    revisions: ReadOnlyTable<&'static [u8; 36], &'static [u8]>,
+    /// Logged groups not yet applied.
+    pending: &'t Overlay,
+    /// This group.
+    group: Overlay,
+}
+
+impl Staged<'_> {
+    /// A value of the overlays, newest first, else of the snapshot.
+    fn read<const N: usize>(
+        &self,
+        pick: impl Fn(&Overlay) -> &HashMap<[u8; N], (u64, Vec<u8>)>,
+        table: &ReadOnlyTable<&'static [u8; N], &'static [u8]>,
+        key: &[u8; N],
+    ) -> Result<Option<Vec<u8>>, Fail> {
+        for o in [&self.group, self.pending] {
+            if let Some((_, v)) = pick(o).get(key) {
+                return Ok(Some(v.clone()));
+            }
+        }
+        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+    }
+}
+
+/// An operation that only runs on a write transaction met a staged group:
+/// the writer routes every such operation to a direct one, so this is a
+/// bug, and the group fails rather than write half of it.
+fn not_direct() -> Fail {
+    Fail::Txn(Error::Unavailable(
+        "the memory writer staged an operation that needs a write transaction".into(),
+    ))
+}
+
+struct Tx<'t> {
+    t: Tables<'t>,
     totals: Totals,
     limits: &'t MemoryLimits,
     changes: Changes,
@@ -249,12 +311,12 @@ struct Tx<'t> {
 }
 
 impl<'t> Tx<'t> {
-    fn open(
+    fn direct(
         txn: &'t redb::WriteTransaction,
         totals: Totals,
         limits: &'t MemoryLimits,
     ) -> hippocamp_core::Result<Self> {
-        Ok(Tx {
+        let d = Direct {
             scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
             entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
             sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
@@ -264,19 +326,64 @@ impl<'t> Tx<'t> {
             expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
             revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
             users: txn.open_table(USERS).map_err(Error::storage)?,
+        };
+        Ok(Self::with(Tables::Direct(Box::new(d)), totals, limits))
+    }
+
+    fn staged(
+        txn: &redb::ReadTransaction,
+        pending: &'t Overlay,
+        totals: Totals,
+        limits: &'t MemoryLimits,
+    ) -> hippocamp_core::Result<Self> {
+        let s = Staged {
+            scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
+            entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
+            erased: txn.open_table(ERASED).map_err(Error::storage)?,
+            obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
+            revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
+            pending,
+            group: Overlay::default(),
+        };
+        Ok(Self::with(Tables::Staged(Box::new(s)), totals, limits))
+    }
+
+    fn with(t: Tables<'t>, totals: Totals, limits: &'t MemoryLimits) -> Self {
+        Tx {
+            t,
             totals,
             limits,
             changes: Vec::new(),
             log: Vec::new(),
             last_session: None,
-        })
+        }
+    }
+
+    /// The write transaction's tables (operations other than adds).
+    fn d(&mut self) -> Result<&mut Direct<'t>, Fail> {
+        match &mut self.t {
+            Tables::Direct(d) => Ok(d),
+            Tables::Staged(_) => Err(not_direct()),
+        }
+    }
+
+    /// The write transaction's tables, to read.
+    fn dr(&self) -> Result<&Direct<'t>, Fail> {
+        match &self.t {
+            Tables::Direct(d) => Ok(d),
+            Tables::Staged(_) => Err(not_direct()),
+        }
     }
 
     fn row(&self, h: &[u8; 16], scope: &MemoryScope) -> Result<ScopeRow, Fail> {
-        match self.scopes.get(h)? {
+        let found = match &self.t {
+            Tables::Direct(d) => d.scopes.get(h)?.map(|v| v.value().to_vec()),
+            Tables::Staged(s) => s.read(|o| &o.scopes, &s.scopes, h)?,
+        };
+        match found {
             None => Ok(ScopeRow::new(scope)),
             Some(v) => {
-                let row: ScopeRow = decode(v.value(), "scope").op()?;
+                let row: ScopeRow = decode(&v, "scope").op()?;
                 if row.app != scope.app().as_str() || row.user != scope.user().as_str() {
                     return Err(Fail::Op(Error::Corrupt("scope key collision".into())));
                 }
@@ -287,7 +394,10 @@ impl<'t> Tx<'t> {
 
     fn put_row(&mut self, h: &[u8; 16], row: &ScopeRow) -> Result<(), Fail> {
         let bytes = encode(row).txn()?;
-        self.scopes.insert(h, bytes.as_slice())?;
+        match &mut self.t {
+            Tables::Direct(d) => drop(d.scopes.insert(h, bytes.as_slice())?),
+            Tables::Staged(s) => drop(s.group.scopes.insert(*h, (0, bytes.clone()))),
+        }
         self.log.push(Mutation::PutScope(h.to_vec(), bytes));
         Ok(())
     }
@@ -299,13 +409,23 @@ impl<'t> Tx<'t> {
         id: &EntryId,
     ) -> Result<Option<MemoryEntry>, Fail> {
         let key = entry_key(h, id);
-        match self.entries.get(&key)? {
+        let found = match &self.t {
+            Tables::Direct(d) => d.entries.get(&key)?.map(|v| v.value().to_vec()),
+            Tables::Staged(s) => s.read(|o| &o.entries, &s.entries, &key)?,
+        };
+        match found {
             None => Ok(None),
             Some(v) => {
-                let rec: EntryRecord = decode(v.value(), "entry").op()?;
+                let rec: EntryRecord = decode(&v, "entry").op()?;
                 let mut entry = rec.into_entry(scope).op()?.0;
                 entry.obligations = self.obligations_of(&key)?;
-                (entry.revision, entry.revised_at_ms) = revision_of(&self.revisions, &key).op()?;
+                (entry.revision, entry.revised_at_ms) = match &self.t {
+                    Tables::Direct(d) => revision_of(&d.revisions, &key),
+                    // Only corrections and imports write revisions, and
+                    // they never run staged: the snapshot has them all.
+                    Tables::Staged(s) => revision_of(&s.revisions, &key),
+                }
+                .op()?;
                 Ok(Some(entry))
             }
         }
@@ -313,9 +433,13 @@ impl<'t> Tx<'t> {
 
     /// The obligations stored for an entry (none when it has no row).
     fn obligations_of(&self, key: &[u8; 32]) -> Result<Obligations, Fail> {
-        match self.obligations.get(key)? {
+        let found = match &self.t {
+            Tables::Direct(d) => d.obligations.get(key)?.map(|v| v.value().to_vec()),
+            Tables::Staged(s) => s.read(|o| &o.obligations, &s.obligations, key)?,
+        };
+        match found {
             None => Ok(Obligations::default()),
-            Some(v) => decode_obligations(v.value()).op(),
+            Some(v) => decode_obligations(&v).op(),
         }
     }
 
@@ -323,7 +447,7 @@ impl<'t> Tx<'t> {
     fn check_deletes(&self, keys: &[[u8; 32]], now_ms: u64) -> Result<(), Fail> {
         let mut found = Vec::new();
         for k in keys {
-            if let Some(v) = self.obligations.get(k)? {
+            if let Some(v) = self.dr()?.obligations.get(k)? {
                 found.push(decode_obligations(v.value()).op()?);
             }
         }
@@ -359,25 +483,37 @@ impl<'t> Tx<'t> {
         entry.epoch = row.epoch;
         let rec = encode_entry(&entry, bytes, &terms).txn()?;
         let key = entry_key(h, &entry.id);
-        self.entries.insert(&key, rec.as_slice())?;
+        match &mut self.t {
+            Tables::Direct(d) => drop(d.entries.insert(&key, rec.as_slice())?),
+            Tables::Staged(s) => drop(s.group.entries.insert(key, (0, rec.clone()))),
+        }
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
         if let Some(v) = &vector {
             let bytes = encode_vector(v);
-            self.vectors.insert(&key, bytes.as_slice())?;
+            if let Tables::Direct(d) = &mut self.t {
+                d.vectors.insert(&key, bytes.as_slice())?;
+            }
             self.log.push(Mutation::PutVector(key.to_vec(), bytes));
         }
         if let Some(s) = &entry.provenance.session_id {
             let key = session_key(h, &self.session_hash(s), &entry.id);
-            self.sessions.insert(&key, ())?;
+            if let Tables::Direct(d) = &mut self.t {
+                d.sessions.insert(&key, ())?;
+            }
             self.log.push(Mutation::PutSession(key.to_vec()));
         }
         if !entry.obligations.is_empty() {
             let bytes = encode_obligations(&entry.obligations).txn()?;
-            self.obligations.insert(&key, bytes.as_slice())?;
+            match &mut self.t {
+                Tables::Direct(d) => drop(d.obligations.insert(&key, bytes.as_slice())?),
+                Tables::Staged(s) => drop(s.group.obligations.insert(key, (0, bytes.clone()))),
+            }
             self.log.push(Mutation::PutObligations(key.to_vec(), bytes));
             if let Some(at) = entry.obligations.expires_at_ms {
                 let k = expiry_key(at, &key);
-                self.expiry.insert(&k, ())?;
+                if let Tables::Direct(d) = &mut self.t {
+                    d.expiry.insert(&k, ())?;
+                }
                 self.log.push(Mutation::PutExpiry(k.to_vec()));
             }
         }
@@ -421,7 +557,7 @@ impl<'t> Tx<'t> {
         id: &EntryId,
     ) -> Result<bool, Fail> {
         let key = entry_key(h, id);
-        let rec: EntryRecord = match self.entries.get(&key)? {
+        let rec: EntryRecord = match self.dr()?.entries.get(&key)? {
             None => return Ok(false),
             Some(v) => decode(v.value(), "entry").txn()?,
         };
@@ -429,24 +565,24 @@ impl<'t> Tx<'t> {
             return Err(Fail::Txn(Error::Corrupt("entry key collision".into())));
         }
         let obligations = self.obligations_of(&key)?;
-        self.entries.remove(&key)?;
+        self.d()?.entries.remove(&key)?;
         self.log.push(Mutation::DelEntry(key.to_vec()));
-        if self.vectors.remove(&key)?.is_some() {
+        if self.d()?.vectors.remove(&key)?.is_some() {
             self.log.push(Mutation::DelVector(key.to_vec()));
         }
         if !obligations.is_empty() {
-            self.obligations.remove(&key)?;
+            self.d()?.obligations.remove(&key)?;
             self.log.push(Mutation::DelObligations(key.to_vec()));
             if let Some(at) = obligations.expires_at_ms {
                 let k = expiry_key(at, &key);
-                self.expiry.remove(&k)?;
+                self.d()?.expiry.remove(&k)?;
                 self.log.push(Mutation::DelExpiry(k.to_vec()));
             }
         }
         if let Some(s) = &rec.session_id {
             let s = SessionId::new(s.as_str()).txn()?;
             let key = session_key(h, &session_hash(&s), id);
-            self.sessions.remove(&key)?;
+            self.d()?.sessions.remove(&key)?;
             self.log.push(Mutation::DelSession(key.to_vec()));
             self.remember_erased(&key)?;
         }
@@ -467,10 +603,12 @@ impl<'t> Tx<'t> {
     fn index_user(&mut self, row: &ScopeRow, present: bool) -> Result<(), Fail> {
         let key = user_key(&row.app, &row.user);
         if present {
-            self.users.insert(key.as_str(), ())?;
+            if let Tables::Direct(d) = &mut self.t {
+                d.users.insert(key.as_str(), ())?;
+            }
             self.log.push(Mutation::PutUser(key));
         } else {
-            self.users.remove(key.as_str())?;
+            self.d()?.users.remove(key.as_str())?;
             self.log.push(Mutation::DelUser(key));
         }
         Ok(())
@@ -481,6 +619,7 @@ impl<'t> Tx<'t> {
     fn drop_revisions(&mut self, prefix: &[u8]) -> Result<(), Fail> {
         let (lo, hi) = revision_range(prefix);
         if self
+            .dr()?
             .revisions
             .range::<&[u8; 36]>(&lo..=&hi)?
             .next()
@@ -488,7 +627,8 @@ impl<'t> Tx<'t> {
         {
             return Ok(());
         }
-        self.revisions
+        self.d()?
+            .revisions
             .retain_in::<&[u8; 36], _>(&lo..=&hi, |_, _| false)?;
         self.log
             .push(Mutation::DelRevisionsIn(lo.to_vec(), hi.to_vec()));
@@ -504,14 +644,14 @@ impl<'t> Tx<'t> {
     ) -> Result<(), Fail> {
         let k = revision_key(key, r.revision);
         let v = encode(&RevisionRecord::new(scope, r).txn()?).txn()?;
-        self.revisions.insert(&k, v.as_slice())?;
+        self.d()?.revisions.insert(&k, v.as_slice())?;
         self.log.push(Mutation::PutRevision(k.to_vec(), v));
         Ok(())
     }
 
     /// Remembers an erased entry of a session (its session-index key).
     fn remember_erased(&mut self, key: &[u8; 48]) -> Result<(), Fail> {
-        self.erased.insert(key, ())?;
+        self.d()?.erased.insert(key, ())?;
         self.log.push(Mutation::PutErased(key.to_vec()));
         Ok(())
     }
@@ -525,7 +665,13 @@ impl<'t> Tx<'t> {
     ) -> Result<Decision, Fail> {
         if let Some(s) = &p.entry.provenance.session_id {
             let key = session_key(h, &self.session_hash(s), &p.entry.id);
-            if self.erased.get(&key)?.is_some() {
+            // Only erasures write erased markers, and they never run
+            // staged: the snapshot has them all.
+            let erased = match &self.t {
+                Tables::Direct(d) => d.erased.get(&key)?.is_some(),
+                Tables::Staged(s) => s.erased.get(&key)?.is_some(),
+            };
+            if erased {
                 return Ok(Decision::Erased);
             }
         }
@@ -669,7 +815,7 @@ impl<'t> Tx<'t> {
         prefix[16..].copy_from_slice(&session_hash(session));
         let (lo, hi) = session_range(&prefix);
         let mut ids = Vec::new();
-        for item in self.sessions.range::<&[u8; 48]>(&lo..=&hi)? {
+        for item in self.dr()?.sessions.range::<&[u8; 48]>(&lo..=&hi)? {
             let (k, _) = item?;
             let mut id = [0u8; 16];
             id.copy_from_slice(&k.value()[32..]);
@@ -697,7 +843,7 @@ impl<'t> Tx<'t> {
         let (lo, hi) = entry_range(&h);
         // Every obligation of the scope, checked before anything goes.
         let mut bound = Vec::new();
-        for item in self.obligations.range::<&[u8; 32]>(&lo..=&hi)? {
+        for item in self.dr()?.obligations.range::<&[u8; 32]>(&lo..=&hi)? {
             let (k, v) = item?;
             let o: Obligations = decode_obligations(v.value()).op()?;
             bound.push((*k.value(), o));
@@ -706,33 +852,37 @@ impl<'t> Tx<'t> {
         for (k, o) in &bound {
             if let Some(at) = o.expires_at_ms {
                 let k = expiry_key(at, k);
-                self.expiry.remove(&k)?;
+                self.d()?.expiry.remove(&k)?;
                 self.log.push(Mutation::DelExpiry(k.to_vec()));
             }
         }
         if !bound.is_empty() {
-            self.obligations
+            self.d()?
+                .obligations
                 .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
             self.log
                 .push(Mutation::DelObligationsIn(lo.to_vec(), hi.to_vec()));
         }
-        self.entries
+        self.d()?
+            .entries
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
         self.log
             .push(Mutation::DelEntries(lo.to_vec(), hi.to_vec()));
         let (slo, shi) = session_range(&h);
         let mut keys = Vec::new();
-        for item in self.sessions.range::<&[u8; 48]>(&slo..=&shi)? {
+        for item in self.dr()?.sessions.range::<&[u8; 48]>(&slo..=&shi)? {
             keys.push(*item?.0.value());
         }
         for key in &keys {
             self.remember_erased(key)?;
         }
-        self.sessions
+        self.d()?
+            .sessions
             .retain_in::<&[u8; 48], _>(&slo..=&shi, |_, ()| false)?;
         self.log
             .push(Mutation::DelSessions(slo.to_vec(), shi.to_vec()));
-        self.vectors
+        self.d()?
+            .vectors
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
         self.log
             .push(Mutation::DelVectors(lo.to_vec(), hi.to_vec()));
@@ -772,7 +922,7 @@ impl Tx<'_> {
         let lo = [0u8; 40];
         let mut due: Vec<[u8; 32]> = Vec::new();
         let mut more = false;
-        for item in self.expiry.range::<&[u8; 40]>(&lo..=&hi)? {
+        for item in self.dr()?.expiry.range::<&[u8; 40]>(&lo..=&hi)? {
             let (k, _) = item?;
             let mut key = [0u8; 32];
             key.copy_from_slice(&k.value()[8..]);
@@ -802,7 +952,7 @@ impl Tx<'_> {
         }
         let mut deleted = 0;
         for (h, ids) in by_scope {
-            let row: ScopeRow = match self.scopes.get(&h)? {
+            let row: ScopeRow = match self.dr()?.scopes.get(&h)? {
                 Some(v) => decode(v.value(), "scope").txn()?,
                 None => {
                     return Err(Fail::Txn(Error::Corrupt(
@@ -862,11 +1012,11 @@ impl Tx<'_> {
         self.check_global(0, bytes.saturating_sub(old_bytes))?;
         at.deadline.check(Stage::Commit).op()?;
         let rec = encode_entry(&entry, bytes, &terms).txn()?;
-        self.entries.insert(&key, rec.as_slice())?;
+        self.d()?.entries.insert(&key, rec.as_slice())?;
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
         if let Some(v) = &vector {
             let b = encode_vector(v);
-            self.vectors.insert(&key, b.as_slice())?;
+            self.d()?.vectors.insert(&key, b.as_slice())?;
             self.log.push(Mutation::PutVector(key.to_vec(), b));
         }
         if current.revision == 1 {
@@ -877,7 +1027,8 @@ impl Tx<'_> {
         if entry.revision > max {
             let (lo, _) = revision_range(&key);
             let hi = revision_key(&key, entry.revision - max);
-            self.revisions
+            self.d()?
+                .revisions
                 .retain_in::<&[u8; 36], _>(&lo..=&hi, |_, _| false)?;
             self.log
                 .push(Mutation::DelRevisionsIn(lo.to_vec(), hi.to_vec()));
@@ -912,6 +1063,7 @@ impl Tx<'_> {
             let e = &p.entry;
             let erased = match &e.provenance.session_id {
                 Some(s) => self
+                    .dr()?
                     .erased
                     .get(&session_key(&h, &session_hash(s), &e.id))?
                     .is_some(),
@@ -921,7 +1073,7 @@ impl Tx<'_> {
                 report.expired += 1;
             } else if erased {
                 report.erased += 1;
-            } else if self.entries.get(&entry_key(&h, &e.id))?.is_some() {
+            } else if self.dr()?.entries.get(&entry_key(&h, &e.id))?.is_some() {
                 report.existing += 1;
             } else {
                 new.push((p, terms, vector));
@@ -969,6 +1121,11 @@ pub(crate) struct Writer {
     pub(crate) totals: Totals,
     /// The counters as of the last commit, for `status`.
     pub(crate) published: Arc<parking_lot::Mutex<Totals>>,
+    /// What logged groups not yet applied wrote (only the writer touches
+    /// it).
+    pending: Overlay,
+    pub(crate) progress: Arc<Progress>,
+    applier: Applier,
 }
 
 impl hippocamp_durable::group::GroupWriter for Writer {
@@ -986,10 +1143,47 @@ impl hippocamp_durable::group::GroupWriter for Writer {
         if self.poisoned.is_none() && self.since_checkpoint > 0 {
             let _ = self.checkpoint();
         }
+        self.applier.stop();
     }
 }
 
+/// A staged group's result: its changes, mutations, counters and writes.
+type StagedGroup = (Changes, Vec<Mutation>, Totals, Overlay);
+
 impl Writer {
+    /// A writer of `db` and `wal` whose last logged group is `seq`, with
+    /// its applier started.
+    #[allow(clippy::too_many_arguments)] // the store's parts, assembled once
+    pub(crate) fn new(
+        db: Arc<Database>,
+        cache: Arc<ScopeCache>,
+        limits: MemoryLimits,
+        wal: Box<dyn WalStorage>,
+        seq: u64,
+        options: crate::store::DurableOptions,
+        totals: Totals,
+        published: Arc<parking_lot::Mutex<Totals>>,
+    ) -> hippocamp_core::Result<Self> {
+        let progress = Arc::new(Progress::new(seq));
+        let applier = Applier::start(Arc::clone(&db), Arc::clone(&progress))?;
+        Ok(Self {
+            db,
+            cache,
+            limits,
+            wal,
+            seq,
+            since_checkpoint: 0,
+            wal_bytes: 0,
+            poisoned: None,
+            options,
+            totals,
+            published,
+            pending: Overlay::default(),
+            progress,
+            applier,
+        })
+    }
+
     fn maybe_checkpoint(&mut self) {
         if self.poisoned.is_none()
             && (self.since_checkpoint >= self.options.checkpoint_groups
@@ -1000,8 +1194,20 @@ impl Writer {
         }
     }
 
+    /// Waits until the applier holds every logged group, so a write
+    /// transaction may be opened here.
+    fn drain(&mut self) -> hippocamp_core::Result<()> {
+        if let Err(e) = self.progress.drain() {
+            self.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        self.pending = Overlay::default();
+        Ok(())
+    }
+
     /// Makes every logged group durable in the database and empties the log.
     fn checkpoint(&mut self) -> hippocamp_core::Result<()> {
+        self.drain()?;
         let txn = self.db.begin_write().map_err(Error::storage)?;
         {
             let mut meta = txn.open_table(META).map_err(Error::storage)?;
@@ -1016,6 +1222,11 @@ impl Writer {
     }
 
     fn commit_group(&mut self, group: Vec<Op>) {
+        if self.poisoned.is_none()
+            && let Some(e) = self.progress.failure()
+        {
+            self.poisoned = Some(e);
+        }
         if let Some(e) = &self.poisoned {
             let e = Error::Unavailable(format!(
                 "the memory store stopped writing after a storage failure ({e}); reopen it"
@@ -1025,7 +1236,23 @@ impl Writer {
             }
             return;
         }
-        let (mut replies, result) = self.apply_group(group);
+        // Adds are staged and applied behind the writer; anything else
+        // runs on a write transaction once the applier has caught up.
+        let staged = group.iter().all(Op::is_add);
+        let (mut replies, result) = if staged {
+            self.stage_group(group)
+        } else {
+            match self.drain() {
+                Ok(()) => self.apply_group(group),
+                Err(e) => (
+                    group
+                        .into_iter()
+                        .map(|op| Self::reply(op, Err(Fail::Txn(e.clone()))))
+                        .collect(),
+                    Err(e),
+                ),
+            }
+        };
         match result {
             Ok(changes) => self.cache.push(changes),
             Err(e) => {
@@ -1039,8 +1266,9 @@ impl Writer {
         }
     }
 
-    /// Applies and commits a group; on a storage failure every reply that
-    /// was going to succeed is turned into that failure by the caller.
+    /// Applies and commits a group on a write transaction; on a storage
+    /// failure every reply that was going to succeed is turned into that
+    /// failure by the caller.
     fn apply_group(&mut self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
         let mut replies = Vec::with_capacity(group.len());
         let txn = match self.begin() {
@@ -1055,19 +1283,8 @@ impl Writer {
         let seq = self.seq + 1;
         let totals = self.totals;
         let result = (|| -> hippocamp_core::Result<(Changes, Vec<Mutation>, Totals)> {
-            let mut tx = Tx::open(&txn, totals, &self.limits)?;
-            let mut fatal: Option<Error> = None;
-            for op in group {
-                if let Some(e) = &fatal {
-                    replies.push(Self::reply(op, Err(Fail::Txn(e.clone()))));
-                    continue;
-                }
-                let reply = Self::apply_op(&mut tx, op, &mut fatal);
-                replies.push(reply);
-            }
-            if let Some(e) = fatal {
-                return Err(e);
-            }
+            let mut tx = Tx::direct(&txn, totals, &self.limits)?;
+            Self::apply_ops(&mut tx, group, &mut replies)?;
             Ok((tx.changes, tx.log, tx.totals))
         })();
         let result = match result {
@@ -1090,37 +1307,116 @@ impl Writer {
         (replies, result)
     }
 
-    /// Writes `entries` into `scope` as one logged, committed group, with
-    /// none of a write's checks (no fence, no lookups, no quotas, no
-    /// deadline): the floor `hippocamp bench durable-ingest` measures
-    /// `add_events` against. Records, log and tables are the store's own
-    /// (the same [`Tx::insert`]), so the floor differs from a real write
-    /// only by what makes the write correct.
+    /// Applies `group` to `tx`, one reply each; a storage failure fails
+    /// the rest and is returned.
+    fn apply_ops(
+        tx: &mut Tx<'_>,
+        group: Vec<Op>,
+        replies: &mut Vec<Reply>,
+    ) -> hippocamp_core::Result<()> {
+        let mut fatal: Option<Error> = None;
+        for op in group {
+            if let Some(e) = &fatal {
+                replies.push(Self::reply(op, Err(Fail::Txn(e.clone()))));
+                continue;
+            }
+            let reply = Self::apply_op(tx, op, &mut fatal);
+            replies.push(reply);
+        }
+        fatal.map_or(Ok(()), Err)
+    }
+
+    /// Decides a group of adds against a snapshot and the overlays, logs
+    /// it and hands it to the applier (see [`crate::pipeline`]).
+    fn stage_group(&mut self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
+        let mut replies = Vec::with_capacity(group.len());
+        let staged = self.stage(|tx| Self::apply_ops(tx, group, &mut replies));
+        let result = staged.and_then(|(changes, log, totals, writes)| {
+            if !log.is_empty() {
+                self.log_staged(log, writes)?;
+                self.totals = totals;
+                *self.published.lock() = totals;
+            }
+            Ok(changes)
+        });
+        (replies, result)
+    }
+
+    /// Runs `f` on a staged transaction: a snapshot of what the applier
+    /// has applied under the writes of groups it has not.
+    fn stage(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_>) -> hippocamp_core::Result<()>,
+    ) -> hippocamp_core::Result<StagedGroup> {
+        // Read before the snapshot: what it covers is applied, so the
+        // overlay may forget it (a later group's value stays).
+        self.pending.prune(self.progress.applied());
+        let read = self.db.begin_read().map_err(Error::storage)?;
+        let mut tx = Tx::staged(&read, &self.pending, self.totals, &self.limits)?;
+        f(&mut tx)?;
+        let writes = match tx.t {
+            Tables::Staged(s) => s.group,
+            Tables::Direct(_) => Overlay::default(),
+        };
+        Ok((tx.changes, tx.log, tx.totals, writes))
+    }
+
+    /// Logs a staged group durably and hands it to the applier; only then
+    /// may it be acknowledged (reads of the database wait for the applier;
+    /// the cache is given its changes by the caller).
+    fn log_staged(&mut self, log: Vec<Mutation>, writes: Overlay) -> hippocamp_core::Result<()> {
+        let seq = self.seq + 1;
+        let record = log_record(seq, &log).map_err(Error::storage)?;
+        let bytes = record.len();
+        if let Err(e) = self.progress.wait_for_room(
+            MAX_PENDING_GROUPS - 1,
+            MAX_PENDING_BYTES.saturating_sub(bytes),
+        ) {
+            self.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        self.append(seq, &record)?;
+        self.pending.merge(writes, seq);
+        self.progress.logged(seq, bytes);
+        if let Err(e) = self.applier.send(seq, log) {
+            self.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Writes `entries` into `scope` as one logged group, with none of a
+    /// write's checks (no fence, no lookups, no quotas, no deadline): the
+    /// floor `hippocamp bench durable-ingest` measures `add_events`
+    /// against. Records, log, tables and the applier are the store's own
+    /// (the same [`Tx::insert`], staged as an add is), so the floor
+    /// differs from a real write only by what makes the write correct.
     pub(crate) fn write_unchecked(
         &mut self,
         scope: &MemoryScope,
         entries: Vec<(MemoryEntry, u64, TermFreqs)>,
     ) -> hippocamp_core::Result<()> {
-        let txn = self.begin()?;
         let fail = |f: Fail| match f {
             Fail::Op(e) | Fail::Txn(e) => e,
         };
-        let (log, totals) = {
-            let mut tx = Tx::open(&txn, self.totals, &self.limits)?;
+        let (_, log, totals, writes) = self.stage(|tx| {
             let h = scope_hash(scope);
             let mut row = tx.row(&h, scope).map_err(fail)?;
             for (entry, bytes, terms) in entries {
                 tx.insert(&h, &mut row, entry, bytes, terms, None)
                     .map_err(fail)?;
             }
-            tx.put_row(&h, &row).map_err(fail)?;
-            (tx.log, tx.totals)
-        };
-        let seq = self.seq + 1;
-        self.log_and_commit(txn, seq, &log)?;
+            tx.put_row(&h, &row).map_err(fail)
+        })?;
+        self.log_staged(log, writes)?;
         self.totals = totals;
         self.maybe_checkpoint();
         Ok(())
+    }
+
+    /// Waits until every logged group is applied (the floor's end).
+    pub(crate) fn settle(&mut self) -> hippocamp_core::Result<()> {
+        self.drain()
     }
 
     /// A write transaction whose commit does not fsync: durability comes
@@ -1132,16 +1428,9 @@ impl Writer {
         Ok(txn)
     }
 
-    /// Logs the group durably, then commits it; only then may it be seen
-    /// or acknowledged.
-    fn log_and_commit(
-        &mut self,
-        txn: redb::WriteTransaction,
-        seq: u64,
-        log: &[Mutation],
-    ) -> hippocamp_core::Result<()> {
-        let record = encode_record(seq, log).map_err(Error::storage)?;
-        let logged = self.wal.append(&record).and_then(|()| self.wal.sync());
+    /// Appends record `seq` to the log and syncs it.
+    fn append(&mut self, seq: u64, record: &[u8]) -> hippocamp_core::Result<()> {
+        let logged = self.wal.append(record).and_then(|()| self.wal.sync());
         if let Err(e) = logged {
             // The log's tail is now unknown: stop writing until a reopen
             // replays whatever did reach the disk.
@@ -1152,6 +1441,19 @@ impl Writer {
         self.seq = seq;
         self.since_checkpoint += 1;
         self.wal_bytes += record.len() as u64;
+        Ok(())
+    }
+
+    /// Logs the group durably, then commits it; only then may it be seen
+    /// or acknowledged.
+    fn log_and_commit(
+        &mut self,
+        txn: redb::WriteTransaction,
+        seq: u64,
+        log: &[Mutation],
+    ) -> hippocamp_core::Result<()> {
+        let record = log_record(seq, log).map_err(Error::storage)?;
+        self.append(seq, &record)?;
         if let Err(e) = txn.commit() {
             // Logged but not applied: a reopen replays it. Until then the
             // store refuses writes rather than serve a view that disagrees
@@ -1162,6 +1464,7 @@ impl Writer {
             self.poisoned = Some(e.clone());
             return Err(e);
         }
+        self.progress.committed(seq);
         Ok(())
     }
 

@@ -84,3 +84,32 @@ fn the_bound_is_checked() {
         .unwrap_err();
     assert!(e.to_string().contains("scope_cache_bytes"), "{e}");
 }
+
+#[test]
+fn the_database_cache_is_bounded_checked_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    assert_eq!(
+        store.capabilities().limit("db_cache_bytes").unwrap(),
+        hippocamp_memory_redb::DB_CACHE_BYTES.0
+    );
+    drop(store);
+    let options = DurableOptions {
+        cache_bytes: 4 << 20,
+        ..DurableOptions::default()
+    };
+    let store =
+        RedbMemoryStore::open_with_options(dir.path(), MemoryConfig::default(), options).unwrap();
+    assert_eq!(
+        store.capabilities().limit("db_cache_bytes").unwrap(),
+        4 << 20
+    );
+    drop(store);
+    let options = DurableOptions {
+        cache_bytes: 1_000,
+        ..DurableOptions::default()
+    };
+    let e = RedbMemoryStore::open_with_options(dir.path(), MemoryConfig::default(), options)
+        .unwrap_err();
+    assert!(e.to_string().contains("db_cache_bytes"), "{e}");
+}

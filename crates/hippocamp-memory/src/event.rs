@@ -477,18 +477,73 @@ pub fn plan_events(
     events: &[Event],
     limits: &MemoryLimits,
 ) -> hippocamp_core::Result<EventPlan> {
+    check_event_count(events.len(), limits)?;
+    Ok(plan_from(scope, session, events, 0, limits))
+}
+
+/// The bound on events per request.
+fn check_event_count(count: usize, limits: &MemoryLimits) -> hippocamp_core::Result<()> {
     let max = hippocamp_core::limits::to_usize(limits.max_events_per_request);
-    if events.len() > max {
+    if count > max {
         return Err(Error::invalid(
             hippocamp_core::Field::Events,
-            hippocamp_core::Problem::TooMany {
-                count: events.len(),
-                max,
-            },
+            hippocamp_core::Problem::TooMany { count, max },
         ));
     }
+    Ok(())
+}
+
+/// Batches of at least this many events are prepared on two threads by
+/// [`prepare_events`].
+pub const PARALLEL_FROM: usize = 256;
+
+/// [`plan_events`] and [`EventPlan::analyze`] at once. A batch of at
+/// least [`PARALLEL_FROM`] events is prepared in two halves at the same
+/// time on rayon's pool (whose threads keep their analysis memos warm):
+/// preparation is most of a large batch's cost on the caller's path, and
+/// a store that applies its writes on a thread of its own (the durable
+/// one) has the caller waiting on nothing else. The result is the one
+/// [`plan_events`] and [`EventPlan::analyze`] give (tested).
+pub fn prepare_events(
+    scope: &MemoryScope,
+    session: &SessionId,
+    events: &[Event],
+    limits: &MemoryLimits,
+    analyzer: &Analyzer,
+) -> hippocamp_core::Result<(EventPlan, PlanTerms)> {
+    if events.len() < PARALLEL_FROM {
+        let plan = plan_events(scope, session, events, limits)?;
+        let terms = plan.analyze(analyzer);
+        return Ok((plan, terms));
+    }
+    check_event_count(events.len(), limits)?;
+    let mid = events.len() / 2;
+    let half = |events: &[Event], offset: usize| {
+        let plan = plan_from(scope, session, events, offset, limits);
+        let terms = plan.analyze(analyzer);
+        (plan, terms)
+    };
+    let ((mut plan, mut terms), (rest, rest_terms)) =
+        rayon::join(|| half(&events[..mid], 0), || half(&events[mid..], mid));
+    plan.entries.extend(rest.entries);
+    plan.skipped.extend(rest.skipped);
+    terms.0.resize(mid, None);
+    terms.0.extend(rest_terms.0.into_iter().skip(mid));
+    Ok((plan, terms))
+}
+
+/// Plans `events`, the first of which is at request position `offset`.
+fn plan_from(
+    scope: &MemoryScope,
+    session: &SessionId,
+    events: &[Event],
+    offset: usize,
+    limits: &MemoryLimits,
+) -> EventPlan {
     let mut plan = EventPlan::default();
-    for (index, event) in events.iter().enumerate() {
+    plan.entries.reserve(events.len());
+    for (i, event) in events.iter().enumerate() {
+        let index = offset + i;
         match plan_one(scope, session, event, limits) {
             Err(s) => plan.skipped.push(skip(index, Some(&event.id), s)),
             Ok((event_id, prepared)) => plan.entries.push(PlannedEntry {
@@ -498,7 +553,7 @@ pub fn plan_events(
             }),
         }
     }
-    Ok(plan)
+    plan
 }
 
 fn plan_one(
@@ -802,6 +857,56 @@ mod tests {
         };
         let events = vec![Event::text("a", "user", 1, "x"); 3];
         assert!(plan_events(&scope(), &session(), &events, &limits).is_err());
+    }
+
+    #[test]
+    fn two_halves_prepare_what_one_pass_does() {
+        let mut events: Vec<Event> = (0..(PARALLEL_FROM + 9))
+            .map(|i| {
+                Event::text(
+                    format!("e{}", i % 300),
+                    if i % 7 == 3 { "tool" } else { "user" },
+                    i64::try_from(i).unwrap(),
+                    if i % 11 == 5 {
+                        String::new()
+                    } else {
+                        format!("turn {i}: dogs chase cats {}", i % 13)
+                    },
+                )
+            })
+            .collect();
+        events[17].partial = true;
+        let analyzer = Analyzer::english();
+        let limits = MemoryLimits::default();
+        for n in [0, 3, PARALLEL_FROM - 1, PARALLEL_FROM, events.len()] {
+            let events = &events[..n];
+            let (plan, mut terms) =
+                prepare_events(&scope(), &session(), events, &limits, &analyzer).unwrap();
+            let one = plan_events(&scope(), &session(), events, &limits).unwrap();
+            let mut one_terms = one.analyze(&analyzer);
+            let key = |p: &EventPlan| {
+                (
+                    p.entries
+                        .iter()
+                        .map(|e| (e.index, e.event_id.clone(), e.prepared.entry.id))
+                        .collect::<Vec<_>>(),
+                    p.skipped
+                        .iter()
+                        .map(|s| (s.index, s.event_id.clone(), format!("{:?}", s.reason)))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            assert_eq!(key(&plan), key(&one), "{n} events");
+            for i in 0..n {
+                assert_eq!(terms.take(i), one_terms.take(i), "event {i} of {n}");
+            }
+        }
+        let limits = MemoryLimits {
+            max_events_per_request: 200,
+            ..MemoryLimits::default()
+        };
+        let err = prepare_events(&scope(), &session(), &events, &limits, &analyzer);
+        assert!(err.is_err());
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod routed;
 pub mod scope;
 pub mod search;
 pub mod store;
+pub mod wire;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -243,6 +243,11 @@ impl TermFreqs {
         })
     }
 
+    /// Bytes of the distinct terms' text, together.
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// How many distinct terms.
     pub fn distinct(&self) -> usize {
         self.ends.len()

@@ -205,12 +205,20 @@ pub struct MemoryCacheConfig {
     /// 1 GiB). The durable profile only; reported by the memory
     /// capabilities as `scope_cache_bytes`.
     pub scope_cache_bytes: u64,
+    /// Bytes of the durable memory database's page cache and write buffer
+    /// (filled only as pages are used): writes are applied to the
+    /// database at the rate its inserts allow, which a small cache slows
+    /// (measured in docs/PERFORMANCE.md). 1,048,576..=2^36 (default 256
+    /// MiB). The durable profile only; reported by the memory capabilities
+    /// as `db_cache_bytes`.
+    pub db_cache_bytes: u64,
 }
 
 impl Default for MemoryCacheConfig {
     fn default() -> Self {
         Self {
             scope_cache_bytes: hippocamp_memory_redb::SCOPE_CACHE_BYTES.0,
+            db_cache_bytes: hippocamp_memory_redb::DB_CACHE_BYTES.0,
         }
     }
 }
@@ -220,6 +228,7 @@ impl MemoryCacheConfig {
     pub fn options(&self) -> hippocamp_memory_redb::DurableOptions {
         hippocamp_memory_redb::DurableOptions {
             scope_cache_bytes: self.scope_cache_bytes,
+            cache_bytes: usize::try_from(self.db_cache_bytes).unwrap_or(usize::MAX),
             ..hippocamp_memory_redb::DurableOptions::default()
         }
     }
@@ -517,6 +526,14 @@ mod tests {
             "{e}"
         );
         assert!(Config::from_toml("[memory_cache]\nbytes = 1\n").is_err());
+        let c = Config::from_toml("[memory_cache]\ndb_cache_bytes = 2097152\n").unwrap();
+        assert_eq!(c.memory_cache.options().cache_bytes, 2_097_152);
+        assert_eq!(
+            Config::default().memory_cache.options().cache_bytes,
+            256 << 20
+        );
+        let e = Config::from_toml("[memory_cache]\ndb_cache_bytes = 1000\n").unwrap_err();
+        assert!(e.to_string().contains("memory_cache.db_cache_bytes"), "{e}");
         let e = Config::from_toml("[sweeper]\nartifact_repair_grace_ms = 29999\n").unwrap_err();
         assert!(e.to_string().contains("artifact_repair_grace_ms"), "{e}");
         let c = Config::from_toml(

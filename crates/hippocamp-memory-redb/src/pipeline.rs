@@ -1,0 +1,402 @@
+//! Logged groups applied to the database off the writer's path.
+//!
+//! A group of adds (`add_entry`, `add_events`) is durable once its log
+//! record is synced, and it is acknowledged then: its redb inserts are done
+//! afterwards by the *applier*, a thread of the store's own, while the
+//! writer goes on deciding and logging the next groups. Those decisions
+//! read a snapshot of what the applier has applied, overlaid with what the
+//! logged groups not yet applied wrote ([`Overlay`]): scope rows, entry
+//! records and their obligations, all that an add reads. Erased markers
+//! and revisions, which only other operations write, come from the
+//! snapshot. Every other operation first waits until the applier has
+//! caught up (*drains*) and then runs directly on a write transaction, as
+//! do checkpoints.
+//!
+//! Reads that go to the database wait until everything logged when they
+//! started is applied ([`Progress::settled`]), so an acknowledged write is
+//! visible to the caller's next read; searches use the scope cache, which
+//! is handed each group's changes when it is acknowledged. The applier
+//! applies a group's mutations exactly as a replay at open does
+//! ([`LogTables`]); a crash loses nothing the log holds. The number and
+//! bytes of groups logged but not applied are bounded, so acknowledgements
+//! never run far ahead of the database.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use hippocamp_core::{Error, Result};
+use parking_lot::{Condvar, Mutex};
+use redb::{Database, Durability};
+
+use crate::format::{
+    ENTRIES, ERASED, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSIONS, USERS, VECTORS,
+};
+
+/// Most groups logged and not yet applied: the next one waits for the
+/// applier before it is logged.
+pub const MAX_PENDING_GROUPS: usize = 8;
+/// Most bytes of log records not yet applied, likewise.
+pub const MAX_PENDING_BYTES: usize = 32 << 20;
+
+fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::storage(e)
+}
+
+/// What logged groups not yet applied wrote, that an add reads: each
+/// value with the sequence number of the group that wrote it last.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    pub(crate) scopes: HashMap<[u8; 16], (u64, Vec<u8>)>,
+    pub(crate) entries: HashMap<[u8; 32], (u64, Vec<u8>)>,
+    pub(crate) obligations: HashMap<[u8; 32], (u64, Vec<u8>)>,
+}
+
+impl Overlay {
+    /// Takes in `group`'s writes, logged as `seq`.
+    pub(crate) fn merge(&mut self, group: Overlay, seq: u64) {
+        fn stamp<const N: usize>(
+            into: &mut HashMap<[u8; N], (u64, Vec<u8>)>,
+            from: HashMap<[u8; N], (u64, Vec<u8>)>,
+            seq: u64,
+        ) {
+            into.extend(from.into_iter().map(|(k, (_, v))| (k, (seq, v))));
+        }
+        stamp(&mut self.scopes, group.scopes, seq);
+        stamp(&mut self.entries, group.entries, seq);
+        stamp(&mut self.obligations, group.obligations, seq);
+    }
+
+    /// Forgets what groups up to `applied` wrote: a snapshot taken after
+    /// they were applied holds it (a later group's value stays).
+    pub(crate) fn prune(&mut self, applied: u64) {
+        self.scopes.retain(|_, (s, _)| *s > applied);
+        self.entries.retain(|_, (s, _)| *s > applied);
+        self.obligations.retain(|_, (s, _)| *s > applied);
+    }
+}
+
+/// How far the log and the database have got.
+#[derive(Debug, Default, Clone)]
+struct State {
+    /// The last group logged (acknowledged or about to be).
+    logged: u64,
+    /// The last group the database holds.
+    applied: u64,
+    /// Groups and bytes logged and not yet applied.
+    pending: Vec<(u64, usize)>,
+    /// Why the applier stopped, if it did.
+    failed: Option<Error>,
+    /// Holds of the applier (tests make the database lag with them).
+    paused: usize,
+}
+
+/// The shared progress of the writer and the applier.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// `applied`, for readers that wait without blocking a thread.
+    applied: tokio::sync::watch::Sender<(u64, bool)>,
+}
+
+impl Progress {
+    pub(crate) fn new(seq: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                logged: seq,
+                applied: seq,
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+            applied: tokio::sync::watch::Sender::new((seq, false)),
+        }
+    }
+
+    /// The last group the database holds.
+    pub(crate) fn applied(&self) -> u64 {
+        self.state.lock().applied
+    }
+
+    /// Why the applier stopped, if it did.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.state.lock().failed.clone()
+    }
+
+    /// Records group `seq` (of `bytes` bytes of mutations) as logged and
+    /// handed to the applier.
+    pub(crate) fn logged(&self, seq: u64, bytes: usize) {
+        let mut s = self.state.lock();
+        s.logged = seq;
+        s.pending.push((seq, bytes));
+    }
+
+    /// Records group `seq`, written directly to the database, as logged
+    /// and applied.
+    pub(crate) fn committed(&self, seq: u64) {
+        {
+            let mut s = self.state.lock();
+            s.logged = seq;
+            s.applied = seq;
+        }
+        self.applied.send_replace((seq, false));
+    }
+
+    /// Holds the applier until the returned guard is dropped: it applies
+    /// nothing meanwhile, so the database lags the log (for tests of what
+    /// an acknowledgement and a read guarantee then).
+    pub(crate) fn pause(self: &Arc<Self>) -> Pause {
+        self.state.lock().paused += 1;
+        Pause(Arc::clone(self))
+    }
+
+    /// Blocks the applier while it is held.
+    fn wait_unpaused(&self) {
+        let mut s = self.state.lock();
+        while s.paused > 0 {
+            self.changed.wait(&mut s);
+        }
+    }
+
+    fn applied_up_to(&self, seq: u64) {
+        {
+            let mut s = self.state.lock();
+            s.applied = s.applied.max(seq);
+            s.pending.retain(|(g, _)| *g > seq);
+        }
+        self.changed.notify_all();
+        self.applied.send_replace((seq, false));
+    }
+
+    fn fail(&self, e: Error) {
+        let applied = {
+            let mut s = self.state.lock();
+            s.failed.get_or_insert(e);
+            s.applied
+        };
+        self.changed.notify_all();
+        self.applied.send_replace((applied, true));
+    }
+
+    /// Blocks until at most `groups` groups and `bytes` bytes are logged
+    /// and not applied, or the applier failed.
+    pub(crate) fn wait_for_room(&self, groups: usize, bytes: usize) -> Result<()> {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(e) = &s.failed {
+                return Err(e.clone());
+            }
+            let held: usize = s.pending.iter().map(|(_, b)| b).sum();
+            if s.pending.len() <= groups && held <= bytes {
+                return Ok(());
+            }
+            self.changed.wait(&mut s);
+        }
+    }
+
+    /// Blocks until the database holds every logged group (the applier is
+    /// idle), or the applier failed.
+    pub(crate) fn drain(&self) -> Result<()> {
+        self.wait_for_room(0, 0)
+    }
+
+    /// Waits (without blocking a thread) until the database holds every
+    /// group logged when this was called.
+    pub(crate) async fn settled(&self) -> Result<()> {
+        let target = {
+            let s = self.state.lock();
+            if let Some(e) = &s.failed {
+                return Err(e.clone());
+            }
+            if s.applied >= s.logged {
+                return Ok(());
+            }
+            s.logged
+        };
+        let mut rx = self.applied.subscribe();
+        let seen = rx
+            .wait_for(|&(applied, failed)| failed || applied >= target)
+            .await
+            .map(|v| *v);
+        match seen {
+            Ok((applied, _)) if applied >= target => Ok(()),
+            _ => Err(self.failure().unwrap_or_else(|| {
+                Error::Unavailable("the memory store stopped applying writes".into())
+            })),
+        }
+    }
+}
+
+/// A hold of the applier ([`Progress::pause`]).
+#[derive(Debug)]
+pub struct Pause(Arc<Progress>);
+
+impl Drop for Pause {
+    fn drop(&mut self) {
+        self.0.state.lock().paused -= 1;
+        self.0.changed.notify_all();
+    }
+}
+
+/// A logged group for the applier.
+struct Job {
+    seq: u64,
+    mutations: Vec<Mutation>,
+}
+
+/// The applier thread and its queue.
+#[derive(Debug)]
+pub(crate) struct Applier {
+    queue: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Applier {
+    /// Starts the applier of `db`.
+    pub(crate) fn start(db: Arc<Database>, progress: Arc<Progress>) -> Result<Self> {
+        let (queue, jobs) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("hippocamp-memory-applier".into())
+            .spawn(move || run(&db, &progress, &jobs))
+            .map_err(|e| Error::Unavailable(format!("cannot start the memory applier: {e}")))?;
+        Ok(Self {
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands a logged group over.
+    pub(crate) fn send(&self, seq: u64, mutations: Vec<Mutation>) -> Result<()> {
+        self.queue
+            .as_ref()
+            .and_then(|q| q.send(Job { seq, mutations }).ok())
+            .ok_or_else(|| Error::Unavailable("the memory applier has stopped".into()))
+    }
+
+    /// Stops the thread once it has applied what it was given.
+    pub(crate) fn stop(&mut self) {
+        drop(self.queue.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The applier's loop: every group waiting is applied in one transaction
+/// (committed without fsync: the log holds them until a checkpoint).
+fn run(db: &Database, progress: &Progress, jobs: &mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        progress.wait_unpaused();
+        let mut batch = vec![first];
+        batch.extend(jobs.try_iter());
+        let last = batch.last().map_or(0, |j| j.seq);
+        match apply(db, batch) {
+            Ok(()) => progress.applied_up_to(last),
+            Err(e) => {
+                progress.fail(Error::Unavailable(format!(
+                    "a logged write could not be applied ({e}); it is durable and reappears when the store is reopened"
+                )));
+                return;
+            }
+        }
+    }
+}
+
+fn apply(db: &Database, batch: Vec<Job>) -> Result<()> {
+    let mut txn = db.begin_write().map_err(storage)?;
+    txn.set_durability(Durability::None).map_err(storage)?;
+    let mut all: Vec<Mutation> = batch.into_iter().flat_map(|j| j.mutations).collect();
+    if std::env::var("HC_EXP_SORT").is_ok() {
+        all.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+    }
+    {
+        let mut tables = LogTables::open(&txn)?;
+        for m in all {
+            tables.apply(m)?;
+        }
+    }
+    txn.commit().map_err(storage)
+}
+
+/// The tables logged mutations are applied to: by the applier, and by a
+/// replay when a store opens.
+pub(crate) struct LogTables<'t> {
+    scopes: redb::Table<'t, &'static [u8; 16], &'static [u8]>,
+    entries: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    sessions: redb::Table<'t, &'static [u8; 48], ()>,
+    vectors: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    erased: redb::Table<'t, &'static [u8; 48], ()>,
+    obligations: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
+    expiry: redb::Table<'t, &'static [u8; 40], ()>,
+    revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
+    users: redb::Table<'t, &'static str, ()>,
+}
+
+fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
+    k.try_into()
+        .map_err(|_| Error::Corrupt(format!("a log record has a key of {} bytes", k.len())))
+}
+
+impl<'t> LogTables<'t> {
+    pub(crate) fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(Self {
+            scopes: txn.open_table(SCOPES).map_err(storage)?,
+            entries: txn.open_table(ENTRIES).map_err(storage)?,
+            sessions: txn.open_table(SESSIONS).map_err(storage)?,
+            vectors: txn.open_table(VECTORS).map_err(storage)?,
+            erased: txn.open_table(ERASED).map_err(storage)?,
+            obligations: txn.open_table(OBLIGATIONS).map_err(storage)?,
+            expiry: txn.open_table(EXPIRY).map_err(storage)?,
+            revisions: txn.open_table(REVISIONS).map_err(storage)?,
+            users: txn.open_table(USERS).map_err(storage)?,
+        })
+    }
+
+    /// Applies one logged mutation.
+    pub(crate) fn apply(&mut self, m: Mutation) -> Result<()> {
+        let written = match m {
+            Mutation::PutEntry(k, v) => self.entries.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::DelEntry(k) => self.entries.remove(&fixed(&k)?).map(drop),
+            Mutation::DelEntries(lo, hi) => self
+                .entries
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutSession(k) => self.sessions.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::DelSession(k) => self.sessions.remove(&fixed(&k)?).map(drop),
+            Mutation::DelSessions(lo, hi) => self
+                .sessions
+                .retain_in::<&[u8; 48], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, ()| false),
+            Mutation::PutScope(k, v) => self.scopes.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::PutVector(k, v) => self.vectors.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::DelVector(k) => self.vectors.remove(&fixed(&k)?).map(drop),
+            Mutation::DelVectors(lo, hi) => self
+                .vectors
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutErased(k) => self.erased.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::PutObligations(k, v) => {
+                self.obligations.insert(&fixed(&k)?, v.as_slice()).map(drop)
+            }
+            Mutation::DelObligations(k) => self.obligations.remove(&fixed(&k)?).map(drop),
+            Mutation::DelObligationsIn(lo, hi) => self
+                .obligations
+                .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutExpiry(k) => self.expiry.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::DelExpiry(k) => self.expiry.remove(&fixed(&k)?).map(drop),
+            Mutation::PutRevision(k, v) => {
+                self.revisions.insert(&fixed(&k)?, v.as_slice()).map(drop)
+            }
+            Mutation::DelRevisionsIn(lo, hi) => self
+                .revisions
+                .retain_in::<&[u8; 36], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            Mutation::PutUser(k) => self.users.insert(k.as_str(), ()).map(drop),
+            Mutation::DelUser(k) => self.users.remove(k.as_str()).map(drop),
+        };
+        written.map_err(storage)
+    }
+}
