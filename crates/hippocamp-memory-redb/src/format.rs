@@ -377,20 +377,6 @@ pub(crate) enum Mutation {
 }
 
 impl Mutation {
-    /// Table and key, for sorting puts.
-    pub(crate) fn order_key(&self) -> (u8, &[u8]) {
-        match self {
-            Mutation::PutEntry(k, _) => (0, k),
-            Mutation::PutSession(k) => (1, k),
-            Mutation::PutVector(k, _) => (2, k),
-            Mutation::PutObligations(k, _) => (3, k),
-            Mutation::PutExpiry(k) => (4, k),
-            Mutation::PutScope(k, _) => (5, k),
-            Mutation::PutUser(k) => (6, k.as_bytes()),
-            _ => (7, &[]),
-        }
-    }
-
     /// About the bytes it takes in a log record (to size the record).
     pub(crate) fn size_hint(&self) -> usize {
         let (a, b) = match self {

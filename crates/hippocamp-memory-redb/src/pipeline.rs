@@ -312,13 +312,9 @@ fn run(db: &Database, progress: &Progress, jobs: &mpsc::Receiver<Job>) {
 fn apply(db: &Database, batch: Vec<Job>) -> Result<()> {
     let mut txn = db.begin_write().map_err(storage)?;
     txn.set_durability(Durability::None).map_err(storage)?;
-    let mut all: Vec<Mutation> = batch.into_iter().flat_map(|j| j.mutations).collect();
-    if std::env::var("HC_EXP_SORT").is_ok() {
-        all.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-    }
     {
         let mut tables = LogTables::open(&txn)?;
-        for m in all {
+        for m in batch.into_iter().flat_map(|j| j.mutations) {
             tables.apply(m)?;
         }
     }

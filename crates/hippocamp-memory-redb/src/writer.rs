@@ -27,7 +27,12 @@ use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep, WriteOptions};
 use hippocamp_search::TermFreqs;
-use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table};
+use std::cell::OnceCell;
+
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table,
+    TableDefinition,
+};
 use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, ScopeCache};
@@ -260,17 +265,36 @@ struct Direct<'t> {
     users: Table<'t, &'static str, ()>,
 }
 
-/// What an add reads, as of a read snapshot, under two overlays.
+/// What an add reads, as of a read snapshot, under two overlays. Tables
+/// are opened on first use: a single add reads one or two of them, and
+/// each opening is a lookup in the snapshot.
 struct Staged<'t> {
-    scopes: ReadOnlyTable<&'static [u8; 16], &'static [u8]>,
-    entries: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    erased: ReadOnlyTable<&'static [u8; 48], ()>,
-    obligations: ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
-    revisions: ReadOnlyTable<&'static [u8; 36], &'static [u8]>,
+    txn: &'t ReadTransaction,
+    scopes: OnceCell<ReadOnlyTable<&'static [u8; 16], &'static [u8]>>,
+    entries: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
+    erased: OnceCell<ReadOnlyTable<&'static [u8; 48], ()>>,
+    obligations: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
+    revisions: OnceCell<ReadOnlyTable<&'static [u8; 36], &'static [u8]>>,
     /// Logged groups not yet applied.
     pending: &'t Overlay,
     /// This group.
     group: Overlay,
+}
+
+/// `cell`'s table, opened in `txn` on first use.
+fn table<'c, K: redb::Key + 'static, V: redb::Value + 'static>(
+    cell: &'c OnceCell<ReadOnlyTable<K, V>>,
+    txn: &ReadTransaction,
+    def: redb::TableDefinition<K, V>,
+) -> Result<&'c ReadOnlyTable<K, V>, Fail> {
+    if cell.get().is_none() {
+        let t = txn
+            .open_table(def)
+            .map_err(|e| Fail::Txn(Error::storage(e)))?;
+        let _ = cell.set(t);
+    }
+    cell.get()
+        .ok_or_else(|| Fail::Txn(Error::Unavailable("a table could not be opened".into())))
 }
 
 impl Staged<'_> {
@@ -278,7 +302,8 @@ impl Staged<'_> {
     fn read<const N: usize>(
         &self,
         pick: impl Fn(&Overlay) -> &HashMap<[u8; N], (u64, Vec<u8>)>,
-        table: &ReadOnlyTable<&'static [u8; N], &'static [u8]>,
+        def: TableDefinition<&'static [u8; N], &'static [u8]>,
+        cell: &OnceCell<ReadOnlyTable<&'static [u8; N], &'static [u8]>>,
         key: &[u8; N],
     ) -> Result<Option<Vec<u8>>, Fail> {
         for o in [&self.group, self.pending] {
@@ -286,7 +311,9 @@ impl Staged<'_> {
                 return Ok(Some(v.clone()));
             }
         }
-        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        Ok(table(cell, self.txn, def)?
+            .get(key)?
+            .map(|v| v.value().to_vec()))
     }
 }
 
@@ -331,21 +358,22 @@ impl<'t> Tx<'t> {
     }
 
     fn staged(
-        txn: &redb::ReadTransaction,
+        txn: &'t ReadTransaction,
         pending: &'t Overlay,
         totals: Totals,
         limits: &'t MemoryLimits,
-    ) -> hippocamp_core::Result<Self> {
+    ) -> Self {
         let s = Staged {
-            scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
-            entries: txn.open_table(ENTRIES).map_err(Error::storage)?,
-            erased: txn.open_table(ERASED).map_err(Error::storage)?,
-            obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
-            revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
+            txn,
+            scopes: OnceCell::new(),
+            entries: OnceCell::new(),
+            erased: OnceCell::new(),
+            obligations: OnceCell::new(),
+            revisions: OnceCell::new(),
             pending,
             group: Overlay::default(),
         };
-        Ok(Self::with(Tables::Staged(Box::new(s)), totals, limits))
+        Self::with(Tables::Staged(Box::new(s)), totals, limits)
     }
 
     fn with(t: Tables<'t>, totals: Totals, limits: &'t MemoryLimits) -> Self {
@@ -378,7 +406,7 @@ impl<'t> Tx<'t> {
     fn row(&self, h: &[u8; 16], scope: &MemoryScope) -> Result<ScopeRow, Fail> {
         let found = match &self.t {
             Tables::Direct(d) => d.scopes.get(h)?.map(|v| v.value().to_vec()),
-            Tables::Staged(s) => s.read(|o| &o.scopes, &s.scopes, h)?,
+            Tables::Staged(s) => s.read(|o| &o.scopes, SCOPES, &s.scopes, h)?,
         };
         match found {
             None => Ok(ScopeRow::new(scope)),
@@ -411,7 +439,7 @@ impl<'t> Tx<'t> {
         let key = entry_key(h, id);
         let found = match &self.t {
             Tables::Direct(d) => d.entries.get(&key)?.map(|v| v.value().to_vec()),
-            Tables::Staged(s) => s.read(|o| &o.entries, &s.entries, &key)?,
+            Tables::Staged(s) => s.read(|o| &o.entries, ENTRIES, &s.entries, &key)?,
         };
         match found {
             None => Ok(None),
@@ -423,7 +451,7 @@ impl<'t> Tx<'t> {
                     Tables::Direct(d) => revision_of(&d.revisions, &key),
                     // Only corrections and imports write revisions, and
                     // they never run staged: the snapshot has them all.
-                    Tables::Staged(s) => revision_of(&s.revisions, &key),
+                    Tables::Staged(s) => revision_of(table(&s.revisions, s.txn, REVISIONS)?, &key),
                 }
                 .op()?;
                 Ok(Some(entry))
@@ -435,7 +463,7 @@ impl<'t> Tx<'t> {
     fn obligations_of(&self, key: &[u8; 32]) -> Result<Obligations, Fail> {
         let found = match &self.t {
             Tables::Direct(d) => d.obligations.get(key)?.map(|v| v.value().to_vec()),
-            Tables::Staged(s) => s.read(|o| &o.obligations, &s.obligations, key)?,
+            Tables::Staged(s) => s.read(|o| &o.obligations, OBLIGATIONS, &s.obligations, key)?,
         };
         match found {
             None => Ok(Obligations::default()),
@@ -669,7 +697,7 @@ impl<'t> Tx<'t> {
             // staged: the snapshot has them all.
             let erased = match &self.t {
                 Tables::Direct(d) => d.erased.get(&key)?.is_some(),
-                Tables::Staged(s) => s.erased.get(&key)?.is_some(),
+                Tables::Staged(s) => table(&s.erased, s.txn, ERASED)?.get(&key)?.is_some(),
             };
             if erased {
                 return Ok(Decision::Erased);
@@ -1352,7 +1380,7 @@ impl Writer {
         // overlay may forget it (a later group's value stays).
         self.pending.prune(self.progress.applied());
         let read = self.db.begin_read().map_err(Error::storage)?;
-        let mut tx = Tx::staged(&read, &self.pending, self.totals, &self.limits)?;
+        let mut tx = Tx::staged(&read, &self.pending, self.totals, &self.limits);
         f(&mut tx)?;
         let writes = match tx.t {
             Tables::Staged(s) => s.group,
