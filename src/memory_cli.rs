@@ -167,7 +167,13 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
         }
         return Ok(out.flush()?);
     }
-    let config = target.place.config()?;
+    let mut config = target.place.config()?;
+    // An export reads each page of the database once: a cache only grows
+    // this process (a server's cache serves its writes and later reads).
+    config.memory_cache.db_cache_bytes = config
+        .memory_cache
+        .db_cache_bytes
+        .min(hippocamp_services::config::EXPORT_DB_CACHE_BYTES);
     let services = Services::open(&config).await?;
     let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
     // The command line acts on the data directory's own authority.

@@ -426,9 +426,13 @@ fn ingest_floor(dir: &Path, all: &Batches, session: &SessionId) -> Result<(f64, 
 /// A size line of `/proc/self/status` (`VmRSS:`, `VmHWM:`…), bytes.
 pub(crate) fn proc_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    Some(status_field_kib(&status, field)? * 1024)
+}
+
+/// A size line of a `/proc/<pid>/status` text, KiB.
+pub(crate) fn status_field_kib(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// One `router` run.

@@ -11,13 +11,16 @@
 //! step with every commit; a router releases it when the scope goes idle.
 //!
 //! Writes go through one committer that commits concurrent writes together
-//! (group commit): they share one transaction and one fsync, and an
-//! `add_events` batch is always one transaction. Callers run the commits
-//! themselves, one at a time, so an uncontended write wakes no thread. The
-//! fsync is that of a write-ahead log record holding the transaction's
-//! changes ([`hippocamp_durable::wal`]); the transaction is committed (made visible) only
-//! after the record is durable, and a write is acknowledged only after
-//! both. Checkpoints make the database file itself durable and empty the
+//! (group commit): they share one log record and one fsync, and an
+//! `add_events` batch is always one atomic group. Callers run the commits
+//! themselves, one at a time. The fsync is that of a write-ahead log
+//! record holding the group's changes ([`hippocamp_durable::wal`]); nothing
+//! is visible before its record is durable. A group of adds is
+//! acknowledged then, and applied to the database by the store's applier
+//! thread behind the writer ([`pipeline`]); reads of the database wait
+//! until it holds what was acknowledged when they started, and every
+//! other operation runs on a write transaction once the applier has caught
+//! up. Checkpoints make the database file itself durable and empty the
 //! log; opening replays what the last checkpoint did not cover.
 //!
 //! One process owns a store's directory (a lock file); a new database is

@@ -194,6 +194,10 @@ impl AuditConfig {
     }
 }
 
+/// The database cache `hippocamp memory export` opens a data directory
+/// with, at most (16 MiB): it reads each page once.
+pub const EXPORT_DB_CACHE_BYTES: u64 = 16 << 20;
+
 /// The durable memory store's in-memory search state (`[memory_cache]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
