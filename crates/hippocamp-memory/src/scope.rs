@@ -459,25 +459,18 @@ impl ScopeData {
                     }
                 };
                 let wants_more = dense.len() < fusion.depth;
-                let fused = fuse(lexical, dense, fusion);
-                let mut details: HashMap<EntryId, ScoreDetails> = fused
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.candidate.key,
-                            ScoreDetails {
-                                bm25: f.bm25.map(f64::from),
-                                vector: f.vector.map(f64::from),
-                                fused: f64::from(f.candidate.score),
-                            },
-                        )
-                    })
-                    .collect();
-                let mut ranked =
-                    Ranked::new(fused.into_iter().map(|f| f.candidate).collect()).map(|c| Scored {
-                        details: details.remove(&c.key),
-                        candidate: c,
-                    });
+                let mut fused = fuse(lexical, dense, fusion);
+                // At most twice `depth`: sorted whole, best first in the
+                // candidates' order, each with its details beside it.
+                fused.sort_unstable_by_key(|f| std::cmp::Reverse(f.candidate));
+                let mut ranked = fused.into_iter().map(|f| Scored {
+                    details: Some(ScoreDetails {
+                        bm25: f.bm25.map(f64::from),
+                        vector: f.vector.map(f64::from),
+                        fused: f64::from(f.candidate.score),
+                    }),
+                    candidate: f.candidate,
+                });
                 DenseSearch {
                     results: self.collect(q, &mut ranked, ScoreType::Hybrid),
                     wants_more,
