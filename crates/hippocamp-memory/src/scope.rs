@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
 use hippocamp_search::{
-    Bm25Params, Candidate, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
+    Bm25Params, Candidate, Fused, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
 };
 
 use crate::entry::MemoryEntry;
@@ -435,20 +435,20 @@ impl ScopeData {
                 // The filter applies where each arm's candidates are made,
                 // so a selective filter still fuses `depth` of its matches
                 // from each side (not the few that survive the fused top).
+                let all_match = self.all_match(q);
+                let keep = |k: &EntryId| all_match || self.matches(k, q);
                 let lexical: Vec<Candidate<EntryId>> = if q.terms.is_empty() {
                     Vec::new()
                 } else {
                     self.index
                         .search(&q.terms, params)
                         .expecting(fusion.depth)
-                        .filter(|c| self.matches(&c.key, q))
+                        .filter(|c| keep(&c.key))
                         .take(fusion.depth)
                         .collect()
                 };
                 let dense: Vec<Candidate<EntryId>> = match dense {
-                    Dense::Held(vectors, query) => {
-                        vectors.search_where(query, fusion.depth, |k| self.matches(k, q))
-                    }
+                    Dense::Held(vectors, query) => vectors.search_where(query, fusion.depth, keep),
                     Dense::Given(mut given) => {
                         given.sort_unstable_by(|a, b| b.cmp(a));
                         given
@@ -460,10 +460,22 @@ impl ScopeData {
                 };
                 let wants_more = dense.len() < fusion.depth;
                 let mut fused = fuse(lexical, dense, fusion);
-                // At most twice `depth`: sorted whole, best first in the
-                // candidates' order, each with its details beside it.
-                fused.sort_unstable_by_key(|f| std::cmp::Reverse(f.candidate));
-                let mut ranked = fused.into_iter().map(|f| Scored {
+                // At most twice `depth`, each with its details beside it:
+                // the best `limit` sorted (usually all that is walked),
+                // the rest only if the walk goes past them.
+                let by_rank =
+                    |a: &Fused<EntryId>, b: &Fused<EntryId>| b.candidate.cmp(&a.candidate);
+                let limit = q.limit.min(fused.len());
+                if limit > 0 && limit < fused.len() {
+                    fused.select_nth_unstable_by(limit - 1, by_rank);
+                }
+                let (head, tail) = fused.split_at_mut(limit);
+                head.sort_unstable_by(by_rank);
+                let rest = std::iter::once(tail).flat_map(|tail| {
+                    tail.sort_unstable_by(by_rank);
+                    tail.iter()
+                });
+                let mut ranked = head.iter().chain(rest).map(|f| Scored {
                     details: Some(ScoreDetails {
                         bm25: f.bm25.map(f64::from),
                         vector: f.vector.map(f64::from),
@@ -477,6 +489,14 @@ impl ScopeData {
                 }
             }
         }
+    }
+
+    /// Whether every entry of the index and the vectors passes the
+    /// search's filter: none filtered, none expired (the earliest expiry
+    /// is still ahead). Then an arm's candidates need no lookup each
+    /// (they are all entries: both are updated with `entries`).
+    fn all_match(&self, q: &PreparedSearch) -> bool {
+        q.filter.is_all() && self.expiring.first().is_none_or(|&(at, _)| at > q.now_ms)
     }
 
     /// Whether entry `key` is live and passes the search's filter.
@@ -614,6 +634,45 @@ mod tests {
                 // are no more to have.
                 prop_assert_eq!(given.wants_more, short);
             }
+        }
+
+        /// A hybrid search sorts only the best `limit` of the fused list
+        /// and the rest if its walk goes on (entries over the byte
+        /// budget are passed over): its hits are those of a walk of the
+        /// whole list in rank order, with the same budget.
+        #[test]
+        fn hybrid_hits_are_a_walk_of_the_whole_fused_ranking(
+            docs in docs(),
+            query in prop::collection::vec(-1.0f32..1.0, 4),
+            filtered in any::<bool>(),
+            limit in 1u64..6,
+            budget in 200u64..1_500,
+        ) {
+            let data = scope_of(&docs);
+            let query = unit(&query);
+            let (limits, analyzer) = (MemoryLimits::default(), Analyzer::english());
+            let fusion = FusionParams { depth: 8, ..FusionParams::default() };
+            let params = Bm25Params::default();
+            let mut whole = SearchRequest::new("apple fig").limit(50);
+            let mut walked = SearchRequest::new("apple fig").limit(limit).max_bytes(budget);
+            if filtered {
+                whole = whole.filter(json!({"tag": true}));
+                walked = walked.filter(json!({"tag": true}));
+            }
+            let whole = crate::search::prepare_search(&whole, &limits, &analyzer).unwrap();
+            let walked = crate::search::prepare_search(&walked, &limits, &analyzer).unwrap();
+            let ranking = data.search_vectors(&whole, SearchMode::Hybrid, &query, params, &fusion);
+            let mut want = Vec::new();
+            let mut used = 0;
+            for hit in &ranking.hits {
+                let bytes = data.entries[&hit.entry.id].bytes;
+                if want.len() < walked.limit && used + bytes <= walked.max_bytes {
+                    used += bytes;
+                    want.push(hit.entry.id);
+                }
+            }
+            let got = data.search_vectors(&walked, SearchMode::Hybrid, &query, params, &fusion);
+            prop_assert_eq!(ids(&got), want);
         }
 
         /// A copy that keeps its vectors elsewhere holds none, whatever

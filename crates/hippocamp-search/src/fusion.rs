@@ -75,7 +75,19 @@ pub struct Fused<K> {
     pub vector: Option<f32>,
 }
 
-fn top<K: Ord + Copy>(list: Vec<Candidate<K>>, depth: usize) -> Vec<Candidate<K>> {
+/// The best `depth` of an arm: in rank order when `ranked` (rank fusion
+/// reads positions), else in any order (weighted fusion reads only
+/// scores, so no sort).
+fn top<K: Ord + Copy>(
+    mut list: Vec<Candidate<K>>,
+    depth: usize,
+    ranked: bool,
+) -> Vec<Candidate<K>> {
+    if !ranked {
+        let n = crate::rank::best_set(&mut list, depth);
+        list.truncate(n);
+        return list;
+    }
     // Both arms usually arrive ranked already (a search's best `depth`):
     // a check in one pass instead of a second sort.
     if list.len() <= depth && list.is_sorted_by(|a, b| a >= b) {
@@ -102,52 +114,146 @@ pub fn fuse<K: Copy + Eq + Hash + Ord>(
     dense: Vec<Candidate<K>>,
     p: &FusionParams,
 ) -> Vec<Fused<K>> {
-    let lexical = top(lexical, p.depth);
-    let dense = top(dense, p.depth);
-    let mut out: HashMap<K, Fused<K>> = HashMap::with_capacity(lexical.len() + dense.len());
-    let mut add = |c: &Candidate<K>, lexical_side: bool, contribution: f32| {
-        let f = out.entry(c.key).or_insert(Fused {
-            candidate: Candidate {
-                key: c.key,
-                score: 0.0,
-                recency: c.recency,
-            },
-            bm25: None,
-            vector: None,
-        });
-        f.candidate.score += contribution;
-        if lexical_side {
-            f.bm25 = Some(c.score);
-        } else {
-            f.vector = Some(c.score);
-        }
+    let ranked = p.method == FusionMethod::Rrf;
+    let lexical = top(lexical, p.depth, ranked);
+    let dense = top(dense, p.depth, ranked);
+    // The fused list, with where each key sits in it (a key met twice,
+    // in both arms or twice in one, adds up in one place).
+    let mut out: Vec<Fused<K>> = Vec::with_capacity(lexical.len() + dense.len());
+    let mut at: HashMap<K, usize> = HashMap::with_capacity(lexical.len() + dense.len());
+    let (lexical_part, dense_part) = match p.method {
+        FusionMethod::Weighted => (
+            Contribution::Weighted(min_max(&lexical), 1.0 - p.dense_weight),
+            Contribution::Weighted(min_max(&dense), p.dense_weight),
+        ),
+        FusionMethod::Rrf => (Contribution::Rank(p.rrf_k), Contribution::Rank(p.rrf_k)),
     };
-    match p.method {
-        FusionMethod::Weighted => {
-            let (nl, nd) = (min_max(&lexical), min_max(&dense));
-            for c in &lexical {
-                add(c, true, (1.0 - p.dense_weight) * nl(c.score));
-            }
-            for c in &dense {
-                add(c, false, p.dense_weight * nd(c.score));
-            }
-        }
-        FusionMethod::Rrf => {
-            for (rank, c) in lexical.iter().enumerate() {
-                add(c, true, 1.0 / (p.rrf_k + rank as f32 + 1.0));
-            }
-            for (rank, c) in dense.iter().enumerate() {
-                add(c, false, 1.0 / (p.rrf_k + rank as f32 + 1.0));
+    for (arm, part, lexical_side) in [
+        (&lexical, &lexical_part, true),
+        (&dense, &dense_part, false),
+    ] {
+        for (rank, c) in arm.iter().enumerate() {
+            let i = *at.entry(c.key).or_insert_with(|| {
+                out.push(Fused {
+                    candidate: Candidate {
+                        key: c.key,
+                        score: 0.0,
+                        recency: c.recency,
+                    },
+                    bm25: None,
+                    vector: None,
+                });
+                out.len() - 1
+            });
+            let f = &mut out[i];
+            f.candidate.score += part.of(rank, c.score);
+            if lexical_side {
+                f.bm25 = Some(c.score);
+            } else {
+                f.vector = Some(c.score);
             }
         }
     }
-    out.into_values().collect()
+    out
+}
+
+/// What one arm's candidate adds to its fused score.
+enum Contribution<N> {
+    /// Its min-max normalised score (`N`), times the arm's weight.
+    Weighted(N, f32),
+    /// `1 / (k + rank)`, rank counted from 1.
+    Rank(f32),
+}
+
+impl<N: Fn(f32) -> f32> Contribution<N> {
+    fn of(&self, rank: usize, score: f32) -> f32 {
+        match self {
+            Contribution::Weighted(normalise, weight) => weight * normalise(score),
+            Contribution::Rank(k) => 1.0 / (k + rank as f32 + 1.0),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::rank::Ranked;
+
+    /// Fusion as first written: each arm ranked whole and cut at `depth`,
+    /// scores added up per key in a map.
+    fn plain(
+        lexical: &[Candidate<u32>],
+        dense: &[Candidate<u32>],
+        p: &FusionParams,
+    ) -> std::collections::BTreeMap<u32, (f32, Option<f32>, Option<f32>)> {
+        let cut = |l: &[Candidate<u32>]| -> Vec<Candidate<u32>> {
+            Ranked::new(l.to_vec()).take(p.depth).collect()
+        };
+        let (lexical, dense) = (cut(lexical), cut(dense));
+        let mut out = std::collections::BTreeMap::new();
+        for (arm, list) in [(0, &lexical), (1, &dense)] {
+            let norm = min_max(list);
+            for (rank, c) in list.iter().enumerate() {
+                let add = match p.method {
+                    FusionMethod::Weighted if arm == 0 => (1.0 - p.dense_weight) * norm(c.score),
+                    FusionMethod::Weighted => p.dense_weight * norm(c.score),
+                    FusionMethod::Rrf => 1.0 / (p.rrf_k + rank as f32 + 1.0),
+                };
+                let e = out.entry(c.key).or_insert((0.0, None, None));
+                e.0 += add;
+                if arm == 0 {
+                    e.1 = Some(c.score);
+                } else {
+                    e.2 = Some(c.score);
+                }
+            }
+        }
+        out
+    }
+
+    fn arm() -> impl Strategy<Value = Vec<Candidate<u32>>> {
+        proptest::collection::btree_map(0u32..40, (-4i32..40, 0i64..3), 0..25).prop_map(|m| {
+            m.into_iter()
+                .map(|(key, (score, recency))| Candidate {
+                    key,
+                    score: score as f32 / 4.0,
+                    recency,
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Whatever the arms' order, the fused scores and details are
+        /// those of the plain fusion, for both methods.
+        #[test]
+        fn fusion_equals_the_plain_one(
+            mut lexical in arm(),
+            mut dense in arm(),
+            depth in 1usize..30,
+            rrf in any::<bool>(),
+            shuffle in any::<usize>(),
+        ) {
+            let p = FusionParams {
+                depth,
+                method: if rrf { FusionMethod::Rrf } else { FusionMethod::Weighted },
+                ..FusionParams::default()
+            };
+            // Some order other than rank order.
+            let n = lexical.len().max(1);
+            lexical.rotate_left(shuffle % n);
+            dense.reverse();
+            let want = plain(&lexical, &dense, &p);
+            let got: std::collections::BTreeMap<u32, (f32, Option<f32>, Option<f32>)> =
+                fuse(lexical, dense, &p)
+                    .into_iter()
+                    .map(|f| (f.candidate.key, (f.candidate.score, f.bm25, f.vector)))
+                    .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 
     fn c(key: u32, score: f32) -> Candidate<u32> {
         Candidate {

@@ -22,5 +22,5 @@ pub mod vector;
 pub use analyzer::{Analyzer, QueryTerm, TermFreqs};
 pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
 pub use index::{Bm25Params, IndexStats, InvertedIndex, Matches};
-pub use rank::{Candidate, Ranked, best, best_first};
+pub use rank::{Candidate, Ranked, best, best_first, best_set};
 pub use vector::{VectorSet, dot};

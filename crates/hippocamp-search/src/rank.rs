@@ -63,6 +63,17 @@ pub fn best_first<K: Ord>(candidates: &mut [Candidate<K>], n: usize) -> usize {
     n
 }
 
+/// Moves the best `n` of `candidates` to its front in no particular order
+/// (the set is exact: the order is total); returns how many that is.
+/// For callers that only need the set, [`best_first`] without its sort.
+pub fn best_set<K: Ord>(candidates: &mut [Candidate<K>], n: usize) -> usize {
+    let n = n.min(candidates.len());
+    if n > 0 && candidates.len() > n {
+        candidates.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    }
+    n
+}
+
 /// Candidates in rank order, produced lazily.
 #[derive(Debug)]
 pub struct Ranked<K> {

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use hippocamp_core::{EntryId, Error, Field, ManualClock, MemoryScope};
 use serde_json::json;
 
-use super::{StoreFactory, c, key, lexical, obj, scope, sid};
+use super::{StoreFactory, c, key, obj, scope, sid};
 use crate::MemoryConfig;
 use crate::config::StoreClock;
 use crate::entry::{NewEntry, Obligations, Provenance};
 use crate::event::Event;
 use crate::list::{ListOrder, ListRequest};
-use crate::store::{MemoryStore, WriteOptions};
+use crate::store::{MemoryStore, SearchRequest, WriteOptions};
 
 pub(crate) const T0: u64 = 1_700_000_000_000;
 
@@ -38,14 +38,34 @@ pub(crate) fn expiring(at: u64) -> Obligations {
     }
 }
 
-async fn visible(store: &dyn MemoryStore, s: &MemoryScope, id: &EntryId, word: &str) -> [bool; 3] {
-    let searched = store
-        .search(s, &lexical(word), &c())
-        .await
-        .unwrap()
-        .hits
+/// Whether a lexical search, a hybrid search where the store offers it
+/// (it fuses vector candidates; else lexical again), `get_entry` and a
+/// listing find `id`.
+async fn visible(store: &dyn MemoryStore, s: &MemoryScope, id: &EntryId, word: &str) -> [bool; 4] {
+    let hybrid = if store
+        .capabilities()
+        .search
+        .modes
         .iter()
-        .any(|h| h.entry.id == *id);
+        .any(|m| m == "hybrid")
+    {
+        crate::SearchMode::Hybrid
+    } else {
+        crate::SearchMode::Lexical
+    };
+    let mut searched = [false; 2];
+    for (found, mode) in searched
+        .iter_mut()
+        .zip([crate::SearchMode::Lexical, hybrid])
+    {
+        *found = store
+            .search(s, &SearchRequest::new(word).mode(mode), &c())
+            .await
+            .unwrap()
+            .hits
+            .iter()
+            .any(|h| h.entry.id == *id);
+    }
     let got = match store.get_entry(s, id, &c()).await {
         Ok(e) => e.id == *id,
         Err(Error::NotFound(_)) => false,
@@ -58,7 +78,7 @@ async fn visible(store: &dyn MemoryStore, s: &MemoryScope, id: &EntryId, word: &
         .entries
         .iter()
         .any(|e| e.id == *id);
-    [searched, got, listed]
+    [searched[0], searched[1], got, listed]
 }
 
 /// An entry is visible one millisecond before it expires and gone from
@@ -80,7 +100,7 @@ pub async fn expiry_hides_an_entry_at_the_exact_moment(f: &dyn StoreFactory) {
     clock.set(at - 1);
     assert_eq!(
         visible(&*store, &s, &added.entry.id, "walrus").await,
-        [true; 3]
+        [true; 4]
     );
     assert_eq!(
         store.get_entry(&s, &added.entry.id, &c()).await.unwrap(),
@@ -90,11 +110,11 @@ pub async fn expiry_hides_an_entry_at_the_exact_moment(f: &dyn StoreFactory) {
     clock.set(at);
     assert_eq!(
         visible(&*store, &s, &added.entry.id, "walrus").await,
-        [false; 3]
+        [false; 4]
     );
     assert_eq!(
         visible(&*store, &s, &kept.entry.id, "walrus").await,
-        [true; 3]
+        [true; 4]
     );
     assert_eq!(store.status().await.unwrap().entries, 2, "not swept yet");
     let sweep = store.sweep_expired(100, &[], &c()).await.unwrap();
