@@ -301,7 +301,7 @@ impl Staged<'_> {
     /// A value of the overlays, newest first, else of the snapshot.
     fn read<const N: usize>(
         &self,
-        pick: impl Fn(&Overlay) -> &HashMap<[u8; N], (u64, Vec<u8>)>,
+        pick: impl Fn(&Overlay) -> &foldhash::HashMap<[u8; N], (u64, Vec<u8>)>,
         def: TableDefinition<&'static [u8; N], &'static [u8]>,
         cell: &OnceCell<ReadOnlyTable<&'static [u8; N], &'static [u8]>>,
         key: &[u8; N],
