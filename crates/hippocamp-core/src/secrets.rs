@@ -97,6 +97,11 @@ struct Rules {
     uri_query: Regex,
 }
 
+/// The prefixes of AWS access key ids: the rule's and the clues'.
+const AWS_PREFIXES: [&str; 8] = [
+    "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA",
+];
+
 /// Whether `text` holds a clue that some rule could match: `:` or `=`
 /// (the assignments), `-` (`sk-`, `xox?-`, `-----BEGIN`), `_` (`gh?_`,
 /// `github_pat_`), `eyJ`, `AIza`, an AWS prefix, or `bearer` in any ASCII
@@ -106,16 +111,13 @@ struct Rules {
 /// tenth of in-memory ingestion. `tests::every_token_prefix_is_caught`
 /// and `tests::the_set_never_hides_a_rule` hold `detect` to the rules.
 fn has_clue(text: &str) -> bool {
-    const AWS: [&[u8; 4]; 8] = [
-        b"AKIA", b"ASIA", b"AGPA", b"AIDA", b"AROA", b"ANPA", b"ANVA", b"AIPA",
-    ];
     let b = text.as_bytes();
     memchr::memchr3(b':', b'=', b'-', b).is_some()
         || memchr::memchr(b'_', b).is_some()
         || memchr::memmem::find(b, b"eyJ").is_some()
         || memchr::memchr_iter(b'A', b).any(|i| {
             b.get(i..i + 4)
-                .is_some_and(|w| w == b"AIza" || AWS.iter().any(|p| w == &p[..]))
+                .is_some_and(|w| w == b"AIza" || AWS_PREFIXES.iter().any(|p| w == p.as_bytes()))
         })
         || memchr::memchr2_iter(b'b', b'B', b).any(|i| {
             b.get(i..i + 6)
@@ -145,7 +147,10 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
         (SecretKind::OpenAiKey, re(r"\bsk-[0-9A-Za-z_-]{16,}")),
         (
             SecretKind::AwsAccessKeyId,
-            re(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+            re(&format!(
+                r"\b(?:{})[0-9A-Z]{{16}}\b",
+                AWS_PREFIXES.join("|")
+            )),
         ),
         (
             SecretKind::GithubToken,

@@ -133,20 +133,16 @@ impl WalStorage for FileWal {
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         let end = self.end + data.len() as u64;
-        if end > self.len && data.len() as u64 >= PREALLOCATE {
-            // A record of a step or more (a bulk batch) goes past the
-            // written space directly: zeros written ahead of it were
-            // copied in only to be overwritten (the largest kernel cost of
-            // bulk ingestion), and its one size change is small beside
-            // its own bytes.
-            self.file.write_all_at(data, self.end)?;
-            self.end = end;
-            self.len = end;
-            return Ok(());
+        // A record of a step or more (a bulk batch) goes past the written
+        // space directly: zeros written ahead of it were copied in only to
+        // be overwritten (the largest kernel cost of bulk ingestion), and
+        // its one size change is small beside its own bytes.
+        if (data.len() as u64) < PREALLOCATE {
+            self.reserve(end)?;
         }
-        self.reserve(end)?;
         self.file.write_all_at(data, self.end)?;
         self.end = end;
+        self.len = self.len.max(end);
         Ok(())
     }
 

@@ -19,6 +19,20 @@ fn keyed(content: &str, key: &str) -> NewEntry {
     NewEntry::new(content).idempotency_key(IdempotencyKey::new(key).unwrap())
 }
 
+/// Adds `n` entries, one write (one group) each.
+async fn add_facts(store: &RedbMemoryStore, scope: &MemoryScope, n: usize) {
+    for i in 0..n {
+        store
+            .add_entry(
+                scope,
+                NewEntry::new(format!("fact {i}")),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 /// Whether `f` is still waiting after a while.
 async fn still_waiting<T>(f: &mut (impl Future<Output = T> + Unpin)) -> bool {
     tokio::time::timeout(Duration::from_millis(300), f)
@@ -107,16 +121,7 @@ async fn an_erasure_waits_for_the_applier_and_takes_every_acknowledged_add() {
     let scope = MemoryScope::parse("app", "u").unwrap();
     let held = store.pause_applier();
     // Fewer groups than may wait for the applier (each write below is one).
-    for i in 0..4 {
-        store
-            .add_entry(
-                &scope,
-                NewEntry::new(format!("fact {i}")),
-                &WriteOptions::default(),
-            )
-            .await
-            .unwrap();
-    }
+    add_facts(&store, &scope, 4).await;
     let events: Vec<Event> = (0..16)
         .map(|i| Event::text(format!("e{i}"), "user", i, format!("turn {i}")))
         .collect();
@@ -191,16 +196,7 @@ async fn acknowledgements_wait_when_the_applier_falls_too_far_behind() {
         std::sync::Arc::new(RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap());
     let scope = MemoryScope::parse("app", "u").unwrap();
     let held = store.pause_applier();
-    for i in 0..MAX_PENDING_GROUPS {
-        store
-            .add_entry(
-                &scope,
-                NewEntry::new(format!("fact {i}")),
-                &WriteOptions::default(),
-            )
-            .await
-            .unwrap();
-    }
+    add_facts(&store, &scope, MAX_PENDING_GROUPS).await;
     let next = {
         let (store, scope) = (std::sync::Arc::clone(&store), scope.clone());
         tokio::spawn(async move {

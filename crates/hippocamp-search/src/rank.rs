@@ -52,13 +52,7 @@ pub fn best<K: Ord>(mut candidates: Vec<Candidate<K>>, n: usize) -> Vec<Candidat
 /// rest follow, unordered); returns how many that is (`n`, or fewer when
 /// there are fewer candidates).
 pub fn best_first<K: Ord>(candidates: &mut [Candidate<K>], n: usize) -> usize {
-    let n = n.min(candidates.len());
-    if n == 0 {
-        return 0;
-    }
-    if candidates.len() > n {
-        candidates.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
-    }
+    let n = best_set(candidates, n);
     candidates[..n].sort_unstable_by(|a, b| b.cmp(a));
     n
 }
