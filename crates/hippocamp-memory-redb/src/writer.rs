@@ -1405,8 +1405,7 @@ impl Writer {
         }
         self.append(seq, &record)?;
         self.pending.merge(writes, seq);
-        self.progress.logged(seq, bytes);
-        if let Err(e) = self.applier.send(seq, log) {
+        if let Err(e) = self.progress.logged(seq, bytes, log) {
             self.poisoned = Some(e.clone());
             return Err(e);
         }
