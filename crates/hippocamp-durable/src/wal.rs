@@ -379,18 +379,33 @@ mod tests {
         assert!(decode_log::<Mutation>(&old).is_empty());
     }
 
-    #[test]
-    fn a_large_record_extends_the_log_directly() {
-        let dir = tempfile::tempdir().unwrap();
+    /// An emptied log in `dir`, its path, and the bytes its file holds.
+    fn emptied_log(dir: &tempfile::TempDir) -> (std::path::PathBuf, FileWal, u64) {
         let path = dir.path().join("wal");
         let mut wal = FileWal::open(&path).unwrap();
         wal.truncate().unwrap();
         let written = std::fs::metadata(&path).unwrap().len();
+        (path, wal, written)
+    }
+
+    /// A record `seq` of about `n` bytes.
+    fn record_of(seq: u64, n: usize) -> Vec<u8> {
+        encode_record(seq, &[Mutation::DelEntry(vec![7; n])]).unwrap()
+    }
+
+    /// The sequence numbers the log at `path` replays when reopened.
+    fn replayed(path: &Path) -> Vec<u64> {
+        let log = FileWal::open(path).unwrap().read_all().unwrap();
+        decode_log::<Mutation>(&log).iter().map(|r| r.0).collect()
+    }
+
+    #[test]
+    fn a_large_record_extends_the_log_directly() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut wal, written) = emptied_log(&dir);
         // Past a step, so the written space cannot hold it whatever it is.
         let big = usize::try_from(PREALLOCATE + DIRECT).unwrap();
-        let rec =
-            |seq: u64, n: usize| encode_record(seq, &[Mutation::DelEntry(vec![7; n])]).unwrap();
-        let (first, second) = (rec(1, big), rec(2, 32));
+        let (first, second) = (record_of(1, big), record_of(2, 32));
         wal.append(&first).unwrap();
         wal.sync().unwrap();
         // Past the written space, the file ends where the record does.
@@ -401,40 +416,31 @@ mod tests {
         wal.append(&second).unwrap();
         wal.sync().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len() % PREALLOCATE, 0);
-        let got = decode_log::<Mutation>(&FileWal::open(&path).unwrap().read_all().unwrap());
-        assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(replayed(&path), vec![1, 2]);
     }
 
     #[test]
     fn a_record_under_a_step_but_over_the_direct_size_is_not_zeroed_first() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wal");
-        let mut wal = FileWal::open(&path).unwrap();
-        wal.truncate().unwrap();
-        let written = std::fs::metadata(&path).unwrap().len();
+        let (path, mut wal, written) = emptied_log(&dir);
         // Two records of 0.6 steps: the first fits the written space, the
         // second reaches past it and ends the file.
         let n = usize::try_from(PREALLOCATE * 6 / 10).unwrap();
         assert!(n as u64 >= DIRECT);
-        let rec =
-            |seq: u64, n: usize| encode_record(seq, &[Mutation::DelEntry(vec![7; n])]).unwrap();
-        let (first, second) = (rec(1, n), rec(2, n));
+        let (first, second) = (record_of(1, n), record_of(2, n));
         wal.append(&first).unwrap();
         wal.append(&second).unwrap();
         wal.sync().unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size > written);
         assert_eq!(size, (first.len() + second.len()) as u64);
-        let got = decode_log::<Mutation>(&FileWal::open(&path).unwrap().read_all().unwrap());
-        assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(replayed(&path), vec![1, 2]);
     }
 
     #[test]
     fn file_log_reuses_its_space() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wal");
-        let mut wal = FileWal::open(&path).unwrap();
-        wal.truncate().unwrap();
+        let (path, mut wal, _) = emptied_log(&dir);
         let rec = |seq| {
             encode_record(
                 seq,
@@ -453,9 +459,7 @@ mod tests {
         wal.truncate().unwrap();
         wal.append(&rec(4)).unwrap();
         wal.sync().unwrap();
-        let mut reopened = FileWal::open(&path).unwrap();
-        let got = decode_log::<Mutation>(&reopened.read_all().unwrap());
-        assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![4]);
+        assert_eq!(replayed(&path), vec![4]);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
     }
 }
