@@ -178,6 +178,12 @@ pub struct DurableWrite {
     /// Overwrite the same bytes in pre-written space and `fdatasync` (the
     /// technique the store's log uses; a lower floor than an append).
     pub raw_overwrite_fsync: Latency,
+    /// The same overwrite with the device's write started first
+    /// (`hippocamp_durable::fs::start_writeback`, as the store's log does
+    /// for a lone add) and nothing between: the head start alone does not
+    /// lower the floor; what the store gains from it is its own work
+    /// overlapping the write.
+    pub raw_overwrite_started_fsync: Latency,
     /// `add_entry` p50 / append floor p50.
     pub ratio_p50: f64,
     /// `add_entry` p50 / overwrite floor p50.
@@ -199,6 +205,11 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         .truncate(true)
         .write(true)
         .open(dir.join("pre.bin"))?;
+    let started_file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(dir.join("started.bin"))?;
     let probe = store
         .add_entry(
             &scope,
@@ -210,10 +221,14 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
     let bytes = serde_json::to_vec(&probe.entry).map_err(|e| BenchError::Failed(e.to_string()))?;
     {
         use std::os::unix::fs::FileExt as _;
-        pre.write_all_at(&vec![0u8; bytes.len() * (samples + 1)], 0)?;
+        let zeros = vec![0u8; bytes.len() * (samples + 1)];
+        pre.write_all_at(&zeros, 0)?;
         pre.sync_all()?;
+        started_file.write_all_at(&zeros, 0)?;
+        started_file.sync_all()?;
     }
-    let (mut store_us, mut raw_us, mut over_us) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut store_us, mut raw_us, mut over_us, mut started_us) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, t) in texts.iter().take(samples).enumerate() {
         let started = Instant::now();
         raw.write_all(&bytes)?;
@@ -227,6 +242,15 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         pre.sync_data()?;
         over_us.push(started.elapsed().as_secs_f64() * 1e6);
         let started = Instant::now();
+        {
+            use std::os::unix::fs::FileExt as _;
+            let at = (i * bytes.len()) as u64;
+            started_file.write_all_at(&bytes, at)?;
+            hippocamp_durable::fs::start_writeback(&started_file, at, bytes.len() as u64)?;
+        }
+        started_file.sync_data()?;
+        started_us.push(started.elapsed().as_secs_f64() * 1e6);
+        let started = Instant::now();
         store
             .add_entry(&scope, NewEntry::new(t.clone()), &WriteOptions::default())
             .await?;
@@ -235,6 +259,7 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
     let add_entry = latency(store_us);
     let raw_write_fsync = latency(raw_us);
     let raw_overwrite_fsync = latency(over_us);
+    let raw_overwrite_started_fsync = latency(started_us);
     Ok(DurableWrite {
         samples,
         raw_bytes: bytes.len(),
@@ -243,6 +268,7 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         add_entry,
         raw_write_fsync,
         raw_overwrite_fsync,
+        raw_overwrite_started_fsync,
     })
 }
 

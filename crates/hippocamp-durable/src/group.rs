@@ -166,6 +166,12 @@ impl<W: GroupWriter + 'static> Committer<W> {
         replies
     }
 
+    /// Whether no commit is running and nothing is queued: a write
+    /// submitted now will most likely lead its own group, alone.
+    pub fn idle(&self) -> bool {
+        !self.writer.is_locked() && self.queue.lock().is_empty()
+    }
+
     /// Runs `f` on the writer once any running commit finished.
     pub fn with_writer<R>(&self, f: impl FnOnce(&mut W) -> R) -> R {
         f(&mut self.writer.lock())

@@ -14,7 +14,8 @@
 //! - `sim` (feature): a simulated disk with power loss, and `crash`, the
 //!   parent side of SIGKILL trials, for tests.
 
-#![forbid(unsafe_code)]
+// Denied, not forbidden: `fs::start_writeback` is the one exception.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "sim")]

@@ -53,6 +53,7 @@ impl IngestFloor {
                 options,
                 crate::format::Totals::default(),
                 Arc::new(Mutex::new(crate::format::Totals::default())),
+                Arc::new(hippocamp_search::Analyzer::english()),
             )?,
         })
     }

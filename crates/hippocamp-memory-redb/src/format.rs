@@ -28,7 +28,7 @@ use hippocamp_core::{
     Author, EntryId, Error, EventId, MemoryScope, Result, SessionId, Sha256Digest,
 };
 use hippocamp_memory::{MemoryEntry, Obligations, Provenance, Revision};
-use hippocamp_search::TermFreqs;
+use hippocamp_search::{Analyzer, TermFreqs};
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -315,6 +315,15 @@ pub(crate) fn encode_entry(
     )
 }
 
+/// `record` (logged by [`Mutation::PutEntryText`]) with its text's terms:
+/// the record [`encode_entry`] makes of the same entry.
+pub(crate) fn analysed_record(record: &[u8], analyzer: &Analyzer) -> Result<Vec<u8>> {
+    let mut r: EntryRecord = decode(record, "entry")?;
+    r.terms = analyzer.analyze(&r.content);
+    r.doc_len = r.terms.doc_len();
+    encode(&r)
+}
+
 /// One change to one table, as logged; replayable in order.
 ///
 /// Keys and values are (de)serialized as byte strings: postcard writes a
@@ -374,6 +383,14 @@ pub(crate) enum Mutation {
     ),
     PutUser(String),
     DelUser(String),
+    /// An entry record logged before its text was analysed (its terms
+    /// empty): whoever applies it analyses the text first
+    /// ([`analysed_record`]). A single add is logged so, to overlap its
+    /// analysis with the log's write (`writer`).
+    PutEntryText(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
 }
 
 impl Mutation {
@@ -381,6 +398,7 @@ impl Mutation {
     pub(crate) fn size_hint(&self) -> usize {
         let (a, b) = match self {
             Mutation::PutEntry(k, v)
+            | Mutation::PutEntryText(k, v)
             | Mutation::DelEntries(k, v)
             | Mutation::DelSessions(k, v)
             | Mutation::PutScope(k, v)
@@ -668,6 +686,11 @@ mod tests {
         assert!(fast.ends_with(&tail));
         let back: EntryRecord = decode(&fast, "entry").unwrap();
         let (e, bytes, t) = back.into_entry(&scope).unwrap();
-        assert_eq!((e, bytes, t), (entry, 99, terms));
+        assert_eq!((e, bytes, t), (entry.clone(), 99, terms));
+        // Logged before its analysis, it is completed into the same bytes.
+        let bare = encode_entry(&entry, 99, &TermFreqs::default()).unwrap();
+        assert_ne!(bare, fast);
+        let analyzer = hippocamp_search::Analyzer::english();
+        assert_eq!(analysed_record(&bare, &analyzer).unwrap(), fast);
     }
 }

@@ -40,8 +40,11 @@ use hippocamp_core::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use redb::{Database, Durability};
 
+use hippocamp_search::Analyzer;
+
 use crate::format::{
     ENTRIES, ERASED, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSIONS, USERS, VECTORS,
+    analysed_record,
 };
 
 /// Most groups logged and not yet applied: the next one waits for the
@@ -333,12 +336,17 @@ pub(crate) struct Applier {
 }
 
 impl Applier {
-    /// Starts the applier of `db`.
-    pub(crate) fn start(db: Arc<Database>, progress: Arc<Progress>) -> Result<Self> {
+    /// Starts the applier of `db`; `analyzer` analyses any entry logged
+    /// unanalysed (the writer hands over analysed ones).
+    pub(crate) fn start(
+        db: Arc<Database>,
+        progress: Arc<Progress>,
+        analyzer: Arc<Analyzer>,
+    ) -> Result<Self> {
         let shared = Arc::clone(&progress);
         let thread = std::thread::Builder::new()
             .name("hippocamp-memory-applier".into())
-            .spawn(move || run(&db, &shared))
+            .spawn(move || run(&db, &shared, &analyzer))
             .map_err(|e| Error::Unavailable(format!("cannot start the memory applier: {e}")))?;
         Ok(Self {
             progress,
@@ -363,7 +371,7 @@ impl Drop for Applier {
 
 /// The applier's loop: every group waiting is applied in one transaction
 /// (committed without fsync: the log holds them until a checkpoint).
-fn run(db: &Database, progress: &Progress) {
+fn run(db: &Database, progress: &Progress, analyzer: &Analyzer) {
     let mut busy = false;
     loop {
         let batch = progress.next_jobs(busy);
@@ -372,7 +380,7 @@ fn run(db: &Database, progress: &Progress) {
         };
         busy = true;
         progress.wait_unpaused();
-        match apply(db, batch) {
+        match apply(db, batch, analyzer) {
             Ok(()) => progress.applied_up_to(last),
             Err(e) => {
                 progress.fail(Error::Unavailable(format!(
@@ -384,11 +392,11 @@ fn run(db: &Database, progress: &Progress) {
     }
 }
 
-fn apply(db: &Database, batch: Vec<Job>) -> Result<()> {
+fn apply(db: &Database, batch: Vec<Job>, analyzer: &Analyzer) -> Result<()> {
     let mut txn = db.begin_write().map_err(storage)?;
     txn.set_durability(Durability::None).map_err(storage)?;
     {
-        let mut tables = LogTables::open(&txn)?;
+        let mut tables = LogTables::open(&txn, analyzer)?;
         for m in batch.into_iter().flat_map(|j| j.mutations) {
             tables.apply(m)?;
         }
@@ -408,6 +416,8 @@ pub(crate) struct LogTables<'t> {
     expiry: redb::Table<'t, &'static [u8; 40], ()>,
     revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
     users: redb::Table<'t, &'static str, ()>,
+    /// Analyses the text of an entry logged unanalysed.
+    analyzer: &'t Analyzer,
 }
 
 fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
@@ -416,7 +426,7 @@ fn fixed<const N: usize>(k: &[u8]) -> Result<[u8; N]> {
 }
 
 impl<'t> LogTables<'t> {
-    pub(crate) fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
+    pub(crate) fn open(txn: &'t redb::WriteTransaction, analyzer: &'t Analyzer) -> Result<Self> {
         Ok(Self {
             scopes: txn.open_table(SCOPES).map_err(storage)?,
             entries: txn.open_table(ENTRIES).map_err(storage)?,
@@ -427,6 +437,7 @@ impl<'t> LogTables<'t> {
             expiry: txn.open_table(EXPIRY).map_err(storage)?,
             revisions: txn.open_table(REVISIONS).map_err(storage)?,
             users: txn.open_table(USERS).map_err(storage)?,
+            analyzer,
         })
     }
 
@@ -434,6 +445,10 @@ impl<'t> LogTables<'t> {
     pub(crate) fn apply(&mut self, m: Mutation) -> Result<()> {
         let written = match m {
             Mutation::PutEntry(k, v) => self.entries.insert(&fixed(&k)?, v.as_slice()).map(drop),
+            Mutation::PutEntryText(k, v) => {
+                let v = analysed_record(&v, self.analyzer)?;
+                self.entries.insert(&fixed(&k)?, v.as_slice()).map(drop)
+            }
             Mutation::DelEntry(k) => self.entries.remove(&fixed(&k)?).map(drop),
             Mutation::DelEntries(lo, hi) => self
                 .entries
@@ -503,7 +518,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
         let progress = Arc::new(Progress::new(0));
-        let applier = Applier::start(Arc::clone(&db), Arc::clone(&progress)).unwrap();
+        let applier = Applier::start(
+            Arc::clone(&db),
+            Arc::clone(&progress),
+            Arc::new(Analyzer::english()),
+        )
+        .unwrap();
         (dir, progress, applier, db)
     }
 

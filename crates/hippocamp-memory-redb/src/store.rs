@@ -121,7 +121,7 @@ impl Default for DurableOptions {
 pub struct RedbMemoryStore {
     config: MemoryConfig,
     embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
-    analyzer: Analyzer,
+    analyzer: Arc<Analyzer>,
     db: Arc<Database>,
     cache: Arc<ScopeCache>,
     committer: Arc<Committer>,
@@ -228,7 +228,8 @@ impl RedbMemoryStore {
         lock: Option<DirLock>,
     ) -> Result<Self> {
         init_format(&db)?;
-        let seq = replay(&db, &mut *wal)?;
+        let analyzer = Arc::new(Analyzer::english());
+        let seq = replay(&db, &mut *wal, &analyzer)?;
         index_users(&db)?;
         let totals = count(&db)?;
         let published = Arc::new(Mutex::new(totals));
@@ -244,13 +245,14 @@ impl RedbMemoryStore {
             options,
             totals,
             Arc::clone(&published),
+            Arc::clone(&analyzer),
         )?;
         let progress = Arc::clone(&writer.progress);
         Ok(Self {
             clock: config.clock.clone(),
             config,
             embedder: None,
-            analyzer: Analyzer::english(),
+            analyzer,
             db,
             cache,
             committer: Arc::new(Committer::new(
@@ -447,7 +449,7 @@ pub(crate) fn init_format(db: &Database) -> Result<()> {
 /// Applies the log records newer than the last checkpoint, in order, in
 /// one durable transaction, then empties the log. Returns the sequence
 /// number of the last applied record.
-fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
+fn replay(db: &Database, wal: &mut dyn WalStorage, analyzer: &Analyzer) -> Result<u64> {
     let records = decode_log::<Mutation>(&wal.read_all().map_err(storage)?);
     let txn = db.begin_write().map_err(storage)?;
     let last = {
@@ -460,7 +462,7 @@ fn replay(db: &Database, wal: &mut dyn WalStorage) -> Result<u64> {
             ),
             None => 0,
         };
-        let mut tables = LogTables::open(&txn)?;
+        let mut tables = LogTables::open(&txn, analyzer)?;
         let mut last = applied;
         for (seq, mutations) in records {
             if seq <= applied {
@@ -720,7 +722,13 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<AddOutcome> {
         let deadline = self.deadline(&opts.call);
         let prepared = prepare_entry(scope, entry, &self.config.limits)?;
-        let terms = self.analyzer.analyze(&prepared.entry.content);
+        // With no write running or queued, this call will most likely
+        // commit its own group: its text is then analysed by the writer
+        // while the log's write is under way (see `writer`, "analysed
+        // behind the log"). With writes queued it is analysed here, in
+        // parallel with them, rather than in the writer, one after another.
+        let terms =
+            (!self.committer.idle()).then(|| self.analyzer.analyze(&prepared.entry.content));
         let embedder = self.embedder.as_deref();
         // Embedded before the write is queued, so the vector commits with
         // it; not when this keyed entry is already stored (a duplicate or a
@@ -741,23 +749,24 @@ impl MemoryStore for RedbMemoryStore {
         }
         let fence = opts.epoch;
         let obligations = opts;
-        let submit = |prepared: PreparedEntry, terms: TermFreqs, vector: Option<Vec<f32>>| {
-            let scope = scope.clone();
-            let obligations = obligations.clone();
-            self.submit(move |reply| Op::AddEntry {
-                scope,
-                prepared: Box::new(prepared),
-                terms,
-                vector,
-                admit: Admission {
-                    fence,
-                    embeds: embedder.is_some(),
-                    deadline,
-                    obligations,
-                },
-                reply,
-            })
-        };
+        let submit =
+            |prepared: PreparedEntry, terms: Option<TermFreqs>, vector: Option<Vec<f32>>| {
+                let scope = scope.clone();
+                let obligations = obligations.clone();
+                self.submit(move |reply| Op::AddEntry {
+                    scope,
+                    prepared: Box::new(prepared),
+                    terms,
+                    vector,
+                    admit: Admission {
+                        fence,
+                        embeds: embedder.is_some(),
+                        deadline,
+                        obligations,
+                    },
+                    reply,
+                })
+            };
         if embedder.is_none() {
             return match submit(prepared, terms, None).await? {
                 Embedded::Done(out) => Ok(out),

@@ -26,7 +26,7 @@ use hippocamp_memory::import::{ImportReport, PreparedImport};
 use hippocamp_memory::mem::check_epoch;
 use hippocamp_memory::quota::check_scope_quota;
 use hippocamp_memory::{AddOutcome, Erasure, MemoryEntry, Obligations, Sweep, WriteOptions};
-use hippocamp_search::TermFreqs;
+use hippocamp_search::{Analyzer, TermFreqs};
 use std::cell::OnceCell;
 
 use redb::{
@@ -78,7 +78,9 @@ pub(crate) enum Op {
     AddEntry {
         scope: MemoryScope,
         prepared: Box<PreparedEntry>,
-        terms: TermFreqs,
+        /// `None`: the writer analyses the text (after logging it, when
+        /// the add is staged).
+        terms: Option<TermFreqs>,
         vector: Option<Vec<f32>>,
         admit: Admission,
         reply: oneshot::Sender<hippocamp_core::Result<Embedded<AddOutcome>>>,
@@ -330,9 +332,13 @@ struct Tx<'t> {
     t: Tables<'t>,
     totals: Totals,
     limits: &'t MemoryLimits,
+    /// Analyses the text of an add that came without its terms.
+    analyzer: &'t Analyzer,
     changes: Changes,
     /// Every write, in order, for the log record.
     log: Vec<Mutation>,
+    /// Staged adds logged before their text was analysed.
+    deferred: Vec<Deferred>,
     /// The session whose key hash was last computed, with that hash.
     last_session: Option<(SessionId, [u8; 16])>,
 }
@@ -342,6 +348,7 @@ impl<'t> Tx<'t> {
         txn: &'t redb::WriteTransaction,
         totals: Totals,
         limits: &'t MemoryLimits,
+        analyzer: &'t Analyzer,
     ) -> hippocamp_core::Result<Self> {
         let d = Direct {
             scopes: txn.open_table(SCOPES).map_err(Error::storage)?,
@@ -354,7 +361,12 @@ impl<'t> Tx<'t> {
             revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
             users: txn.open_table(USERS).map_err(Error::storage)?,
         };
-        Ok(Self::with(Tables::Direct(Box::new(d)), totals, limits))
+        Ok(Self::with(
+            Tables::Direct(Box::new(d)),
+            totals,
+            limits,
+            analyzer,
+        ))
     }
 
     fn staged(
@@ -362,6 +374,7 @@ impl<'t> Tx<'t> {
         pending: &'t Overlay,
         totals: Totals,
         limits: &'t MemoryLimits,
+        analyzer: &'t Analyzer,
     ) -> Self {
         let s = Staged {
             txn,
@@ -373,16 +386,23 @@ impl<'t> Tx<'t> {
             pending,
             group: Overlay::default(),
         };
-        Self::with(Tables::Staged(Box::new(s)), totals, limits)
+        Self::with(Tables::Staged(Box::new(s)), totals, limits, analyzer)
     }
 
-    fn with(t: Tables<'t>, totals: Totals, limits: &'t MemoryLimits) -> Self {
+    fn with(
+        t: Tables<'t>,
+        totals: Totals,
+        limits: &'t MemoryLimits,
+        analyzer: &'t Analyzer,
+    ) -> Self {
         Tx {
             t,
             totals,
             limits,
+            analyzer,
             changes: Vec::new(),
             log: Vec::new(),
+            deferred: Vec::new(),
             last_session: None,
         }
     }
@@ -499,23 +519,42 @@ impl<'t> Tx<'t> {
     /// Writes one new entry and counts it; the caller checked quotas.
     /// Returns the entry as written (its epoch set), owned by the change
     /// handed to the cache: a caller that answers with it clones it.
+    ///
+    /// Without `terms`, a staged entry is logged unanalysed
+    /// ([`Mutation::PutEntryText`]) and analysed while the log is written
+    /// ([`complete`]); a direct one is analysed here.
     fn insert(
         &mut self,
         h: &[u8; 16],
         row: &mut ScopeRow,
         mut entry: MemoryEntry,
         bytes: u64,
-        terms: TermFreqs,
+        terms: Option<TermFreqs>,
         vector: Option<Vec<f32>>,
     ) -> Result<&MemoryEntry, Fail> {
         entry.epoch = row.epoch;
+        let defer = terms.is_none() && matches!(self.t, Tables::Staged(_));
+        let terms = match terms {
+            Some(t) => t,
+            None if defer => TermFreqs::default(),
+            None => self.analyzer.analyze(&entry.content),
+        };
         let rec = encode_entry(&entry, bytes, &terms).txn()?;
         let key = entry_key(h, &entry.id);
         match &mut self.t {
             Tables::Direct(d) => drop(d.entries.insert(&key, rec.as_slice())?),
             Tables::Staged(s) => drop(s.group.entries.insert(key, (0, rec.clone()))),
         }
-        self.log.push(Mutation::PutEntry(key.to_vec(), rec));
+        if defer {
+            self.deferred.push(Deferred {
+                key,
+                log: self.log.len(),
+                change: self.changes.len(),
+            });
+            self.log.push(Mutation::PutEntryText(key.to_vec(), rec));
+        } else {
+            self.log.push(Mutation::PutEntry(key.to_vec(), rec));
+        }
         if let Some(v) = &vector {
             let bytes = encode_vector(v);
             if let Tables::Direct(d) = &mut self.t {
@@ -714,7 +753,7 @@ impl<'t> Tx<'t> {
         &mut self,
         scope: &MemoryScope,
         prepared: PreparedEntry,
-        terms: TermFreqs,
+        terms: Option<TermFreqs>,
         vector: Option<Vec<f32>>,
         admit: Admission,
     ) -> Result<Embedded<AddOutcome>, Fail> {
@@ -812,7 +851,7 @@ impl<'t> Tx<'t> {
             let v = vectors.remove(&p.index);
             let mut entry = p.prepared.entry;
             entry.obligations = obligations.obligations_for(&entry.metadata);
-            self.insert(&h, &mut row, entry, p.prepared.storage_bytes, t, v)?;
+            self.insert(&h, &mut row, entry, p.prepared.storage_bytes, Some(t), v)?;
         }
         self.put_row(&h, &row)?;
         Ok(Embedded::Done(report))
@@ -1117,7 +1156,7 @@ impl Tx<'_> {
             for r in &p.history {
                 self.put_revision(scope, &key, r)?;
             }
-            self.insert(&h, &mut row, p.entry, p.storage_bytes, terms, vector)?;
+            self.insert(&h, &mut row, p.entry, p.storage_bytes, Some(terms), vector)?;
             report.imported += 1;
         }
         if report.imported > 0 {
@@ -1154,6 +1193,7 @@ pub(crate) struct Writer {
     pending: Overlay,
     pub(crate) progress: Arc<Progress>,
     applier: Applier,
+    analyzer: Arc<Analyzer>,
 }
 
 impl hippocamp_durable::group::GroupWriter for Writer {
@@ -1176,7 +1216,49 @@ impl hippocamp_durable::group::GroupWriter for Writer {
 }
 
 /// A staged group's result: its changes, mutations, counters and writes.
-type StagedGroup = (Changes, Vec<Mutation>, Totals, Overlay);
+struct StagedGroup {
+    changes: Changes,
+    log: Vec<Mutation>,
+    totals: Totals,
+    writes: Overlay,
+    /// Adds of `log` whose text is analysed while the log is written.
+    deferred: Vec<Deferred>,
+}
+
+/// An add logged unanalysed: its entry key, and where its mutation and
+/// its change are.
+#[derive(Debug, Clone, Copy)]
+struct Deferred {
+    key: [u8; 32],
+    log: usize,
+    change: usize,
+}
+
+/// Analyses each deferred add and puts its terms where the log record
+/// left them out: in the change for the cache, in the group's writes for
+/// later groups, and in the mutation the applier writes (the database
+/// holds only analysed records; a replay analyses what the log holds).
+fn complete(
+    analyzer: &Analyzer,
+    deferred: &[Deferred],
+    changes: &mut Changes,
+    log: &mut [Mutation],
+    writes: &mut Overlay,
+) -> hippocamp_core::Result<()> {
+    let lost = || Error::Corrupt("a deferred add is missing from its group".into());
+    for d in deferred {
+        let Some((_, CacheOp::Insert(change))) = changes.get_mut(d.change) else {
+            return Err(lost());
+        };
+        let (entry, bytes, terms, _) = &mut **change;
+        *terms = analyzer.analyze(&entry.content);
+        let rec = encode_entry(entry, *bytes, terms)?;
+        let slot = log.get_mut(d.log).ok_or_else(lost)?;
+        writes.entries.insert(d.key, (0, rec.clone()));
+        *slot = Mutation::PutEntry(d.key.to_vec(), rec);
+    }
+    Ok(())
+}
 
 impl Writer {
     /// A writer of `db` and `wal` whose last logged group is `seq`, with
@@ -1191,9 +1273,14 @@ impl Writer {
         options: crate::store::DurableOptions,
         totals: Totals,
         published: Arc<parking_lot::Mutex<Totals>>,
+        analyzer: Arc<Analyzer>,
     ) -> hippocamp_core::Result<Self> {
         let progress = Arc::new(Progress::new(seq));
-        let applier = Applier::start(Arc::clone(&db), Arc::clone(&progress))?;
+        let applier = Applier::start(
+            Arc::clone(&db),
+            Arc::clone(&progress),
+            Arc::clone(&analyzer),
+        )?;
         Ok(Self {
             db,
             cache,
@@ -1209,6 +1296,7 @@ impl Writer {
             pending: Overlay::default(),
             progress,
             applier,
+            analyzer,
         })
     }
 
@@ -1311,7 +1399,7 @@ impl Writer {
         let seq = self.seq + 1;
         let totals = self.totals;
         let result = (|| -> hippocamp_core::Result<(Changes, Vec<Mutation>, Totals)> {
-            let mut tx = Tx::direct(&txn, totals, &self.limits)?;
+            let mut tx = Tx::direct(&txn, totals, &self.limits, &self.analyzer)?;
             Self::apply_ops(&mut tx, group, &mut replies)?;
             Ok((tx.changes, tx.log, tx.totals))
         })();
@@ -1359,13 +1447,13 @@ impl Writer {
     fn stage_group(&mut self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
         let mut replies = Vec::with_capacity(group.len());
         let staged = self.stage(|tx| Self::apply_ops(tx, group, &mut replies));
-        let result = staged.and_then(|(changes, log, totals, writes)| {
-            if !log.is_empty() {
-                self.log_staged(log, writes)?;
-                self.totals = totals;
-                *self.published.lock() = totals;
+        let result = staged.and_then(|mut g| {
+            if !g.log.is_empty() {
+                self.log_staged(g.log, g.writes, &mut g.changes, &g.deferred)?;
+                self.totals = g.totals;
+                *self.published.lock() = g.totals;
             }
-            Ok(changes)
+            Ok(g.changes)
         });
         (replies, result)
     }
@@ -1380,19 +1468,42 @@ impl Writer {
         // overlay may forget it (a later group's value stays).
         self.pending.prune(self.progress.applied());
         let read = self.db.begin_read().map_err(Error::storage)?;
-        let mut tx = Tx::staged(&read, &self.pending, self.totals, &self.limits);
+        let mut tx = Tx::staged(
+            &read,
+            &self.pending,
+            self.totals,
+            &self.limits,
+            &self.analyzer,
+        );
         f(&mut tx)?;
         let writes = match tx.t {
             Tables::Staged(s) => s.group,
             Tables::Direct(_) => Overlay::default(),
         };
-        Ok((tx.changes, tx.log, tx.totals, writes))
+        Ok(StagedGroup {
+            changes: tx.changes,
+            log: tx.log,
+            totals: tx.totals,
+            writes,
+            deferred: tx.deferred,
+        })
     }
 
     /// Logs a staged group durably and hands it to the applier; only then
     /// may it be acknowledged (reads of the database wait for the applier;
     /// the cache is given its changes by the caller).
-    fn log_staged(&mut self, log: Vec<Mutation>, writes: Overlay) -> hippocamp_core::Result<()> {
+    ///
+    /// Adds logged unanalysed (`deferred`) are analysed after the record
+    /// is written and its write to the device started, before the sync
+    /// waits for it: the analysis overlaps the device's write instead of
+    /// preceding it.
+    fn log_staged(
+        &mut self,
+        mut log: Vec<Mutation>,
+        mut writes: Overlay,
+        changes: &mut Changes,
+        deferred: &[Deferred],
+    ) -> hippocamp_core::Result<()> {
         let seq = self.seq + 1;
         let record = log_record(seq, &log).map_err(Error::storage)?;
         let bytes = record.len();
@@ -1403,7 +1514,20 @@ impl Writer {
             self.poisoned = Some(e.clone());
             return Err(e);
         }
-        self.append(seq, &record)?;
+        if deferred.is_empty() {
+            self.append(seq, &record)?;
+        } else {
+            self.wal_io(|w| w.append(&record).and_then(|()| w.start_sync()))?;
+            // The record is in the log, unsynced: failing now must stop
+            // the writer, or a later sync would make it durable.
+            let analysed = complete(&self.analyzer, deferred, changes, &mut log, &mut writes);
+            if let Err(e) = analysed {
+                self.poisoned = Some(e.clone());
+                return Err(e);
+            }
+            self.wal_io(|w| w.sync())?;
+            self.appended(seq, bytes);
+        }
         self.pending.merge(writes, seq);
         if let Err(e) = self.progress.logged(seq, bytes, log) {
             self.poisoned = Some(e.clone());
@@ -1426,16 +1550,22 @@ impl Writer {
         let fail = |f: Fail| match f {
             Fail::Op(e) | Fail::Txn(e) => e,
         };
-        let (_, log, totals, writes) = self.stage(|tx| {
+        let StagedGroup {
+            changes: _,
+            log,
+            totals,
+            writes,
+            deferred: _,
+        } = self.stage(|tx| {
             let h = scope_hash(scope);
             let mut row = tx.row(&h, scope).map_err(fail)?;
             for (entry, bytes, terms) in entries {
-                tx.insert(&h, &mut row, entry, bytes, terms, None)
+                tx.insert(&h, &mut row, entry, bytes, Some(terms), None)
                     .map_err(fail)?;
             }
             tx.put_row(&h, &row).map_err(fail)
         })?;
-        self.log_staged(log, writes)?;
+        self.log_staged(log, writes, &mut Vec::new(), &[])?;
         self.totals = totals;
         self.maybe_checkpoint();
         Ok(())
@@ -1457,18 +1587,31 @@ impl Writer {
 
     /// Appends record `seq` to the log and syncs it.
     fn append(&mut self, seq: u64, record: &[u8]) -> hippocamp_core::Result<()> {
-        let logged = self.wal.append(record).and_then(|()| self.wal.sync());
-        if let Err(e) = logged {
+        self.wal_io(|w| w.append(record).and_then(|()| w.sync()))?;
+        self.appended(seq, record.len());
+        Ok(())
+    }
+
+    /// Runs `io` on the log; a failure stops the writer.
+    fn wal_io(
+        &mut self,
+        io: impl FnOnce(&mut dyn WalStorage) -> std::io::Result<()>,
+    ) -> hippocamp_core::Result<()> {
+        if let Err(e) = io(&mut *self.wal) {
             // The log's tail is now unknown: stop writing until a reopen
             // replays whatever did reach the disk.
             let e = Error::storage(e);
             self.poisoned = Some(e.clone());
             return Err(e);
         }
+        Ok(())
+    }
+
+    /// Counts record `seq` of `bytes` as logged and synced.
+    fn appended(&mut self, seq: u64, bytes: usize) {
         self.seq = seq;
         self.since_checkpoint += 1;
-        self.wal_bytes += record.len() as u64;
-        Ok(())
+        self.wal_bytes += bytes as u64;
     }
 
     /// Logs the group durably, then commits it; only then may it be seen
