@@ -63,7 +63,7 @@ pub fn private_file(path: &Path) -> io::Result<File> {
 /// memory store analyses a single add's text there) overlaps the work
 /// with the device's write, and the `fdatasync` then mostly waits for the
 /// flush (`hippocamp bench durable-write`: a single acknowledged add went
-/// from 1.42-1.47x to 1.28-1.33x the overwrite floor, paired runs).
+/// from 1.39-1.47x to 1.21-1.33x the overwrite floor, paired runs).
 ///
 /// The one unsafe call of the workspace: no safe wrapper (rustix, nix)
 /// offers it. Elsewhere than on Linux it does nothing.
