@@ -634,3 +634,91 @@ async fn revisions_and_the_user_index_survive_a_reopen() {
         assert_eq!(users.names, ["revised"]);
     }
 }
+
+/// A log whose `start_sync` or `sync` fails on demand.
+#[derive(Debug)]
+struct FailingLog {
+    data: Vec<u8>,
+    fail_start: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    fail_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl hippocamp_durable::WalStorage for FailingLog {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        Ok(self.data.clone())
+    }
+    fn append(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+    fn start_sync(&mut self) -> std::io::Result<()> {
+        if self.fail_start.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::other("the device refused the write"));
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        if self.fail_sync.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::other("the device refused the flush"));
+        }
+        Ok(())
+    }
+    fn truncate(&mut self) -> std::io::Result<()> {
+        self.data.clear();
+        Ok(())
+    }
+}
+
+/// A lone add is written to the log, its write started, its text
+/// analysed, then synced: a failure at either step (the record is in the
+/// log, unsynced) fails the add, leaves it invisible, and stops the
+/// store's writes, since a later sync could make the record durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_failure_between_the_write_and_the_sync_fails_the_add_and_stops_writes() {
+    for at_start in [true, false] {
+        let fail_start = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fail_sync = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let log = FailingLog {
+            data: Vec::new(),
+            fail_start: std::sync::Arc::clone(&fail_start),
+            fail_sync: std::sync::Arc::clone(&fail_sync),
+        };
+        let store = RedbMemoryStore::open_with_backend(
+            redb::backends::InMemoryBackend::new(),
+            log,
+            MemoryConfig::default(),
+            hippocamp_memory_redb::DurableOptions::default(),
+        )
+        .unwrap();
+        let s = scope("failing");
+        let w = WriteOptions::default();
+        store
+            .add_entry(&s, NewEntry::new("kept before the failure"), &w)
+            .await
+            .unwrap();
+        if at_start {
+            fail_start.store(true, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            fail_sync.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let e = store
+            .add_entry(&s, NewEntry::new("lost with the device"), &w)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("refused"), "{e}");
+        fail_start.store(false, std::sync::atomic::Ordering::Relaxed);
+        fail_sync.store(false, std::sync::atomic::Ordering::Relaxed);
+        let later = store
+            .add_entry(&s, NewEntry::new("after the failure"), &w)
+            .await
+            .unwrap_err();
+        assert!(later.to_string().contains("stopped writing"), "{later}");
+        let found: Vec<String> = search(&store, &s, "kept lost device failure")
+            .await
+            .hits
+            .into_iter()
+            .map(|h| h.entry.content.clone())
+            .collect();
+        assert_eq!(found, vec!["kept before the failure".to_owned()]);
+    }
+}
