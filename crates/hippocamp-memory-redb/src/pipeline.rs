@@ -180,6 +180,18 @@ impl Progress {
         Ok(())
     }
 
+    /// The writer is about to log one more group: if that group would make
+    /// the applier due, wakes it now for the groups already queued (the
+    /// writer calls this while the device writes its record, so the
+    /// wake-up's system call overlaps the write instead of following the
+    /// sync; the new group is then taken on when that batch is done).
+    pub(crate) fn nudge(&self) {
+        let mut s = self.state.lock();
+        if s.jobs.len() + 1 >= WAKE_GROUPS {
+            self.want(&mut s);
+        }
+    }
+
     /// Someone waits for the applier: wakes it for what is queued.
     fn want(&self, s: &mut State) {
         if !s.jobs.is_empty() && !s.wanted {
@@ -557,6 +569,21 @@ mod tests {
             let key = format!("app\u{0}user {seq}");
             assert!(users.get(key.as_str()).unwrap().is_some(), "group {seq}");
         }
+    }
+
+    #[test]
+    fn a_nudge_wakes_the_applier_only_when_the_next_group_would() {
+        let (_dir, p, _applier, _db) = started();
+        let wake = WAKE_GROUPS as u64;
+        for seq in 1..wake - 1 {
+            p.logged(seq, 10, group(seq)).unwrap();
+        }
+        p.nudge();
+        assert!(stays_at(&p, 0), "woken with two groups short");
+        p.logged(wake - 1, 10, group(wake - 1)).unwrap();
+        assert!(stays_at(&p, 0));
+        p.nudge();
+        until_applied(&p, wake - 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

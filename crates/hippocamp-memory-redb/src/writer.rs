@@ -267,30 +267,36 @@ struct Direct<'t> {
     users: Table<'t, &'static str, ()>,
 }
 
-/// What an add reads, as of a read snapshot, under two overlays. Tables
-/// are opened on first use: a single add reads one or two of them, and
-/// each opening is a lookup in the snapshot.
+/// What an add reads, as of a read snapshot, under two overlays. The
+/// snapshot is begun, and its tables opened, on first use: a single add
+/// reads one or two tables, often answered by the overlays alone, and
+/// beginning a snapshot and opening a table each cost about a microsecond.
+/// A snapshot begun later than the overlay was pruned is no older than
+/// the prune, so what the overlay forgot it holds.
 struct Staged<'t> {
-    txn: &'t ReadTransaction,
+    db: &'t Database,
     scopes: OnceCell<ReadOnlyTable<&'static [u8; 16], &'static [u8]>>,
     entries: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     erased: OnceCell<ReadOnlyTable<&'static [u8; 48], ()>>,
     obligations: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     revisions: OnceCell<ReadOnlyTable<&'static [u8; 36], &'static [u8]>>,
+    /// After the tables, so they are dropped first.
+    txn: OnceCell<ReadTransaction>,
     /// Logged groups not yet applied.
     pending: &'t Overlay,
     /// This group.
     group: Overlay,
 }
 
-/// `cell`'s table, opened in `txn` on first use.
+/// `cell`'s table, opened in `s`'s snapshot on first use.
 fn table<'c, K: redb::Key + 'static, V: redb::Value + 'static>(
     cell: &'c OnceCell<ReadOnlyTable<K, V>>,
-    txn: &ReadTransaction,
+    s: &Staged<'_>,
     def: redb::TableDefinition<K, V>,
 ) -> Result<&'c ReadOnlyTable<K, V>, Fail> {
     if cell.get().is_none() {
-        let t = txn
+        let t = s
+            .snapshot()?
             .open_table(def)
             .map_err(|e| Fail::Txn(Error::storage(e)))?;
         let _ = cell.set(t);
@@ -300,6 +306,22 @@ fn table<'c, K: redb::Key + 'static, V: redb::Value + 'static>(
 }
 
 impl Staged<'_> {
+    /// The read snapshot, begun on first use.
+    fn snapshot(&self) -> Result<&ReadTransaction, Fail> {
+        if self.txn.get().is_none() {
+            let t = self
+                .db
+                .begin_read()
+                .map_err(|e| Fail::Txn(Error::storage(e)))?;
+            let _ = self.txn.set(t);
+        }
+        self.txn.get().ok_or_else(|| {
+            Fail::Txn(Error::Unavailable(
+                "a read snapshot could not be begun".into(),
+            ))
+        })
+    }
+
     /// A value of the overlays, newest first, else of the snapshot.
     fn read<const N: usize>(
         &self,
@@ -313,7 +335,7 @@ impl Staged<'_> {
                 return Ok(Some(v.clone()));
             }
         }
-        Ok(table(cell, self.txn, def)?
+        Ok(table(cell, self, def)?
             .get(key)?
             .map(|v| v.value().to_vec()))
     }
@@ -370,14 +392,15 @@ impl<'t> Tx<'t> {
     }
 
     fn staged(
-        txn: &'t ReadTransaction,
+        db: &'t Database,
         pending: &'t Overlay,
         totals: Totals,
         limits: &'t MemoryLimits,
         analyzer: &'t Analyzer,
     ) -> Self {
         let s = Staged {
-            txn,
+            db,
+            txn: OnceCell::new(),
             scopes: OnceCell::new(),
             entries: OnceCell::new(),
             erased: OnceCell::new(),
@@ -471,7 +494,7 @@ impl<'t> Tx<'t> {
                     Tables::Direct(d) => revision_of(&d.revisions, &key),
                     // Only corrections and imports write revisions, and
                     // they never run staged: the snapshot has them all.
-                    Tables::Staged(s) => revision_of(table(&s.revisions, s.txn, REVISIONS)?, &key),
+                    Tables::Staged(s) => revision_of(table(&s.revisions, s, REVISIONS)?, &key),
                 }
                 .op()?;
                 Ok(Some(entry))
@@ -736,7 +759,7 @@ impl<'t> Tx<'t> {
             // staged: the snapshot has them all.
             let erased = match &self.t {
                 Tables::Direct(d) => d.erased.get(&key)?.is_some(),
-                Tables::Staged(s) => table(&s.erased, s.txn, ERASED)?.get(&key)?.is_some(),
+                Tables::Staged(s) => table(&s.erased, s, ERASED)?.get(&key)?.is_some(),
             };
             if erased {
                 return Ok(Decision::Erased);
@@ -1464,12 +1487,11 @@ impl Writer {
         &mut self,
         f: impl FnOnce(&mut Tx<'_>) -> hippocamp_core::Result<()>,
     ) -> hippocamp_core::Result<StagedGroup> {
-        // Read before the snapshot: what it covers is applied, so the
-        // overlay may forget it (a later group's value stays).
+        // Read before any snapshot is begun: what it covers is applied,
+        // so the overlay may forget it (a later group's value stays).
         self.pending.prune(self.progress.applied());
-        let read = self.db.begin_read().map_err(Error::storage)?;
         let mut tx = Tx::staged(
-            &read,
+            &self.db,
             &self.pending,
             self.totals,
             &self.limits,
@@ -1516,6 +1538,7 @@ impl Writer {
         }
         if deferred.is_empty() {
             self.append(seq, &record)?;
+            self.pending.merge(writes, seq);
         } else {
             self.wal_io(|w| w.append(&record).and_then(|()| w.start_sync()))?;
             // The record is in the log, unsynced: failing now must stop
@@ -1525,10 +1548,14 @@ impl Writer {
                 self.poisoned = Some(e.clone());
                 return Err(e);
             }
+            // The overlay is the writer's own (nothing reads it if the
+            // sync fails, the writer stops), so it is merged while the
+            // device writes too.
+            self.pending.merge(writes, seq);
+            self.progress.nudge();
             self.wal_io(|w| w.sync())?;
             self.appended(seq, bytes);
         }
-        self.pending.merge(writes, seq);
         if let Err(e) = self.progress.logged(seq, bytes, log) {
             self.poisoned = Some(e.clone());
             return Err(e);
