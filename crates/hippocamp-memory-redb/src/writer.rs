@@ -11,6 +11,12 @@
 //! are sent only after the commit returned, and after the committed changes
 //! were handed to the scope cache, so an acknowledged write is durable and
 //! visible to the caller's next read.
+//!
+//! An add that arrives without its terms (the store sends a lone add so)
+//! is analysed behind the log: in a staged group its record is logged
+//! unanalysed, the device's write of the record is started, and the text
+//! is analysed while it runs, before the sync (`Writer::log_staged`,
+//! `complete`); in a direct group it is analysed before it is written.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -568,12 +574,8 @@ impl<'t> Tx<'t> {
             Tables::Direct(d) => drop(d.entries.insert(&key, rec.as_slice())?),
             Tables::Staged(s) => drop(s.group.entries.insert(key, (0, rec.clone()))),
         }
+        let logged_at = self.log.len();
         if defer {
-            self.deferred.push(Deferred {
-                key,
-                log: self.log.len(),
-                change: self.changes.len(),
-            });
             self.log.push(Mutation::PutEntryText(key.to_vec(), rec));
         } else {
             self.log.push(Mutation::PutEntry(key.to_vec(), rec));
@@ -617,6 +619,13 @@ impl<'t> Tx<'t> {
         self.totals.bytes += bytes;
         self.changes
             .push((*h, CacheOp::Insert(Box::new((entry, bytes, terms, vector)))));
+        if defer {
+            self.deferred.push(Deferred {
+                key,
+                log: logged_at,
+                change: self.changes.len() - 1,
+            });
+        }
         match self.changes.last() {
             Some((_, CacheOp::Insert(b))) => Ok(&b.0),
             _ => Err(Fail::Txn(Error::Corrupt(
