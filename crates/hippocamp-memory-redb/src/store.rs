@@ -722,13 +722,6 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<AddOutcome> {
         let deadline = self.deadline(&opts.call);
         let prepared = prepare_entry(scope, entry, &self.config.limits)?;
-        // With no write running or queued, this call will most likely
-        // commit its own group: its text is then analysed by the writer
-        // while the log's write is under way (see `writer`, "analysed
-        // behind the log"). With writes queued it is analysed here, in
-        // parallel with them, rather than in the writer, one after another.
-        let terms =
-            (!self.committer.idle()).then(|| self.analyzer.analyze(&prepared.entry.content));
         let embedder = self.embedder.as_deref();
         // Embedded before the write is queued, so the vector commits with
         // it; not when this keyed entry is already stored (a duplicate or a
@@ -747,6 +740,15 @@ impl MemoryStore for RedbMemoryStore {
                 .await?
                 .pop();
         }
+        // Decided just before the write is queued (after any embedding):
+        // with no write running or queued, this call will most likely
+        // commit its own group, and its text is then analysed by the
+        // writer while the log's write is under way (see `writer`,
+        // "analysed behind the log"). With writes queued it is analysed
+        // here, in parallel with them, rather than in the writer, one
+        // after another.
+        let terms =
+            (!self.committer.idle()).then(|| self.analyzer.analyze(&prepared.entry.content));
         let fence = opts.epoch;
         let obligations = opts;
         let submit =
