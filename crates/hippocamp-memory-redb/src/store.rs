@@ -749,23 +749,16 @@ impl MemoryStore for RedbMemoryStore {
         // after another.
         let terms =
             (!self.committer.idle()).then(|| self.analyzer.analyze(&prepared.entry.content));
-        let fence = opts.epoch;
-        let obligations = opts;
         let submit =
             |prepared: PreparedEntry, terms: Option<TermFreqs>, vector: Option<Vec<f32>>| {
                 let scope = scope.clone();
-                let obligations = obligations.clone();
+                let admit = Admission::new(opts, embedder.is_some(), deadline);
                 self.submit(move |reply| Op::AddEntry {
                     scope,
                     prepared: Box::new(prepared),
                     terms,
                     vector,
-                    admit: Admission {
-                        fence,
-                        embeds: embedder.is_some(),
-                        deadline,
-                        obligations,
-                    },
+                    admit,
                     reply,
                 })
             };
@@ -820,22 +813,15 @@ impl MemoryStore for RedbMemoryStore {
             let need = plan.new_indices(|p| decide(&stored, p));
             vectors = embed_plan(embedder, &plan, &need, deadline).await?;
         }
-        let fence = opts.epoch;
-        let obligations = opts;
         let submit = |plan: EventPlan, terms: PlanTerms, vectors| {
             let scope = scope.clone();
-            let obligations = obligations.clone();
+            let admit = Admission::new(opts, embedder.is_some(), deadline);
             self.submit(move |reply| Op::AddEvents {
                 scope,
                 plan,
                 terms,
                 vectors,
-                admit: Admission {
-                    fence,
-                    embeds: embedder.is_some(),
-                    deadline,
-                    obligations,
-                },
+                admit,
                 reply,
             })
         };

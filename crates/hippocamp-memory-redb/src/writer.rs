@@ -79,6 +79,18 @@ pub(crate) struct Admission {
     pub(crate) obligations: WriteOptions,
 }
 
+impl Admission {
+    /// A write called with `opts`, its epoch the fence.
+    pub(crate) fn new(opts: &WriteOptions, embeds: bool, deadline: Deadline) -> Self {
+        Self {
+            fence: opts.epoch,
+            embeds,
+            deadline,
+            obligations: opts.clone(),
+        }
+    }
+}
+
 /// A queued mutation with its reply channel.
 pub(crate) enum Op {
     AddEntry {

@@ -8,6 +8,9 @@ use hippocamp_memory::{
     Event, MemoryConfig, MemoryStore, NewEntry, SearchRequest, SearchResults, WriteOptions,
 };
 use hippocamp_memory_redb::RedbMemoryStore;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 fn scope(u: &str) -> MemoryScope {
     MemoryScope::parse("app", u).unwrap()
@@ -348,14 +351,24 @@ async fn a_slow_provider_meets_races_and_deadlines() {
     hippocamp_memory::conformance::slow_embedder_races(std::sync::Arc::new(store)).await;
 }
 
-/// A log whose every sync takes `delay` milliseconds (a slow disk).
-#[derive(Debug)]
-struct SlowLog {
-    data: Vec<u8>,
-    delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
+/// How the test log misbehaves, switched while a store runs on it: every
+/// sync takes `sync_delay_ms` (a slow disk), and `start_sync` or `sync`
+/// fails on demand (a device that refuses).
+#[derive(Debug, Default)]
+struct LogFaults {
+    sync_delay_ms: AtomicU64,
+    fail_start: AtomicBool,
+    fail_sync: AtomicBool,
 }
 
-impl hippocamp_durable::WalStorage for SlowLog {
+/// An in-memory log driven by shared [`LogFaults`].
+#[derive(Debug)]
+struct TestLog {
+    data: Vec<u8>,
+    faults: Arc<LogFaults>,
+}
+
+impl hippocamp_durable::WalStorage for TestLog {
     fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
         Ok(self.data.clone())
     }
@@ -363,9 +376,18 @@ impl hippocamp_durable::WalStorage for SlowLog {
         self.data.extend_from_slice(data);
         Ok(())
     }
+    fn start_sync(&mut self) -> std::io::Result<()> {
+        if self.faults.fail_start.load(Relaxed) {
+            return Err(std::io::Error::other("the device refused the write"));
+        }
+        Ok(())
+    }
     fn sync(&mut self) -> std::io::Result<()> {
-        let ms = self.delay.load(std::sync::atomic::Ordering::Relaxed);
+        let ms = self.faults.sync_delay_ms.load(Relaxed);
         std::thread::sleep(std::time::Duration::from_millis(ms));
+        if self.faults.fail_sync.load(Relaxed) {
+            return Err(std::io::Error::other("the device refused the flush"));
+        }
         Ok(())
     }
     fn truncate(&mut self) -> std::io::Result<()> {
@@ -374,14 +396,13 @@ impl hippocamp_durable::WalStorage for SlowLog {
     }
 }
 
-fn slow_store() -> (
-    std::sync::Arc<RedbMemoryStore>,
-    std::sync::Arc<std::sync::atomic::AtomicU64>,
-) {
-    let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let log = SlowLog {
+/// A store on an in-memory database and a [`TestLog`], with the log's
+/// fault switches.
+fn store_on_test_log() -> (Arc<RedbMemoryStore>, Arc<LogFaults>) {
+    let faults = Arc::new(LogFaults::default());
+    let log = TestLog {
         data: Vec::new(),
-        delay: std::sync::Arc::clone(&delay),
+        faults: Arc::clone(&faults),
     };
     let store = RedbMemoryStore::open_with_backend(
         redb::backends::InMemoryBackend::new(),
@@ -390,7 +411,7 @@ fn slow_store() -> (
         hippocamp_memory_redb::DurableOptions::default(),
     )
     .unwrap();
-    (std::sync::Arc::new(store), delay)
+    (Arc::new(store), faults)
 }
 
 /// A write whose deadline passes while it waits in the group-commit queue
@@ -398,8 +419,8 @@ fn slow_store() -> (
 /// the write it waited for commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_that_expires_in_the_commit_queue_writes_nothing() {
-    let (store, delay) = slow_store();
-    delay.store(400, std::sync::atomic::Ordering::Relaxed);
+    let (store, faults) = store_on_test_log();
+    faults.sync_delay_ms.store(400, Relaxed);
     let s = scope("queue");
     let first = {
         let (store, s) = (std::sync::Arc::clone(&store), s.clone());
@@ -424,7 +445,7 @@ async fn a_deadline_that_expires_in_the_commit_queue_writes_nothing() {
         "{e}"
     );
     first.await.unwrap().unwrap();
-    delay.store(0, std::sync::atomic::Ordering::Relaxed);
+    faults.sync_delay_ms.store(0, Relaxed);
     let found: Vec<String> = store
         .search(&s, &SearchRequest::new("write"), &c())
         .await
@@ -442,8 +463,8 @@ async fn a_deadline_that_expires_in_the_commit_queue_writes_nothing() {
 /// comes after the deadline, by at most the log write's duration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_log_write_began_commits_and_says_so() {
-    let (store, delay) = slow_store();
-    delay.store(300, std::sync::atomic::Ordering::Relaxed);
+    let (store, faults) = store_on_test_log();
+    faults.sync_delay_ms.store(300, Relaxed);
     let s = scope("truth");
     let started = std::time::Instant::now();
     let opts = WriteOptions::new(CallOptions::timeout_ms(100).unwrap());
@@ -452,7 +473,7 @@ async fn a_write_whose_log_write_began_commits_and_says_so() {
         .await
         .unwrap();
     assert!(started.elapsed() >= std::time::Duration::from_millis(300));
-    delay.store(0, std::sync::atomic::Ordering::Relaxed);
+    faults.sync_delay_ms.store(0, Relaxed);
     assert_eq!(
         store
             .get_entry(&s, &out.entry.id, &c())
@@ -635,40 +656,6 @@ async fn revisions_and_the_user_index_survive_a_reopen() {
     }
 }
 
-/// A log whose `start_sync` or `sync` fails on demand.
-#[derive(Debug)]
-struct FailingLog {
-    data: Vec<u8>,
-    fail_start: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    fail_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl hippocamp_durable::WalStorage for FailingLog {
-    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
-        Ok(self.data.clone())
-    }
-    fn append(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.data.extend_from_slice(data);
-        Ok(())
-    }
-    fn start_sync(&mut self) -> std::io::Result<()> {
-        if self.fail_start.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(std::io::Error::other("the device refused the write"));
-        }
-        Ok(())
-    }
-    fn sync(&mut self) -> std::io::Result<()> {
-        if self.fail_sync.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(std::io::Error::other("the device refused the flush"));
-        }
-        Ok(())
-    }
-    fn truncate(&mut self) -> std::io::Result<()> {
-        self.data.clear();
-        Ok(())
-    }
-}
-
 /// A lone add is written to the log, its write started, its text
 /// analysed, then synced: a failure at either step (the record is in the
 /// log, unsynced) fails the add, leaves it invisible, and stops the
@@ -676,20 +663,7 @@ impl hippocamp_durable::WalStorage for FailingLog {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_failure_between_the_write_and_the_sync_fails_the_add_and_stops_writes() {
     for at_start in [true, false] {
-        let fail_start = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let fail_sync = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let log = FailingLog {
-            data: Vec::new(),
-            fail_start: std::sync::Arc::clone(&fail_start),
-            fail_sync: std::sync::Arc::clone(&fail_sync),
-        };
-        let store = RedbMemoryStore::open_with_backend(
-            redb::backends::InMemoryBackend::new(),
-            log,
-            MemoryConfig::default(),
-            hippocamp_memory_redb::DurableOptions::default(),
-        )
-        .unwrap();
+        let (store, faults) = store_on_test_log();
         let s = scope("failing");
         let w = WriteOptions::default();
         store
@@ -697,17 +671,17 @@ async fn a_log_failure_between_the_write_and_the_sync_fails_the_add_and_stops_wr
             .await
             .unwrap();
         if at_start {
-            fail_start.store(true, std::sync::atomic::Ordering::Relaxed);
+            faults.fail_start.store(true, Relaxed);
         } else {
-            fail_sync.store(true, std::sync::atomic::Ordering::Relaxed);
+            faults.fail_sync.store(true, Relaxed);
         }
         let e = store
             .add_entry(&s, NewEntry::new("lost with the device"), &w)
             .await
             .unwrap_err();
         assert!(e.to_string().contains("refused"), "{e}");
-        fail_start.store(false, std::sync::atomic::Ordering::Relaxed);
-        fail_sync.store(false, std::sync::atomic::Ordering::Relaxed);
+        faults.fail_start.store(false, Relaxed);
+        faults.fail_sync.store(false, Relaxed);
         let later = store
             .add_entry(&s, NewEntry::new("after the failure"), &w)
             .await
