@@ -45,7 +45,7 @@ use hippocamp_core::{CallOptions, MemoryScope, SessionId};
 use hippocamp_memory::{
     Event, MemoryConfig, MemoryStore, NewEntry, RoutedMemory, SearchRequest, WriteOptions,
 };
-use hippocamp_memory_redb::RedbMemoryStore;
+use hippocamp_memory_redb::{RedbMemoryStore, WalStorage as _};
 use hippocamp_router::RouterConfig;
 use serde::Serialize;
 
@@ -184,14 +184,41 @@ pub struct DurableWrite {
     /// lower the floor; what the store gains from it is its own work
     /// overlapping the write.
     pub raw_overwrite_started_fsync: Latency,
+    /// Bytes the store's log took for the first add (its record with the
+    /// record header): what the log floor writes each time.
+    pub log_record_bytes: usize,
+    /// The log floor: a record of `log_record_bytes` appended through the
+    /// store's own log ([`hippocamp_memory_redb::FileWal`], in a file of
+    /// its own: pre-written space, grown in the same steps as the store's
+    /// log) and synced, with nothing else. The raw overwrite floor's file
+    /// is sized by the sample count instead, and on this machine's disk
+    /// the cost of an `fdatasync` depends on the file (see
+    /// docs/PERFORMANCE.md, issue 17's seventh pass).
+    pub log_fsync: Latency,
     /// `add_entry` p50 / append floor p50.
     pub ratio_p50: f64,
     /// `add_entry` p50 / overwrite floor p50.
     pub ratio_p50_to_overwrite: f64,
+    /// `add_entry` p50 / log floor p50.
+    pub ratio_p50_to_log: f64,
+}
+
+/// A file of `len` written zeros, synced: space to overwrite.
+fn prewritten(path: &Path, len: usize) -> Result<std::fs::File> {
+    use std::os::unix::fs::FileExt as _;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)?;
+    file.write_all_at(&vec![0u8; len], 0)?;
+    file.sync_all()?;
+    Ok(file)
 }
 
 /// Single acknowledged writes against raw write + fsync, interleaved.
 pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
+    use std::os::unix::fs::FileExt as _;
     let texts = turns(samples)?;
     let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
     let scope = MemoryScope::parse("bench", "writer")?;
@@ -200,16 +227,6 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         .create(true)
         .append(true)
         .open(&raw_path)?;
-    let pre = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(dir.join("pre.bin"))?;
-    let started_file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(dir.join("started.bin"))?;
     let probe = store
         .add_entry(
             &scope,
@@ -219,52 +236,83 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         .await?;
     // The raw floor writes as many bytes as the entry carries.
     let bytes = serde_json::to_vec(&probe.entry).map_err(|e| BenchError::Failed(e.to_string()))?;
-    {
-        use std::os::unix::fs::FileExt as _;
-        let zeros = vec![0u8; bytes.len() * (samples + 1)];
-        pre.write_all_at(&zeros, 0)?;
-        pre.sync_all()?;
-        started_file.write_all_at(&zeros, 0)?;
-        started_file.sync_all()?;
-    }
-    let (mut store_us, mut raw_us, mut over_us, mut started_us) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The log floor, as many as the store logged for a second add (the
+    // first one of a scope also indexes its user; nothing is checkpointed
+    // yet, so the log holds both records).
+    let logged = || -> Result<usize> {
+        let path = dir.join("store").join(hippocamp_memory_redb::WAL_FILE);
+        Ok(hippocamp_memory_redb::FileWal::open(&path)?
+            .read_all()?
+            .len())
+    };
+    let first = logged()?;
+    store
+        .add_entry(
+            &scope,
+            NewEntry::new(texts[0].clone()),
+            &WriteOptions::default(),
+        )
+        .await?;
+    let log_record_bytes = logged()? - first;
+    let log_record = vec![0x5au8; log_record_bytes];
+    let mut log = hippocamp_memory_redb::FileWal::open(&dir.join("floor.wal"))?;
+    // Appends begin after a truncate (what the store does once it replayed).
+    log.truncate()?;
+    let pre = prewritten(&dir.join("pre.bin"), bytes.len() * (samples + 1))?;
+    let started_file = prewritten(&dir.join("started.bin"), bytes.len() * (samples + 1))?;
+    let (mut store_us, mut raw_us, mut over_us, mut started_us, mut log_us) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, t) in texts.iter().take(samples).enumerate() {
-        let started = Instant::now();
-        raw.write_all(&bytes)?;
-        raw.sync_data()?;
-        raw_us.push(started.elapsed().as_secs_f64() * 1e6);
-        let started = Instant::now();
-        {
-            use std::os::unix::fs::FileExt as _;
-            pre.write_all_at(&bytes, (i * bytes.len()) as u64)?;
-        }
-        pre.sync_data()?;
-        over_us.push(started.elapsed().as_secs_f64() * 1e6);
-        let started = Instant::now();
-        {
-            use std::os::unix::fs::FileExt as _;
+        // The five in a rotated order: none always follows the same one
+        // (a sync right after the append floor's size-changing sync, say).
+        for k in 0..5 {
+            let started = Instant::now();
             let at = (i * bytes.len()) as u64;
-            started_file.write_all_at(&bytes, at)?;
-            hippocamp_durable::fs::start_writeback(&started_file, at, bytes.len() as u64)?;
+            let times = match (i + k) % 5 {
+                0 => {
+                    raw.write_all(&bytes)?;
+                    raw.sync_data()?;
+                    &mut raw_us
+                }
+                1 => {
+                    pre.write_all_at(&bytes, at)?;
+                    pre.sync_data()?;
+                    &mut over_us
+                }
+                2 => {
+                    started_file.write_all_at(&bytes, at)?;
+                    hippocamp_durable::fs::start_writeback(&started_file, at, bytes.len() as u64)?;
+                    started_file.sync_data()?;
+                    &mut started_us
+                }
+                3 => {
+                    log.append(&log_record)?;
+                    log.sync()?;
+                    &mut log_us
+                }
+                _ => {
+                    store
+                        .add_entry(&scope, NewEntry::new(t.clone()), &WriteOptions::default())
+                        .await?;
+                    &mut store_us
+                }
+            };
+            times.push(started.elapsed().as_secs_f64() * 1e6);
         }
-        started_file.sync_data()?;
-        started_us.push(started.elapsed().as_secs_f64() * 1e6);
-        let started = Instant::now();
-        store
-            .add_entry(&scope, NewEntry::new(t.clone()), &WriteOptions::default())
-            .await?;
-        store_us.push(started.elapsed().as_secs_f64() * 1e6);
     }
     let add_entry = latency(store_us);
     let raw_write_fsync = latency(raw_us);
     let raw_overwrite_fsync = latency(over_us);
     let raw_overwrite_started_fsync = latency(started_us);
+    let log_fsync = latency(log_us);
     Ok(DurableWrite {
         samples,
         raw_bytes: bytes.len(),
         ratio_p50: add_entry.p50_us / raw_write_fsync.p50_us,
         ratio_p50_to_overwrite: add_entry.p50_us / raw_overwrite_fsync.p50_us,
+        ratio_p50_to_log: add_entry.p50_us / log_fsync.p50_us,
+        log_record_bytes,
+        log_fsync,
         add_entry,
         raw_write_fsync,
         raw_overwrite_fsync,
