@@ -184,8 +184,8 @@ pub struct DurableWrite {
     /// lower the floor; what the store gains from it is its own work
     /// overlapping the write.
     pub raw_overwrite_started_fsync: Latency,
-    /// Bytes the store's log took for the first add (its record with the
-    /// record header): what the log floor writes each time.
+    /// Bytes the store's log took for a scope's second add (its record
+    /// with the record header): what the log floor writes each time.
     pub log_record_bytes: usize,
     /// The log floor: a record of `log_record_bytes` appended through the
     /// store's own log ([`hippocamp_memory_redb::FileWal`], in a file of
