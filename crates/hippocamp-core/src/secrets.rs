@@ -102,21 +102,24 @@ const AWS_PREFIXES: [&str; 8] = [
     "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA",
 ];
 
-/// Whether `text` holds a clue that some rule could match: `:` or `=`
-/// (the assignments), `sk-`, `xox` or `-----` (`sk-`, `xox?-`,
+/// Whether `text` holds a clue that some rule could match: a `:` or `=`
+/// right after (spaces aside) a word an assignment's name ends with (see
+/// [`assignment_clue`]), `sk-`, `xox` or `-----` (`sk-`, `xox?-`,
 /// `-----BEGIN`; looked for only where a `-` is), `_` (`gh?_`,
 /// `github_pat_`), `eyJ`, `AIza`, an AWS prefix, or `bearer` in any ASCII
 /// case (no other character folds to its letters). Each rule's pattern
-/// holds one literally. Prose rarely does (9 of the 2,960 turns of
-/// LoCoMo's development half; a bare `-`, a hyphen, was in 16% of them),
-/// and a few `memchr` scans cost a fraction of the rule set's DFA, which
-/// was a tenth of in-memory ingestion and, run after a sync on cold
-/// caches, a measured share of a single durable add.
+/// holds one literally. Prose rarely does, and a few `memchr` scans cost
+/// a fraction of the rule set's DFA, which was a tenth of in-memory
+/// ingestion and, run after a sync on cold caches, a measured share of a
+/// single durable add. A bare `-` (a hyphen) or `:` is no clue: remembered
+/// turns are mostly `speaker: text`, so a bare `:` sent every one of them
+/// through the DFA.
 /// `tests::every_token_prefix_is_caught` and
 /// `tests::the_set_never_hides_a_rule` hold `detect` to the rules.
 fn has_clue(text: &str) -> bool {
     let b = text.as_bytes();
-    memchr::memchr3(b':', b'=', b'_', b).is_some()
+    memchr::memchr(b'_', b).is_some()
+        || assignment_clue(text)
         || (memchr::memchr(b'-', b).is_some()
             && (memchr::memmem::find(b, b"sk-").is_some()
                 || memchr::memmem::find(b, b"xox").is_some()
@@ -130,6 +133,50 @@ fn has_clue(text: &str) -> bool {
             b.get(i..i + 6)
                 .is_some_and(|w| w.eq_ignore_ascii_case(b"bearer"))
         })
+}
+
+/// The words the two assignment rules' names end with, right before
+/// their `\s*[:=]` (`api key`, `access_key`, `db_password`, ...).
+const ASSIGNED: &[&str] = &[
+    "key",
+    "token",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "credential",
+    "credentials",
+    "authorization",
+    "bearer",
+];
+
+/// Whether some `:` or `=` in `text` follows, past white space (`\s`, as
+/// the rules mean it), one of [`ASSIGNED`] in any case the rules' `(?i)`
+/// matches: an assignment rule can match nowhere else.
+fn assignment_clue(text: &str) -> bool {
+    memchr::memchr2_iter(b':', b'=', text.as_bytes()).any(|at| {
+        // `at` is an ASCII byte's index, so a char boundary.
+        let name = text
+            .get(..at)
+            .unwrap_or("")
+            .trim_end_matches(char::is_whitespace);
+        ASSIGNED.iter().any(|w| ends_with_folded(name, w))
+    })
+}
+
+/// Whether `text` ends with the lowercase ASCII `word` under the simple
+/// case folding of `(?i)`: an ASCII letter's other case, and the two
+/// non-ASCII characters that fold to ASCII letters (the Kelvin sign to
+/// `k`, the long s to `s`).
+fn ends_with_folded(text: &str, word: &str) -> bool {
+    let mut chars = text.chars().rev();
+    word.bytes().rev().all(|w| {
+        chars.next().is_some_and(|c| {
+            c.to_ascii_lowercase() == char::from(w)
+                || (w == b'k' && c == '\u{212A}')
+                || (w == b's' && c == '\u{17F}')
+        })
+    })
 }
 
 // The patterns are fixed literals; a failure to compile is a bug caught by
@@ -354,6 +401,9 @@ mod tests {
             "api key", "\u{2019}", "token", "BEARER\t", "bEaReR ", "PASSWD", "pa\u{17F}\u{17F}word",
             "ASIA", "ANVA", "gho_", "github_pat_", "xoxp-", "-----BEGIN OPENSSH PRIVATE KEY-----",
             "AIzaSyA0123456789abcdefghij", "aws_secret_access_key", "\t", "\n",
+            ":", " = ", "Key", "\u{212A}EY", "to\u{212A}en", "monkey", "pwd", "-secret",
+            "_Credentials", "credential", "AUTHORIZATION", "api-key", "\u{a0}", "\u{2003}",
+            "Caroline: ", "se\u{17F}ret",
         ]), 0..12)) {
             let text: String = parts.concat();
             prop_assert_eq!(detect(&text), detect_by_rules(&text), "{:?}", text);
@@ -369,6 +419,29 @@ mod tests {
         ));
         for clue in ["ask-", "xoxo-", "------"] {
             assert!(has_clue(&format!("a well-known {clue} plan")), "{clue}");
+        }
+    }
+
+    /// A `:` or `=` is a clue only right after a word an assignment's
+    /// name ends with: a remembered turn's `speaker:` is none.
+    #[test]
+    fn a_colon_alone_is_no_clue() {
+        for text in [
+            "Caroline: I went to a support group yesterday",
+            "Melanie: the meeting is at 10:30, ratio 2:1 and x = 3",
+        ] {
+            assert!(!has_clue(text), "{text}");
+        }
+        for text in [
+            "my API key: x",
+            "Password   =x",
+            "the db-pwd\u{a0}: x",
+            "TO\u{212A}EN=x",
+            "the Credentials:x",
+            "the db-secret :x",
+            "authorization\t:",
+        ] {
+            assert!(has_clue(text), "{text}");
         }
     }
 
