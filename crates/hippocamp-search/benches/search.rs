@@ -1,7 +1,8 @@
 //! Engine-level search latency: analyse the query, score with BM25 and
 //! take the top 50, on one scope of 600, 10k and 100k entries built from
 //! LoCoMo turns and Cranfield sentences; queries are the LoCoMo questions.
-//! Also the analysis of 1,000 turns, ingestion's largest share.
+//! Also the analysis of 1,000 turns, ingestion's largest share, and the
+//! removal of every other entry of a scope (a large session's erasure).
 
 // Benchmark set-up may panic: a missing corpus is a usage error.
 #![allow(clippy::expect_used, clippy::cast_possible_wrap)]
@@ -57,5 +58,36 @@ fn analyze(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, search, analyze);
+/// Removing half the entries of a 10k and a 100k scope, one at a time, as
+/// an erasure does: each removal costs the document's own terms, not the
+/// length of their posting lists (which made this quadratic).
+fn remove_half(c: &mut Criterion) {
+    let dir =
+        hippocamp_datasets::data_dir().expect("set HIPPOCAMP_DATA_DIR or provide ../shared/data");
+    let analyzer = Analyzer::english();
+    let mut group = c.benchmark_group("remove_half");
+    group.sample_size(10);
+    for n in [10_000usize, 100_000] {
+        let texts = hippocamp_datasets::corpus::texts(&dir, n).expect("corpus");
+        let mut index = InvertedIndex::new();
+        for (i, t) in texts.iter().enumerate() {
+            index.insert(i as u64, &analyzer.analyze(t), i as i64);
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter_batched(
+                || index.clone(),
+                |mut index| {
+                    for k in (0..n as u64).step_by(2) {
+                        index.remove(&k);
+                    }
+                    index
+                },
+                criterion::BatchSize::LargeInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, search, analyze, remove_half);
 criterion_main!(benches);
