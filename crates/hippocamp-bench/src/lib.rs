@@ -37,6 +37,7 @@ pub mod preload;
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -205,7 +206,6 @@ pub struct DurableWrite {
 
 /// A file of `len` written zeros, synced: space to overwrite.
 fn prewritten(path: &Path, len: usize) -> Result<std::fs::File> {
-    use std::os::unix::fs::FileExt as _;
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -218,7 +218,6 @@ fn prewritten(path: &Path, len: usize) -> Result<std::fs::File> {
 
 /// Single acknowledged writes against raw write + fsync, interleaved.
 pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
-    use std::os::unix::fs::FileExt as _;
     let texts = turns(samples)?;
     let store = RedbMemoryStore::open(dir.join("store"), big_config())?;
     let scope = MemoryScope::parse("bench", "writer")?;
@@ -258,8 +257,10 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
     let mut log = hippocamp_memory_redb::FileWal::open(&dir.join("floor.wal"))?;
     // Appends begin after a truncate (what the store does once it replayed).
     log.truncate()?;
-    let pre = prewritten(&dir.join("pre.bin"), bytes.len() * (samples + 1))?;
-    let started_file = prewritten(&dir.join("started.bin"), bytes.len() * (samples + 1))?;
+    // Room for every sample's bytes at its own offset.
+    let space = bytes.len() * (samples + 1);
+    let pre = prewritten(&dir.join("pre.bin"), space)?;
+    let started_file = prewritten(&dir.join("started.bin"), space)?;
     let (mut store_us, mut raw_us, mut over_us, mut started_us, mut log_us) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, t) in texts.iter().take(samples).enumerate() {

@@ -208,7 +208,7 @@ fn an_interrupted_creation_leaves_no_half_written_database() {
 }
 
 fn hash_embedder(dim: usize) -> std::sync::Arc<dyn hippocamp_embed::Embedder> {
-    std::sync::Arc::new(hippocamp_embed::hash::HashEmbedder::new(dim))
+    Arc::new(hippocamp_embed::hash::HashEmbedder::new(dim))
 }
 
 /// Vectors are written in the entry's transaction and logged with it: after
@@ -346,9 +346,9 @@ async fn a_slow_provider_meets_races_and_deadlines() {
         .with_delay(std::time::Duration::from_millis(400));
     let store = RedbMemoryStore::open(dir.path(), hippocamp_memory::MemoryConfig::default())
         .unwrap()
-        .with_embedder(std::sync::Arc::new(slow))
+        .with_embedder(Arc::new(slow))
         .unwrap();
-    hippocamp_memory::conformance::slow_embedder_races(std::sync::Arc::new(store)).await;
+    hippocamp_memory::conformance::slow_embedder_races(Arc::new(store)).await;
 }
 
 /// How the test log misbehaves, switched while a store runs on it: every
@@ -423,7 +423,7 @@ async fn a_deadline_that_expires_in_the_commit_queue_writes_nothing() {
     faults.sync_delay_ms.store(400, Relaxed);
     let s = scope("queue");
     let first = {
-        let (store, s) = (std::sync::Arc::clone(&store), s.clone());
+        let (store, s) = (Arc::clone(&store), s.clone());
         tokio::spawn(async move {
             store
                 .add_entry(
