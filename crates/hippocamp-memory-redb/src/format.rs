@@ -25,7 +25,7 @@
 //! every open: an unknown version is refused, never guessed at.
 
 use hippocamp_core::{
-    Author, EntryId, Error, EventId, MemoryScope, Result, SessionId, Sha256Digest,
+    Author, EntryId, Error, EventId, MemoryScope, Metadata, Result, SessionId, Sha256Digest,
 };
 use hippocamp_memory::{MemoryEntry, Obligations, Provenance, Revision};
 use hippocamp_search::{Analyzer, TermFreqs};
@@ -227,6 +227,15 @@ pub(crate) struct ScopeRow {
 }
 
 impl ScopeRow {
+    /// The row's record, sized up front (grown from empty, it was
+    /// reallocated three times).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        encode_into(
+            Vec::with_capacity(self.app.len() + self.user.len() + 32),
+            self,
+        )
+    }
+
     pub(crate) fn new(scope: &MemoryScope) -> Self {
         Self {
             app: scope.app().as_str().to_owned(),
@@ -269,7 +278,7 @@ struct EntryRecordRef<'a> {
     user: &'a str,
     id: [u8; 16],
     content: &'a str,
-    metadata_json: String,
+    metadata_json: std::borrow::Cow<'a, str>,
     session_id: Option<&'a str>,
     event_ids: Vec<&'a str>,
     author: Option<&'a str>,
@@ -281,6 +290,17 @@ struct EntryRecordRef<'a> {
     doc_len: u32,
     #[serde(with = "hippocamp_search::analyzer::term_list")]
     terms: &'a TermFreqs,
+}
+
+/// `metadata` as JSON text; most entries have none, and its text is then
+/// a constant rather than an allocation per record.
+fn metadata_json(metadata: &Metadata) -> Result<std::borrow::Cow<'static, str>> {
+    if metadata.is_empty() {
+        return Ok("{}".into());
+    }
+    serde_json::to_string(metadata)
+        .map(Into::into)
+        .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))
 }
 
 /// The stored record of `entry` with its storage bytes and terms.
@@ -299,8 +319,7 @@ pub(crate) fn encode_entry(
             user: entry.scope.user().as_str(),
             id: *entry.id.as_bytes(),
             content: &entry.content,
-            metadata_json: serde_json::to_string(&entry.metadata)
-                .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?,
+            metadata_json: metadata_json(&entry.metadata)?,
             session_id: p.session_id.as_ref().map(SessionId::as_str),
             event_ids: p.event_ids.iter().map(EventId::as_str).collect(),
             author: p.author.as_ref().map(Author::as_str),

@@ -218,3 +218,76 @@ async fn acknowledgements_wait_when_the_applier_falls_too_far_behind() {
         MAX_PENDING_GROUPS as u64 + 1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_after_a_delete_or_an_erasure_count_from_what_it_left() {
+    // The writer keeps the scope rows of applied adds in memory
+    // (`pipeline::Overlay`); deletes and erasures rewrite those rows on a
+    // write transaction, and the adds after them must see what they wrote.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = MemoryConfig::default();
+    config.limits.max_entries_per_scope = 2;
+    let scope = MemoryScope::parse("app", "u").unwrap();
+    let (w, call) = (WriteOptions::default(), CallOptions::default());
+    {
+        let store = RedbMemoryStore::open(dir.path(), config.clone()).unwrap();
+        let one = store
+            .add_entry(&scope, NewEntry::new("one"), &w)
+            .await
+            .unwrap();
+        store
+            .add_entry(&scope, NewEntry::new("two"), &w)
+            .await
+            .unwrap();
+        // A read of the database waits until the applier holds both.
+        store.get_entry(&scope, &one.entry.id, &call).await.unwrap();
+        let full = store
+            .add_entry(&scope, NewEntry::new("three"), &w)
+            .await
+            .unwrap_err();
+        assert!(matches!(full, Error::QuotaExceeded { .. }), "{full}");
+        assert_eq!(
+            store
+                .delete_entry(&scope, &one.entry.id, &call)
+                .await
+                .unwrap(),
+            1
+        );
+        let three = store
+            .add_entry(&scope, NewEntry::new("three"), &w)
+            .await
+            .unwrap();
+        assert_eq!(three.entry.epoch, 0);
+        store
+            .get_entry(&scope, &three.entry.id, &call)
+            .await
+            .unwrap();
+        let erased = store.delete_user(&scope, &call).await.unwrap();
+        assert_eq!((erased.deleted, erased.epoch), (2, 1));
+        for text in ["after", "after again"] {
+            let added = store
+                .add_entry(&scope, NewEntry::new(text), &w)
+                .await
+                .unwrap();
+            assert_eq!(
+                added.entry.epoch, 1,
+                "an add after the erasure kept epoch 0"
+            );
+        }
+        let full = store
+            .add_entry(&scope, NewEntry::new("one too many"), &w)
+            .await
+            .unwrap_err();
+        assert!(matches!(full, Error::QuotaExceeded { .. }), "{full}");
+        assert_eq!(store.status().await.unwrap().entries, 2);
+    }
+    // The database's rows say the same.
+    let store = RedbMemoryStore::open(dir.path(), config).unwrap();
+    assert_eq!(store.status().await.unwrap().entries, 2);
+    assert_eq!(store.erasure_epoch(&scope, &call).await.unwrap(), 1);
+    let full = store
+        .add_entry(&scope, NewEntry::new("one too many"), &w)
+        .await
+        .unwrap_err();
+    assert!(matches!(full, Error::QuotaExceeded { .. }), "{full}");
+}
