@@ -269,27 +269,43 @@ pub(crate) struct EntryRecord {
     pub(crate) terms: TermFreqs,
 }
 
-/// An [`EntryRecord`] as written: the same fields in the same order,
-/// borrowed from the entry, so encoding copies each string once, into the
-/// record (`tests::borrowed_records_encode_as_owned_ones`).
-#[derive(Serialize)]
-struct EntryRecordRef<'a> {
-    app: &'a str,
-    user: &'a str,
-    id: [u8; 16],
-    content: &'a str,
-    metadata_json: std::borrow::Cow<'a, str>,
-    session_id: Option<&'a str>,
-    event_ids: Vec<&'a str>,
-    author: Option<&'a str>,
-    provenance_timestamp_ms: Option<u64>,
-    digest: [u8; 32],
-    timestamp_ms: u64,
-    epoch: u64,
-    storage_bytes: u64,
-    doc_len: u32,
-    #[serde(with = "hippocamp_search::analyzer::term_list")]
-    terms: &'a TermFreqs,
+/// postcard's encoding, written directly into a buffer: an
+/// [`EntryRecord`] went through serde one field (and one byte of its id
+/// and digest) at a time, which on the cold caches of a single durable
+/// add took longer than the log write's system call. The layout is
+/// postcard's (lengths and integers as LEB128 varints, fixed arrays as
+/// their bytes, options as a 0 or 1 tag); `tests::records_encode_as_serde_does`
+/// holds it to serde's encoding of an [`EntryRecord`].
+struct Postcard(Vec<u8>);
+
+impl Postcard {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push(v.to_le_bytes()[0] | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v.to_le_bytes()[0]);
+    }
+
+    fn len(&mut self, n: usize) {
+        self.varint(n as u64);
+    }
+
+    fn str(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    fn tag(&mut self, some: bool) {
+        self.0.push(u8::from(some));
+    }
+
+    fn opt_str(&mut self, s: Option<&str>) {
+        self.tag(s.is_some());
+        if let Some(s) = s {
+            self.str(s);
+        }
+    }
 }
 
 /// `metadata` as JSON text; most entries have none, and its text is then
@@ -310,28 +326,45 @@ pub(crate) fn encode_entry(
     terms: &TermFreqs,
 ) -> Result<Vec<u8>> {
     let p = &entry.provenance;
+    let metadata = metadata_json(&entry.metadata)?;
     // Sized up front: grown from empty, a record was copied eight times.
-    let size = 160 + entry.content.len() + terms.text_len() + 6 * terms.distinct();
-    encode_into(
-        Vec::with_capacity(size),
-        &EntryRecordRef {
-            app: entry.scope.app().as_str(),
-            user: entry.scope.user().as_str(),
-            id: *entry.id.as_bytes(),
-            content: &entry.content,
-            metadata_json: metadata_json(&entry.metadata)?,
-            session_id: p.session_id.as_ref().map(SessionId::as_str),
-            event_ids: p.event_ids.iter().map(EventId::as_str).collect(),
-            author: p.author.as_ref().map(Author::as_str),
-            provenance_timestamp_ms: p.timestamp_ms,
-            digest: *entry.digest.as_bytes(),
-            timestamp_ms: entry.timestamp_ms,
-            epoch: entry.epoch,
-            storage_bytes,
-            doc_len: terms.doc_len(),
-            terms,
-        },
-    )
+    let size = 160
+        + entry.content.len()
+        + metadata.len()
+        + p.event_ids
+            .iter()
+            .map(|e| e.as_str().len() + 2)
+            .sum::<usize>()
+        + terms.text_len()
+        + 6 * terms.distinct();
+    // The fields of an `EntryRecord`, in order.
+    let mut out = Postcard(Vec::with_capacity(size));
+    out.str(entry.scope.app().as_str());
+    out.str(entry.scope.user().as_str());
+    out.0.extend_from_slice(entry.id.as_bytes());
+    out.str(&entry.content);
+    out.str(&metadata);
+    out.opt_str(p.session_id.as_ref().map(SessionId::as_str));
+    out.len(p.event_ids.len());
+    for e in &p.event_ids {
+        out.str(e.as_str());
+    }
+    out.opt_str(p.author.as_ref().map(Author::as_str));
+    out.tag(p.timestamp_ms.is_some());
+    if let Some(t) = p.timestamp_ms {
+        out.varint(t);
+    }
+    out.0.extend_from_slice(entry.digest.as_bytes());
+    out.varint(entry.timestamp_ms);
+    out.varint(entry.epoch);
+    out.varint(storage_bytes);
+    out.varint(u64::from(terms.doc_len()));
+    out.len(terms.distinct());
+    for (term, count) in terms.iter() {
+        out.str(term);
+        out.varint(u64::from(count));
+    }
+    Ok(out.0)
 }
 
 /// `record` (logged by [`Mutation::PutEntryText`]) with its text's terms:
@@ -711,5 +744,43 @@ mod tests {
         assert_ne!(bare, fast);
         let analyzer = hippocamp_search::Analyzer::english();
         assert_eq!(analysed_record(&bare, &analyzer).unwrap(), fast);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn records_encode_as_serde_does(
+            content in "\\PC{1,300}",
+            topic in proptest::option::of("\\PC{0,200}"),
+            session in proptest::option::of("[a-z0-9]{1,40}"),
+            events in proptest::collection::vec("[a-z0-9]{1,20}", 0..4),
+            author in proptest::option::of("[a-z]{1,20}"),
+            at in proptest::option::of(proptest::prelude::any::<u64>()),
+            epoch in proptest::prelude::any::<u64>(),
+            bytes in proptest::prelude::any::<u64>(),
+            analysed in proptest::prelude::any::<bool>(),
+        ) {
+            let scope = MemoryScope::parse("app", "user").unwrap();
+            let mut input = NewEntry::new(content);
+            if let Some(t) = topic {
+                input = input.metadata(serde_json::json!({"topic": t}).as_object().unwrap().clone());
+            }
+            let mut entry = prepare_entry(&scope, input, &hippocamp_core::MemoryLimits::default())
+                .unwrap()
+                .entry;
+            entry.provenance.session_id = session.map(|s| SessionId::new(s).unwrap());
+            entry.provenance.event_ids = events.into_iter().map(|e| EventId::new(e).unwrap()).collect();
+            entry.provenance.author = author.map(|a| Author::new(a).unwrap());
+            entry.provenance.timestamp_ms = at;
+            entry.epoch = epoch;
+            let terms = if analysed {
+                hippocamp_search::Analyzer::english().analyze(&entry.content)
+            } else {
+                TermFreqs::default()
+            };
+            let direct = encode_entry(&entry, bytes, &terms).unwrap();
+            let serde = encode(&EntryRecord::new(&entry, bytes, &terms).unwrap()).unwrap();
+            proptest::prop_assert_eq!(direct, serde);
+        }
     }
 }
