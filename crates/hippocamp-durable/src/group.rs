@@ -105,12 +105,19 @@ impl<W: GroupWriter + 'static> Committer<W> {
     pub async fn submit<T>(
         self: &Arc<Self>,
         op: W::Op,
-        rx: oneshot::Receiver<Result<T>>,
+        mut rx: oneshot::Receiver<Result<T>>,
     ) -> Result<T> {
-        let mut replies = self.submit_all(vec![(op, rx)]).await;
-        replies
-            .pop()
-            .unwrap_or_else(|| Err(Error::Unavailable(format!("{} has stopped", self.what))))
+        // One operation needs no lists: a single durable write is
+        // measured against the log's own write + sync.
+        let lead = Arc::new(Notify::new());
+        self.queue.lock().push_back((op, Arc::clone(&lead)));
+        let mut waiting = Waiting {
+            committer: self,
+            done: false,
+        };
+        let reply = self.reply(&mut rx, &lead).await;
+        waiting.done = true;
+        reply
     }
 
     /// Queues `ops` next to each other, so they share a group (up to the
@@ -136,34 +143,38 @@ impl<W: GroupWriter + 'static> Committer<W> {
         };
         let mut replies = Vec::with_capacity(pending.len());
         for mut rx in pending {
-            loop {
-                if let Some(mut writer) = self.writer.try_lock() {
-                    blocking(|| {
-                        // Keep committing while work keeps arriving, up to
-                        // a bound: handing over costs the next leader a
-                        // trip through the runtime's queue, but this
-                        // caller's own reply must not wait long for other
-                        // callers' writes.
-                        let until = Instant::now() + LEAD_FOR;
-                        while self.commit_next(&mut writer) && Instant::now() < until {}
-                    });
-                    drop(writer);
-                    self.hand_over();
-                }
-                tokio::select! {
-                    biased;
-                    reply = &mut rx => {
-                        replies.push(reply.unwrap_or_else(|_| {
-                            Err(Error::Unavailable(format!("{} has stopped", self.what)))
-                        }));
-                        break;
-                    }
-                    () = lead.notified() => {}
-                }
-            }
+            replies.push(self.reply(&mut rx, &lead).await);
         }
         waiting.done = true;
         replies
+    }
+
+    /// Waits for the reply on `rx`, leading commits whenever `lead` says
+    /// it is this caller's turn or no commit is running.
+    async fn reply<T>(&self, rx: &mut oneshot::Receiver<Result<T>>, lead: &Notify) -> Result<T> {
+        loop {
+            if let Some(mut writer) = self.writer.try_lock() {
+                blocking(|| {
+                    // Keep committing while work keeps arriving, up to a
+                    // bound: handing over costs the next leader a trip
+                    // through the runtime's queue, but this caller's own
+                    // reply must not wait long for other callers' writes.
+                    let until = Instant::now() + LEAD_FOR;
+                    while self.commit_next(&mut writer) && Instant::now() < until {}
+                });
+                drop(writer);
+                self.hand_over();
+            }
+            tokio::select! {
+                biased;
+                reply = &mut *rx => {
+                    return reply.unwrap_or_else(|_| {
+                        Err(Error::Unavailable(format!("{} has stopped", self.what)))
+                    });
+                }
+                () = lead.notified() => {}
+            }
+        }
     }
 
     /// Whether no commit is running and nothing is queued: a write

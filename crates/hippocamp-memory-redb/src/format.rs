@@ -228,12 +228,16 @@ pub(crate) struct ScopeRow {
 
 impl ScopeRow {
     /// The row's record, sized up front (grown from empty, it was
-    /// reallocated three times).
-    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
-        encode_into(
-            Vec::with_capacity(self.app.len() + self.user.len() + 32),
-            self,
-        )
+    /// reallocated three times) and written as [`encode_entry`] writes an
+    /// entry's (`tests::scope_rows_encode_as_serde_does`).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Postcard(Vec::with_capacity(self.app.len() + self.user.len() + 32));
+        out.str(&self.app);
+        out.str(&self.user);
+        out.varint(self.entries);
+        out.varint(self.bytes);
+        out.varint(self.epoch);
+        out.0
     }
 
     pub(crate) fn new(scope: &MemoryScope) -> Self {
@@ -482,12 +486,6 @@ pub(crate) fn log_record(seq: u64, log: &[Mutation]) -> std::io::Result<Vec<u8>>
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     postcard::to_stdvec(value).map_err(|e| Error::Corrupt(format!("cannot encode record: {e}")))
-}
-
-/// [`encode`] appending to `out`.
-fn encode_into<T: Serialize>(out: Vec<u8>, value: &T) -> Result<Vec<u8>> {
-    hippocamp_durable::postcard_into(out, value)
-        .map_err(|e| Error::Corrupt(format!("cannot encode record: {e}")))
 }
 
 pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T> {
@@ -781,6 +779,18 @@ mod tests {
             let direct = encode_entry(&entry, bytes, &terms).unwrap();
             let serde = encode(&EntryRecord::new(&entry, bytes, &terms).unwrap()).unwrap();
             proptest::prop_assert_eq!(direct, serde);
+        }
+
+        #[test]
+        fn scope_rows_encode_as_serde_does(
+            app in "\\PC{0,60}",
+            user in "\\PC{0,60}",
+            entries in proptest::prelude::any::<u64>(),
+            bytes in proptest::prelude::any::<u64>(),
+            epoch in proptest::prelude::any::<u64>(),
+        ) {
+            let row = ScopeRow { app, user, entries, bytes, epoch };
+            proptest::prop_assert_eq!(row.encode(), encode(&row).unwrap());
         }
     }
 }

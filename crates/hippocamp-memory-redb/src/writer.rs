@@ -534,7 +534,7 @@ impl<'t> Tx<'t> {
     }
 
     fn put_row(&mut self, h: &[u8; 16], row: &ScopeRow) -> Result<(), Fail> {
-        let bytes = row.encode().txn()?;
+        let bytes = row.encode();
         match &mut self.t {
             Tables::Direct(d) => drop(d.scopes.insert(h, bytes.as_slice())?),
             Tables::Staged(s) => drop(s.group.scopes.insert(*h, (0, bytes.clone()))),
