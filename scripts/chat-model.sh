@@ -48,7 +48,16 @@ start)
     ;;
 stop)
     if [ -f "$pidfile" ]; then
-        kill "$(cat "$pidfile")" 2>/dev/null || true
+        pid="$(cat "$pidfile")"
+        kill "$pid" 2>/dev/null || true
+        # Seen surviving a TERM sent at the end of a CI run (still serving
+        # afterwards and skewing benchmarks run on the same machine), so
+        # it gets five seconds and then KILL.
+        for _ in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
         rm -f "$pidfile"
     fi
     ;;
