@@ -206,7 +206,7 @@ impl<T> OpResult<T> for hippocamp_core::Result<T> {
 enum Reply {
     Add(
         oneshot::Sender<hippocamp_core::Result<Embedded<AddOutcome>>>,
-        hippocamp_core::Result<AddAnswer>,
+        hippocamp_core::Result<Embedded<AddOutcome>>,
     ),
     Events(
         oneshot::Sender<hippocamp_core::Result<Embedded<IngestReport>>>,
@@ -251,54 +251,13 @@ impl Reply {
     fn send(self) {
         // A caller that went away no longer wants the answer.
         match self {
-            Reply::Add(tx, r) => drop(tx.send(r.and_then(|a| match a {
-                AddAnswer::Ready(out) => Ok(out),
-                AddAnswer::New(_) => Err(Error::Corrupt(
-                    "a new entry's answer was sent before its group was logged".into(),
-                )),
-            }))),
+            Reply::Add(tx, r) => drop(tx.send(r)),
             Reply::Events(tx, r) => drop(tx.send(r)),
             Reply::Count(tx, r) => drop(tx.send(r)),
             Reply::Erased(tx, r) => drop(tx.send(r)),
             Reply::Swept(tx, r) => drop(tx.send(r)),
             Reply::Updated(tx, r) => drop(tx.send(r)),
             Reply::Imported(tx, r) => drop(tx.send(r)),
-        }
-    }
-}
-
-/// What an add answers: an outcome now (a duplicate, or a vector
-/// needed), or for a new entry the index of its change in the group,
-/// whose entry is copied into the answer while the device writes the
-/// group's log record ([`answer_adds`]) rather than before it is written.
-#[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "answers live briefly in a group's reply list; boxing would allocate once more per add"
-)]
-enum AddAnswer {
-    Ready(Embedded<AddOutcome>),
-    New(usize),
-}
-
-/// Answers each new entry's add with a copy of the entry its group wrote.
-fn answer_adds(replies: &mut [Reply], changes: &Changes) {
-    for r in replies {
-        if let Reply::Add(_, r @ Ok(AddAnswer::New(_))) = r {
-            let Ok(AddAnswer::New(at)) = *r else {
-                continue;
-            };
-            *r = match changes.get(at) {
-                Some((_, CacheOp::Insert(change))) => {
-                    Ok(AddAnswer::Ready(Embedded::Done(AddOutcome {
-                        entry: change.0.clone(),
-                        duplicate: false,
-                    })))
-                }
-                _ => Err(Error::Corrupt(
-                    "a new entry is missing from its group's changes".into(),
-                )),
-            };
         }
     }
 }
@@ -610,9 +569,8 @@ impl<'t> Tx<'t> {
     }
 
     /// Writes one new entry and counts it; the caller checked quotas.
-    /// Returns the index of its change, which holds the entry as written
-    /// (its epoch set) for the cache: a caller that answers with it
-    /// clones it ([`answer_adds`]).
+    /// Returns the entry as written (its epoch set), owned by the change
+    /// handed to the cache: a caller that answers with it clones it.
     ///
     /// Without `terms`, a staged entry is logged unanalysed
     /// ([`Mutation::PutEntryText`]) and analysed while the log is written
@@ -625,7 +583,7 @@ impl<'t> Tx<'t> {
         bytes: u64,
         terms: Option<TermFreqs>,
         vector: Option<Vec<f32>>,
-    ) -> Result<usize, Fail> {
+    ) -> Result<&MemoryEntry, Fail> {
         entry.epoch = row.epoch;
         let defer = terms.is_none() && matches!(self.t, Tables::Staged(_));
         let terms = match terms {
@@ -682,17 +640,21 @@ impl<'t> Tx<'t> {
         row.bytes += bytes;
         self.totals.entries += 1;
         self.totals.bytes += bytes;
-        let change = self.changes.len();
         self.changes
             .push((*h, CacheOp::Insert(Box::new((entry, bytes, terms, vector)))));
         if defer {
             self.deferred.push(Deferred {
                 key,
                 log: logged_at,
-                change,
+                change: self.changes.len() - 1,
             });
         }
-        Ok(change)
+        match self.changes.last() {
+            Some((_, CacheOp::Insert(b))) => Ok(&b.0),
+            _ => Err(Fail::Txn(Error::Corrupt(
+                "an inserted entry is missing from its changes".into(),
+            ))),
+        }
     }
 
     /// The key hash of `session`; a batch's entries share their session,
@@ -849,7 +811,7 @@ impl<'t> Tx<'t> {
         terms: Option<TermFreqs>,
         vector: Option<Vec<f32>>,
         admit: Admission,
-    ) -> Result<AddAnswer, Fail> {
+    ) -> Result<Embedded<AddOutcome>, Fail> {
         let Admission {
             fence,
             embeds,
@@ -865,16 +827,16 @@ impl<'t> Tx<'t> {
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
             return if existing.is_resubmission(&prepared.entry) {
-                Ok(AddAnswer::Ready(Embedded::Done(AddOutcome {
+                Ok(Embedded::Done(AddOutcome {
                     entry: existing,
                     duplicate: true,
-                })))
+                }))
             } else {
                 Err(Fail::Op(Error::IdempotencyConflict(prepared.entry.id)))
             };
         }
         if embeds && vector.is_none() {
-            return Ok(AddAnswer::Ready(Embedded::NeedVectors));
+            return Ok(Embedded::NeedVectors);
         }
         check_scope_quota(
             self.limits,
@@ -886,16 +848,21 @@ impl<'t> Tx<'t> {
         .op()?;
         self.check_global(1, prepared.storage_bytes)?;
         deadline.check(Stage::Commit).op()?;
-        let change = self.insert(
-            &h,
-            &mut row,
-            prepared.entry,
-            prepared.storage_bytes,
-            terms,
-            vector,
-        )?;
+        let entry = self
+            .insert(
+                &h,
+                &mut row,
+                prepared.entry,
+                prepared.storage_bytes,
+                terms,
+                vector,
+            )?
+            .clone();
         self.put_row(&h, &row)?;
-        Ok(AddAnswer::New(change))
+        Ok(Embedded::Done(AddOutcome {
+            entry,
+            duplicate: false,
+        }))
     }
 
     fn add_events(
@@ -1313,14 +1280,6 @@ struct StagedGroup {
     deferred: Vec<Deferred>,
 }
 
-/// What a staged group still owes its callers once its log record is
-/// written: the replies of new entries, and the analysis of adds logged
-/// unanalysed.
-struct Answers<'a> {
-    replies: &'a mut [Reply],
-    deferred: &'a [Deferred],
-}
-
 /// An add logged unanalysed: its entry key, and where its mutation and
 /// its change are.
 #[derive(Debug, Clone, Copy)]
@@ -1497,7 +1456,6 @@ impl Writer {
         let result = (|| -> hippocamp_core::Result<(Changes, Vec<Mutation>, Totals)> {
             let mut tx = Tx::direct(&txn, totals, &self.limits, &self.analyzer)?;
             Self::apply_ops(&mut tx, group, &mut replies)?;
-            answer_adds(&mut replies, &tx.changes);
             Ok((tx.changes, tx.log, tx.totals))
         })();
         let result = match result {
@@ -1546,11 +1504,7 @@ impl Writer {
         let staged = self.stage(|tx| Self::apply_ops(tx, group, &mut replies));
         let result = staged.and_then(|mut g| {
             if !g.log.is_empty() {
-                let answers = Answers {
-                    replies: &mut replies,
-                    deferred: &g.deferred,
-                };
-                self.log_staged(g.log, g.writes, &mut g.changes, answers)?;
+                self.log_staged(g.log, g.writes, &mut g.changes, &g.deferred)?;
                 self.totals = g.totals;
                 *self.published.lock() = g.totals;
             }
@@ -1596,15 +1550,14 @@ impl Writer {
     /// Adds logged unanalysed (`deferred`) are analysed after the record
     /// is written and its write to the device started, before the sync
     /// waits for it: the analysis overlaps the device's write instead of
-    /// preceding it, as does answering the group's new entries.
+    /// preceding it.
     fn log_staged(
         &mut self,
         mut log: Vec<Mutation>,
         mut writes: Overlay,
         changes: &mut Changes,
-        answers: Answers<'_>,
+        deferred: &[Deferred],
     ) -> hippocamp_core::Result<()> {
-        let Answers { replies, deferred } = answers;
         let seq = self.seq + 1;
         let record = log_record(seq, &log).map_err(Error::storage)?;
         let bytes = record.len();
@@ -1618,7 +1571,6 @@ impl Writer {
         if deferred.is_empty() {
             self.append(seq, &record)?;
             self.pending.merge(writes, seq);
-            answer_adds(replies, changes);
         } else {
             self.wal_io(|w| w.append(&record).and_then(|()| w.start_sync()))?;
             // The record is in the log, unsynced: failing now must stop
@@ -1628,7 +1580,6 @@ impl Writer {
                 self.poisoned = Some(e.clone());
                 return Err(e);
             }
-            answer_adds(replies, changes);
             // The overlay is the writer's own (nothing reads it if the
             // sync fails, the writer stops), so it is merged while the
             // device writes too.
@@ -1673,11 +1624,7 @@ impl Writer {
             }
             tx.put_row(&h, &row).map_err(fail)
         })?;
-        let answers = Answers {
-            replies: &mut [],
-            deferred: &[],
-        };
-        self.log_staged(log, writes, &mut Vec::new(), answers)?;
+        self.log_staged(log, writes, &mut Vec::new(), &[])?;
         self.totals = totals;
         self.maybe_checkpoint();
         Ok(())
