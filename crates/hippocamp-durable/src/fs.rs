@@ -65,6 +65,23 @@ pub fn private_file(path: &Path) -> io::Result<File> {
 /// flush (`hippocamp bench durable-write`: a single acknowledged add went
 /// from 1.39-1.47x to 1.21-1.33x the overwrite floor, paired runs).
 ///
+/// Tells the kernel `file` is read at random, not in sequence: its reads
+/// then bring in what they ask for in pages of the base size, rather than
+/// readahead's large folios. A small write into a large folio costs more
+/// (the write walks every block of the folio): overwriting 700 bytes of a
+/// page cached as part of a 1 MiB folio took 3.4-3.7 µs against 1.5-2.1
+/// µs for a page of its own, and a write + `fdatasync` 5-6 µs more
+/// (docs/PERFORMANCE.md, issue 17's tenth pass). A log is read once, at
+/// open, and then overwritten record by record. Elsewhere than on Linux
+/// it does nothing.
+pub fn advise_random(file: &File) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random)?;
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+    Ok(())
+}
+
 /// The one unsafe call of the workspace: no safe wrapper (rustix, nix)
 /// offers it. Elsewhere than on Linux it does nothing.
 #[allow(unsafe_code)]

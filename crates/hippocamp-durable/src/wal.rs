@@ -23,7 +23,7 @@
 //! synced before its writes are acknowledged).
 //!
 //! The log file is written ahead of use in zero-filled steps (1 MiB, up
-//! to 16 MiB as it grows) and
+//! to 16 MiB as it grows), a page per write, and
 //! reused from its start after each checkpoint, so a sync after a record
 //! under 64 KiB flushes only the appended bytes, never a changed file size
 //! (measured here: overwriting pre-written space and syncing takes about
@@ -32,10 +32,16 @@
 //! zeros ahead of it would be copied only to be overwritten.
 //! Emptying it only invalidates its first record; what follows is ignored,
 //! as it breaks the sequence.
+//!
+//! The kernel caches what a record overwrites in pages of the base size:
+//! the zeros are written a page at a time and the log is read (once, at
+//! open) with random-access advice, since a small write into a large
+//! folio of the page cache walks every block of the folio
+//! ([`crate::fs::advise_random`]).
 
 use std::fmt;
 use std::fs::File;
-use std::io;
+use std::io::{self, Read as _, Seek as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
@@ -65,6 +71,13 @@ pub trait WalStorage: Send + fmt::Debug {
 /// Pre-written space is added in steps of this size.
 const PREALLOCATE: u64 = 1 << 20;
 
+/// The page size the zeros are written in (`reserve`), a multiple of
+/// which every step is.
+const PAGE: usize = 4096;
+
+/// What `read_all` reads at a time.
+const READ_CHUNK: usize = 1 << 20;
+
 /// Records of this size or more go past the written space directly: for
 /// them the zeros cost more than the size change they save (a 1,000-event
 /// batch is ~0.5 MB; with a 1 MiB threshold it took 98-112k acknowledged
@@ -89,6 +102,7 @@ impl FileWal {
     /// which the store calls once it has replayed the log.
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = crate::fs::private_file(path)?;
+        crate::fs::advise_random(&file)?;
         let len = file.metadata()?.len();
         Ok(Self {
             file,
@@ -108,8 +122,17 @@ impl FileWal {
         // small.
         let step = (self.len / 2).clamp(PREALLOCATE, 16 * PREALLOCATE);
         let new_len = need.max(self.len + step).div_ceil(PREALLOCATE) * PREALLOCATE;
-        let zeros = vec![0u8; usize::try_from(new_len - self.len).unwrap_or(0)];
-        self.file.write_all_at(&zeros, self.len)?;
+        // A page per write: the page cache keeps pages of the size each
+        // write asked for, and a record later overwrites one of them.
+        let page = [0u8; PAGE];
+        let mut at = self.len;
+        while at < new_len {
+            let next = (at / PAGE as u64 + 1) * PAGE as u64;
+            let next = next.min(new_len);
+            let n = usize::try_from(next - at).unwrap_or(PAGE);
+            self.file.write_all_at(&page[..n], at)?;
+            at = next;
+        }
         // The size changes here, so this sync covers the metadata too.
         self.file.sync_all()?;
         self.len = new_len;
@@ -126,12 +149,18 @@ impl WalStorage for FileWal {
         let size = self.file.metadata()?.len();
         let mut out = Vec::new();
         let mut at = 0u64;
+        // Read in large pieces: with random-access advice the kernel reads
+        // ahead of nothing, so record-sized reads would each wait for the
+        // device.
+        let mut file = &self.file;
+        file.seek(io::SeekFrom::Start(0))?;
+        let mut file = io::BufReader::with_capacity(READ_CHUNK, file);
         loop {
             let mut header = [0u8; HEADER];
             if at + HEADER as u64 > size {
                 return Ok(out);
             }
-            self.file.read_exact_at(&mut header, at)?;
+            file.read_exact(&mut header)?;
             let len = u64::from(u32::from_le_bytes([
                 header[0], header[1], header[2], header[3],
             ]));
@@ -139,7 +168,7 @@ impl WalStorage for FileWal {
                 return Ok(out);
             }
             let mut payload = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-            self.file.read_exact_at(&mut payload, at + HEADER as u64)?;
+            file.read_exact(&mut payload)?;
             let mut seq = [0u8; 8];
             seq.copy_from_slice(&header[4..12]);
             if !intact(u64::from_le_bytes(seq), &payload, &header[12..]) {
@@ -460,6 +489,20 @@ mod tests {
         assert!(size > written);
         assert_eq!(size, (first.len() + second.len()) as u64);
         assert_eq!(replayed(&path), vec![1, 2]);
+    }
+
+    #[test]
+    fn records_across_the_reads_of_a_replay_all_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut wal, _) = emptied_log(&dir);
+        // Records of an odd size, so some straddle each piece `read_all`
+        // reads, over more than two pieces.
+        let n = u64::try_from(READ_CHUNK * 5 / 2 / 1_001).unwrap() + 1;
+        for seq in 1..=n {
+            wal.append(&record_of(seq, 1_001 - HEADER)).unwrap();
+        }
+        wal.sync().unwrap();
+        assert_eq!(replayed(&path), (1..=n).collect::<Vec<_>>());
     }
 
     #[test]
