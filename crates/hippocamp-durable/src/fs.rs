@@ -56,15 +56,6 @@ pub fn private_file(path: &Path) -> io::Result<File> {
     private_options().create(true).truncate(false).open(path)
 }
 
-/// Starts writing `len` bytes of `file` from `offset` to the device
-/// without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`):
-/// not durability, which still takes an `fdatasync`, but a head start for
-/// it. A writer that has CPU work left before that `fdatasync` (the
-/// memory store analyses a single add's text there) overlaps the work
-/// with the device's write, and the `fdatasync` then mostly waits for the
-/// flush (`hippocamp bench durable-write`: a single acknowledged add went
-/// from 1.39-1.47x to 1.21-1.33x the overwrite floor, paired runs).
-///
 /// Tells the kernel `file` is read at random, not in sequence: its reads
 /// then bring in what they ask for in pages of the base size, rather than
 /// readahead's large folios. A small write into a large folio costs more
@@ -82,6 +73,15 @@ pub fn advise_random(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Starts writing `len` bytes of `file` from `offset` to the device
+/// without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`):
+/// not durability, which still takes an `fdatasync`, but a head start for
+/// it. A writer that has CPU work left before that `fdatasync` (the
+/// memory store analyses a single add's text there) overlaps the work
+/// with the device's write, and the `fdatasync` then mostly waits for the
+/// flush (`hippocamp bench durable-write`: a single acknowledged add went
+/// from 1.39-1.47x to 1.21-1.33x the overwrite floor, paired runs).
+///
 /// The one unsafe call of the workspace: no safe wrapper (rustix, nix)
 /// offers it. Elsewhere than on Linux it does nothing.
 #[allow(unsafe_code)]
