@@ -6,6 +6,9 @@
 //! `0600`, directories `0700`. A data directory that is a symbolic link is
 //! refused rather than followed, so a link planted where a store expects
 //! its directory cannot redirect the store's writes.
+//!
+//! It also holds the two hints a log gives the kernel: read at random
+//! ([`advise_random`]) and write now, sync later ([`start_writeback`]).
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
