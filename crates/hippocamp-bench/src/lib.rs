@@ -204,20 +204,15 @@ pub struct DurableWrite {
     pub ratio_p50_to_log: f64,
 }
 
-/// A file of `len` written zeros, synced: space to overwrite. Written a
-/// page at a time, as the store's log is: the page cache keeps what one
-/// write brought in as one folio, and a small overwrite of a large folio
-/// costs more (`hippocamp_durable::fs::advise_random`).
+/// A file of `len` written zeros, synced: space to overwrite, written as
+/// the store's log writes its own (`hippocamp_durable::fs::write_zeros`).
 fn prewritten(path: &Path, len: usize) -> Result<std::fs::File> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
         .write(true)
         .open(path)?;
-    let page = [0u8; 4096];
-    for at in (0..len).step_by(page.len()) {
-        file.write_all_at(&page[..page.len().min(len - at)], at as u64)?;
-    }
+    hippocamp_durable::fs::write_zeros(&file, 0, len as u64)?;
     file.sync_all()?;
     Ok(file)
 }

@@ -12,7 +12,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileExt as _, OpenOptionsExt as _};
 use std::path::Path;
 
 /// Mode of every file a store creates.
@@ -76,6 +76,23 @@ pub fn advise_random(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes zeros over `file` from `from` up to `to`, a page per write
+/// (aligned to pages): the page cache keeps what each write brought in as
+/// one folio, and space written this way is later overwritten record by
+/// record (see [`advise_random`] for what a large folio costs then).
+pub fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+    const PAGE: u64 = 4096;
+    let page = [0u8; 4096];
+    let mut at = from;
+    while at < to {
+        let next = ((at / PAGE + 1) * PAGE).min(to);
+        let n = usize::try_from(next - at).unwrap_or(page.len());
+        file.write_all_at(&page[..n], at)?;
+        at = next;
+    }
+    Ok(())
+}
+
 /// Starts writing `len` bytes of `file` from `offset` to the device
 /// without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`):
 /// not durability, which still takes an `fdatasync`, but a head start for
@@ -116,8 +133,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn zeros_cover_exactly_the_range_asked_for() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("log");
+        let f = private_file(&path).unwrap();
+        f.write_all_at(&[7u8; 10], 0).unwrap();
+        // From inside a page to inside a later one.
+        write_zeros(&f, 10, 3 * 4096 + 5).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 3 * 4096 + 5);
+        assert_eq!(bytes[..10], [7u8; 10]);
+        assert!(bytes[10..].iter().all(|&b| b == 0));
+        // An empty range writes nothing.
+        write_zeros(&f, 9, 9).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    #[test]
     fn writeback_starts_on_written_bytes_and_refuses_impossible_ranges() {
-        use std::os::unix::fs::FileExt as _;
         let t = tempfile::tempdir().unwrap();
         let f = private_file(&t.path().join("log")).unwrap();
         f.write_all_at(b"record", 0).unwrap();

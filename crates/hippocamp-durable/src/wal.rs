@@ -71,10 +71,6 @@ pub trait WalStorage: Send + fmt::Debug {
 /// Pre-written space is added in steps of this size.
 const PREALLOCATE: u64 = 1 << 20;
 
-/// The page size the zeros are written in (`reserve`), a multiple of
-/// which every step is.
-const PAGE: usize = 4096;
-
 /// What `read_all` reads at a time.
 const READ_CHUNK: usize = 1 << 20;
 
@@ -122,17 +118,7 @@ impl FileWal {
         // small.
         let step = (self.len / 2).clamp(PREALLOCATE, 16 * PREALLOCATE);
         let new_len = need.max(self.len + step).div_ceil(PREALLOCATE) * PREALLOCATE;
-        // A page per write: the page cache keeps pages of the size each
-        // write asked for, and a record later overwrites one of them.
-        let page = [0u8; PAGE];
-        let mut at = self.len;
-        while at < new_len {
-            let next = (at / PAGE as u64 + 1) * PAGE as u64;
-            let next = next.min(new_len);
-            let n = usize::try_from(next - at).unwrap_or(PAGE);
-            self.file.write_all_at(&page[..n], at)?;
-            at = next;
-        }
+        crate::fs::write_zeros(&self.file, self.len, new_len)?;
         // The size changes here, so this sync covers the metadata too.
         self.file.sync_all()?;
         self.len = new_len;
