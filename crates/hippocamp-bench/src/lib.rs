@@ -179,12 +179,6 @@ pub struct DurableWrite {
     /// Overwrite the same bytes in pre-written space and `fdatasync` (the
     /// technique the store's log uses; a lower floor than an append).
     pub raw_overwrite_fsync: Latency,
-    /// The same overwrite with the device's write started first
-    /// (`hippocamp_durable::fs::start_writeback`, as the store's log does
-    /// for a lone add) and nothing between: the head start alone does not
-    /// lower the floor; what the store gains from it is its own work
-    /// overlapping the write.
-    pub raw_overwrite_started_fsync: Latency,
     /// Bytes the store's log took for a scope's second add (its record
     /// with the record header): what the log floor writes each time.
     pub log_record_bytes: usize,
@@ -261,16 +255,15 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
     // Room for every sample's bytes at its own offset.
     let space = bytes.len() * (samples + 1);
     let pre = prewritten(&dir.join("pre.bin"), space)?;
-    let started_file = prewritten(&dir.join("started.bin"), space)?;
-    let (mut store_us, mut raw_us, mut over_us, mut started_us, mut log_us) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut store_us, mut raw_us, mut over_us, mut log_us) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, t) in texts.iter().take(samples).enumerate() {
-        // The five in a rotated order: none always follows the same one
+        // The four in a rotated order: none always follows the same one
         // (a sync right after the append floor's size-changing sync, say).
-        for k in 0..5 {
+        for k in 0..4 {
             let started = Instant::now();
             let at = (i * bytes.len()) as u64;
-            let times = match (i + k) % 5 {
+            let times = match (i + k) % 4 {
                 0 => {
                     raw.write_all(&bytes)?;
                     raw.sync_data()?;
@@ -282,12 +275,6 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
                     &mut over_us
                 }
                 2 => {
-                    started_file.write_all_at(&bytes, at)?;
-                    hippocamp_durable::fs::start_writeback(&started_file, at, bytes.len() as u64)?;
-                    started_file.sync_data()?;
-                    &mut started_us
-                }
-                3 => {
                     log.append(&log_record)?;
                     log.sync()?;
                     &mut log_us
@@ -305,7 +292,6 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
     let add_entry = latency(store_us);
     let raw_write_fsync = latency(raw_us);
     let raw_overwrite_fsync = latency(over_us);
-    let raw_overwrite_started_fsync = latency(started_us);
     let log_fsync = latency(log_us);
     Ok(DurableWrite {
         samples,
@@ -318,7 +304,6 @@ pub async fn durable_write(dir: &Path, samples: usize) -> Result<DurableWrite> {
         add_entry,
         raw_write_fsync,
         raw_overwrite_fsync,
-        raw_overwrite_started_fsync,
     })
 }
 

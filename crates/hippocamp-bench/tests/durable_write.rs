@@ -21,7 +21,6 @@ async fn every_floor_is_measured_and_the_log_floor_writes_one_adds_record() {
         &r.add_entry,
         &r.raw_write_fsync,
         &r.raw_overwrite_fsync,
-        &r.raw_overwrite_started_fsync,
         &r.log_fsync,
     ] {
         assert!(l.p50_us > 0.0 && l.p50_us <= l.p99_us, "{l:?}");

@@ -7,8 +7,8 @@
 //! refused rather than followed, so a link planted where a store expects
 //! its directory cannot redirect the store's writes.
 //!
-//! It also holds the two hints a log gives the kernel: read at random
-//! ([`advise_random`]) and write now, sync later ([`start_writeback`]).
+//! It also holds how a log is pre-written ([`write_zeros`]) and the hint
+//! it gives the kernel when it reads at open ([`advise_random`]).
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -93,39 +93,6 @@ pub fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Starts writing `len` bytes of `file` from `offset` to the device
-/// without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`):
-/// not durability, which still takes an `fdatasync`, but a head start for
-/// it. A writer that has CPU work left before that `fdatasync` (the
-/// memory store analyses a single add's text there) overlaps the work
-/// with the device's write, and the `fdatasync` then mostly waits for the
-/// flush (`hippocamp bench durable-write`: a single acknowledged add went
-/// from 1.39-1.47x to 1.21-1.33x the overwrite floor, paired runs).
-///
-/// The one unsafe call of the workspace: no safe wrapper (rustix, nix)
-/// offers it. Elsewhere than on Linux it does nothing.
-#[allow(unsafe_code)]
-pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd as _;
-        let too_far = || io::Error::new(io::ErrorKind::InvalidInput, "a range past 2^63 bytes");
-        let offset = i64::try_from(offset).map_err(|_| too_far())?;
-        let len = i64::try_from(len).map_err(|_| too_far())?;
-        // SAFETY: the call reads no memory of ours; it takes a descriptor
-        // that `file` keeps open for its duration and two integers.
-        let rc = unsafe {
-            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, offset, len);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
@@ -147,20 +114,6 @@ mod tests {
         // An empty range writes nothing.
         write_zeros(&f, 9, 9).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
-    }
-
-    #[test]
-    fn writeback_starts_on_written_bytes_and_refuses_impossible_ranges() {
-        let t = tempfile::tempdir().unwrap();
-        let f = private_file(&t.path().join("log")).unwrap();
-        f.write_all_at(b"record", 0).unwrap();
-        start_writeback(&f, 0, 6).unwrap();
-        f.sync_data().unwrap();
-        let mut back = [0u8; 6];
-        f.read_exact_at(&mut back, 0).unwrap();
-        assert_eq!(&back, b"record");
-        let e = start_writeback(&f, u64::MAX, 1).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

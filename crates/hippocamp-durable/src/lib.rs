@@ -14,8 +14,7 @@
 //! - `sim` (feature): a simulated disk with power loss, and `crash`, the
 //!   parent side of SIGKILL trials, for tests.
 
-// Denied, not forbidden: `fs::start_writeback` is the one exception.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "sim")]

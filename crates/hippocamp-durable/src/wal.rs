@@ -58,12 +58,6 @@ pub trait WalStorage: Send + fmt::Debug {
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes everything appended so far durable.
     fn sync(&mut self) -> io::Result<()>;
-    /// Starts writing what was appended since the last sync to the device,
-    /// without waiting: work done between this and [`sync`](Self::sync)
-    /// overlaps the write. Durability still comes only from `sync`.
-    fn start_sync(&mut self) -> io::Result<()> {
-        Ok(())
-    }
     /// Empties the log, durably.
     fn truncate(&mut self) -> io::Result<()>;
 }
@@ -88,9 +82,6 @@ pub struct FileWal {
     end: u64,
     /// Bytes of the file already written (zeros beyond `end`).
     len: u64,
-    /// Where the appended bytes whose write to the device was neither
-    /// started nor synced begin.
-    unstarted: u64,
 }
 
 impl FileWal {
@@ -100,12 +91,7 @@ impl FileWal {
         let file = crate::fs::private_file(path)?;
         crate::fs::advise_random(&file)?;
         let len = file.metadata()?.len();
-        Ok(Self {
-            file,
-            end: 0,
-            len,
-            unstarted: 0,
-        })
+        Ok(Self { file, end: 0, len })
     }
 
     /// Writes zeros ahead so appends up to `need` overwrite written space.
@@ -182,17 +168,7 @@ impl WalStorage for FileWal {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()?;
-        self.unstarted = self.end;
-        Ok(())
-    }
-
-    fn start_sync(&mut self) -> io::Result<()> {
-        if self.end > self.unstarted {
-            crate::fs::start_writeback(&self.file, self.unstarted, self.end - self.unstarted)?;
-            self.unstarted = self.end;
-        }
-        Ok(())
+        self.file.sync_data()
     }
 
     fn truncate(&mut self) -> io::Result<()> {
@@ -202,7 +178,6 @@ impl WalStorage for FileWal {
         self.file.write_all_at(&[0u8; HEADER], 0)?;
         self.file.sync_data()?;
         self.end = 0;
-        self.unstarted = 0;
         Ok(())
     }
 }

@@ -8,6 +8,12 @@
 //! changes before reading. A write is acknowledged only after its changes
 //! are pending, so a caller always reads its own writes.
 //!
+//! A lone add is acknowledged before its text is analysed (see `writer`):
+//! its change carries no terms, and whoever applies it (the next reader,
+//! or the writer's eager apply) analyses the text then, so the analysis
+//! leaves the write's acknowledged path and is paid only for scopes that
+//! are cached.
+//!
 //! Loading races with commits: a commit may land after the load's snapshot
 //! but before the loaded data is published. The slot exists (with its
 //! pending list) before the snapshot is taken, so every such commit is
@@ -27,24 +33,41 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use hippocamp_core::{EntryId, Result};
 use hippocamp_memory::MemoryEntry;
 use hippocamp_memory::scope::ScopeData;
-use hippocamp_search::TermFreqs;
+use hippocamp_search::{Analyzer, TermFreqs};
 use parking_lot::Mutex;
 use tokio::sync::{OnceCell, RwLock, RwLockReadGuard};
 
 /// A committed change to one scope.
 #[derive(Debug, Clone)]
 pub(crate) enum CacheOp {
-    Insert(Box<(MemoryEntry, u64, TermFreqs, Option<Vec<f32>>)>),
+    Insert(Box<Inserted>),
     Remove(EntryId),
     Clear,
 }
 
+/// An entry written, as the cache is handed it.
+#[derive(Debug, Clone)]
+pub(crate) struct Inserted {
+    pub(crate) entry: MemoryEntry,
+    /// Its storage bytes.
+    pub(crate) bytes: u64,
+    /// Its text's terms; none for a lone add, analysed when applied.
+    pub(crate) terms: Option<TermFreqs>,
+    pub(crate) vector: Option<Vec<f32>>,
+}
+
 impl CacheOp {
-    fn apply(self, data: &mut ScopeData) {
+    fn apply(self, data: &mut ScopeData, analyzer: &Analyzer) {
         match self {
             CacheOp::Insert(b) => {
-                let (entry, bytes, terms, vector) = *b;
+                let Inserted {
+                    entry,
+                    bytes,
+                    terms,
+                    vector,
+                } = *b;
                 let id = entry.id;
+                let terms = terms.unwrap_or_else(|| analyzer.analyze(&entry.content));
                 data.insert(entry, bytes, &terms);
                 if let Some(v) = vector {
                     data.insert_vector(id, &v);
@@ -101,20 +124,21 @@ impl Drop for Loading<'_> {
 }
 
 impl Slot {
-    /// Applies pending changes, then returns a read guard.
-    pub(crate) async fn read(&self) -> Option<RwLockReadGuard<'_, ScopeData>> {
+    /// Applies pending changes (analysing what came without terms with
+    /// `analyzer`), then returns a read guard.
+    pub(crate) async fn read(&self, analyzer: &Analyzer) -> Option<RwLockReadGuard<'_, ScopeData>> {
         let data = self.data.get()?;
         if !self.pending.lock().is_empty() {
-            self.apply_pending(&mut *data.write().await);
+            self.apply_pending(&mut *data.write().await, analyzer);
         }
         Some(data.read().await)
     }
 
     /// Applies the pending changes to the loaded copy and charges it anew.
-    fn apply_pending(&self, data: &mut ScopeData) {
+    fn apply_pending(&self, data: &mut ScopeData, analyzer: &Analyzer) {
         let ops = std::mem::take(&mut *self.pending.lock());
         for op in ops {
-            op.apply(data);
+            op.apply(data, analyzer);
         }
         self.charged.store(charge(data), Ordering::Relaxed);
     }
@@ -128,16 +152,20 @@ pub(crate) struct ScopeCache {
     max_bytes: u64,
     /// Ticks on every use: the clock of `Slot::used`.
     clock: AtomicU64,
+    /// Analyses the changes the writer applies eagerly.
+    analyzer: Arc<Analyzer>,
 }
 
 impl ScopeCache {
     /// A cache that keeps at most about `max_bytes` of scopes (a scope
-    /// larger than the bound is still loaded, alone).
-    pub(crate) fn new(max_bytes: u64) -> Self {
+    /// larger than the bound is still loaded, alone), analysing the
+    /// changes it applies itself with `analyzer`.
+    pub(crate) fn new(max_bytes: u64, analyzer: Arc<Analyzer>) -> Self {
         Self {
             slots: Mutex::default(),
             max_bytes,
             clock: AtomicU64::new(0),
+            analyzer,
         }
     }
 
@@ -254,7 +282,7 @@ impl ScopeCache {
                 && let Some(data) = slot.data.get()
                 && let Ok(mut w) = data.try_write()
             {
-                slot.apply_pending(&mut w);
+                slot.apply_pending(&mut w, &self.analyzer);
             }
         }
     }

@@ -43,17 +43,21 @@ impl IngestFloor {
             Some(options.cache_bytes),
         )?;
         let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(Error::storage)?;
+        let analyzer = Arc::new(hippocamp_search::Analyzer::english());
         Ok(Self {
             writer: Writer::new(
                 Arc::new(db),
-                Arc::new(ScopeCache::new(options.scope_cache_bytes)),
+                Arc::new(ScopeCache::new(
+                    options.scope_cache_bytes,
+                    Arc::clone(&analyzer),
+                )),
                 MemoryLimits::default(),
                 Box::new(wal),
                 0,
                 options,
                 crate::format::Totals::default(),
                 Arc::new(Mutex::new(crate::format::Totals::default())),
-                Arc::new(hippocamp_search::Analyzer::english()),
+                analyzer,
             )?,
         })
     }

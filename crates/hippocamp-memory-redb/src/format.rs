@@ -441,8 +441,8 @@ pub(crate) enum Mutation {
     DelUser(String),
     /// An entry record logged before its text was analysed (its terms
     /// empty): whoever applies it analyses the text first
-    /// ([`analysed_record`]). A single add is logged so, to overlap its
-    /// analysis with the log's write (`writer`).
+    /// ([`analysed_record`]). A lone add is logged so, and acknowledged
+    /// before anyone analysed it (`writer`).
     PutEntryText(
         #[serde(with = "serde_bytes")] Vec<u8>,
         #[serde(with = "serde_bytes")] Vec<u8>,

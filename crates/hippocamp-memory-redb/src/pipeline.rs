@@ -197,9 +197,10 @@ impl Progress {
 
     /// The writer is about to log one more group: if that group would make
     /// the applier due, wakes it now for the groups already queued (the
-    /// writer calls this while the device writes its record, so the
-    /// wake-up's system call overlaps the write instead of following the
-    /// sync; the new group is then taken on when that batch is done).
+    /// writer calls this before it writes the record, so the applier works
+    /// while the record is written and synced, and the wake-up does not
+    /// follow the sync; the new group is then taken on when that batch is
+    /// done).
     pub(crate) fn nudge(&self) {
         let mut s = self.state.lock();
         if s.jobs.len() + 1 >= WAKE_GROUPS {

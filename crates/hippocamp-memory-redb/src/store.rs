@@ -235,7 +235,10 @@ impl RedbMemoryStore {
         let published = Arc::new(Mutex::new(totals));
         let db = Arc::new(db);
         options.validate()?;
-        let cache = Arc::new(ScopeCache::new(options.scope_cache_bytes));
+        let cache = Arc::new(ScopeCache::new(
+            options.scope_cache_bytes,
+            Arc::clone(&analyzer),
+        ));
         let writer = Writer::new(
             Arc::clone(&db),
             Arc::clone(&cache),
@@ -742,11 +745,11 @@ impl MemoryStore for RedbMemoryStore {
         }
         // Decided just before the write is queued (after any embedding):
         // with no write running or queued, this call will most likely
-        // commit its own group, and its text is then analysed by the
-        // writer while the log's write is under way (see `writer`,
-        // "analysed behind the log"). With writes queued it is analysed
-        // here, in parallel with them, rather than in the writer, one
-        // after another.
+        // commit its own group, and it is acknowledged unanalysed (the
+        // applier and the cache's reader analyse it, see `writer`). With
+        // writes queued it is analysed here, in parallel with them, so the
+        // applier and the readers are not handed a group's texts to
+        // analyse one after another.
         let terms =
             (!self.committer.idle()).then(|| self.analyzer.analyze(&prepared.entry.content));
         let submit =
@@ -869,7 +872,7 @@ impl MemoryStore for RedbMemoryStore {
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read())
+        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read(&self.analyzer))
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
@@ -965,7 +968,7 @@ impl MemoryStore for RedbMemoryStore {
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read())
+        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read(&self.analyzer))
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;

@@ -13,10 +13,11 @@
 //! visible to the caller's next read.
 //!
 //! An add that arrives without its terms (the store sends a lone add so)
-//! is analysed behind the log: in a staged group its record is logged
-//! unanalysed, the device's write of the record is started, and the text
-//! is analysed while it runs, before the sync (`Writer::log_staged`,
-//! `complete`); in a direct group it is analysed before it is written.
+//! is acknowledged before it is analysed: in a staged group its record is
+//! logged unanalysed ([`Mutation::PutEntryText`]), the applier analyses it
+//! before it writes the database, and the cache's change carries no terms
+//! (its next reader analyses it, see [`crate::cache`]); in a direct group
+//! it is analysed before it is written.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,7 +42,7 @@ use redb::{
 };
 use tokio::sync::oneshot;
 
-use crate::cache::{CacheOp, ScopeCache};
+use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
     ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
     SCOPES, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
@@ -388,8 +389,6 @@ struct Tx<'t> {
     changes: Changes,
     /// Every write, in order, for the log record.
     log: Vec<Mutation>,
-    /// Staged adds logged before their text was analysed.
-    deferred: Vec<Deferred>,
     /// The session whose key hash was last computed, with that hash.
     last_session: Option<(SessionId, [u8; 16])>,
 }
@@ -454,7 +453,6 @@ impl<'t> Tx<'t> {
             analyzer,
             changes: Vec::new(),
             log: Vec::new(),
-            deferred: Vec::new(),
             last_session: None,
         }
     }
@@ -573,8 +571,8 @@ impl<'t> Tx<'t> {
     /// handed to the cache: a caller that answers with it clones it.
     ///
     /// Without `terms`, a staged entry is logged unanalysed
-    /// ([`Mutation::PutEntryText`]) and analysed while the log is written
-    /// ([`complete`]); a direct one is analysed here.
+    /// ([`Mutation::PutEntryText`]) and handed to the cache so; a direct
+    /// one is analysed here.
     fn insert(
         &mut self,
         h: &[u8; 16],
@@ -585,24 +583,23 @@ impl<'t> Tx<'t> {
         vector: Option<Vec<f32>>,
     ) -> Result<&MemoryEntry, Fail> {
         entry.epoch = row.epoch;
-        let defer = terms.is_none() && matches!(self.t, Tables::Staged(_));
         let terms = match terms {
-            Some(t) => t,
-            None if defer => TermFreqs::default(),
-            None => self.analyzer.analyze(&entry.content),
+            None if matches!(self.t, Tables::Direct(_)) => {
+                Some(self.analyzer.analyze(&entry.content))
+            }
+            t => t,
         };
-        let rec = encode_entry(&entry, bytes, &terms).txn()?;
+        let unanalysed = TermFreqs::default();
+        let rec = encode_entry(&entry, bytes, terms.as_ref().unwrap_or(&unanalysed)).txn()?;
         let key = entry_key(h, &entry.id);
         match &mut self.t {
             Tables::Direct(d) => drop(d.entries.insert(&key, rec.as_slice())?),
             Tables::Staged(s) => drop(s.group.entries.insert(key, (0, rec.clone()))),
         }
-        let logged_at = self.log.len();
-        if defer {
-            self.log.push(Mutation::PutEntryText(key.to_vec(), rec));
-        } else {
-            self.log.push(Mutation::PutEntry(key.to_vec(), rec));
-        }
+        self.log.push(match terms {
+            Some(_) => Mutation::PutEntry(key.to_vec(), rec),
+            None => Mutation::PutEntryText(key.to_vec(), rec),
+        });
         if let Some(v) = &vector {
             let bytes = encode_vector(v);
             if let Tables::Direct(d) = &mut self.t {
@@ -640,17 +637,17 @@ impl<'t> Tx<'t> {
         row.bytes += bytes;
         self.totals.entries += 1;
         self.totals.bytes += bytes;
-        self.changes
-            .push((*h, CacheOp::Insert(Box::new((entry, bytes, terms, vector)))));
-        if defer {
-            self.deferred.push(Deferred {
-                key,
-                log: logged_at,
-                change: self.changes.len() - 1,
-            });
-        }
+        self.changes.push((
+            *h,
+            CacheOp::Insert(Box::new(Inserted {
+                entry,
+                bytes,
+                terms,
+                vector,
+            })),
+        ));
         match self.changes.last() {
-            Some((_, CacheOp::Insert(b))) => Ok(&b.0),
+            Some((_, CacheOp::Insert(b))) => Ok(&b.entry),
             _ => Err(Fail::Txn(Error::Corrupt(
                 "an inserted entry is missing from its changes".into(),
             ))),
@@ -1160,7 +1157,12 @@ impl Tx<'_> {
         self.put_row(&h, &row)?;
         self.changes.push((
             h,
-            CacheOp::Insert(Box::new((entry.clone(), bytes, terms, vector))),
+            CacheOp::Insert(Box::new(Inserted {
+                entry: entry.clone(),
+                bytes,
+                terms: Some(terms),
+                vector,
+            })),
         ));
         Ok(UpdateOutcome {
             entry,
@@ -1276,43 +1278,6 @@ struct StagedGroup {
     log: Vec<Mutation>,
     totals: Totals,
     writes: Overlay,
-    /// Adds of `log` whose text is analysed while the log is written.
-    deferred: Vec<Deferred>,
-}
-
-/// An add logged unanalysed: its entry key, and where its mutation and
-/// its change are.
-#[derive(Debug, Clone, Copy)]
-struct Deferred {
-    key: [u8; 32],
-    log: usize,
-    change: usize,
-}
-
-/// Analyses each deferred add and puts its terms where the log record
-/// left them out: in the change for the cache, in the group's writes for
-/// later groups, and in the mutation the applier writes (the database
-/// holds only analysed records; a replay analyses what the log holds).
-fn complete(
-    analyzer: &Analyzer,
-    deferred: &[Deferred],
-    changes: &mut Changes,
-    log: &mut [Mutation],
-    writes: &mut Overlay,
-) -> hippocamp_core::Result<()> {
-    let lost = || Error::Corrupt("a deferred add is missing from its group".into());
-    for d in deferred {
-        let Some((_, CacheOp::Insert(change))) = changes.get_mut(d.change) else {
-            return Err(lost());
-        };
-        let (entry, bytes, terms, _) = &mut **change;
-        *terms = analyzer.analyze(&entry.content);
-        let rec = encode_entry(entry, *bytes, terms)?;
-        let slot = log.get_mut(d.log).ok_or_else(lost)?;
-        writes.entries.insert(d.key, (0, rec.clone()));
-        *slot = Mutation::PutEntry(d.key.to_vec(), rec);
-    }
-    Ok(())
 }
 
 impl Writer {
@@ -1502,9 +1467,9 @@ impl Writer {
     fn stage_group(&mut self, group: Vec<Op>) -> (Vec<Reply>, hippocamp_core::Result<Changes>) {
         let mut replies = Vec::with_capacity(group.len());
         let staged = self.stage(|tx| Self::apply_ops(tx, group, &mut replies));
-        let result = staged.and_then(|mut g| {
+        let result = staged.and_then(|g| {
             if !g.log.is_empty() {
-                self.log_staged(g.log, g.writes, &mut g.changes, &g.deferred)?;
+                self.log_staged(g.log, g.writes)?;
                 self.totals = g.totals;
                 *self.published.lock() = g.totals;
             }
@@ -1539,7 +1504,6 @@ impl Writer {
             log: tx.log,
             totals: tx.totals,
             writes,
-            deferred: tx.deferred,
         })
     }
 
@@ -1547,17 +1511,13 @@ impl Writer {
     /// may it be acknowledged (reads of the database wait for the applier;
     /// the cache is given its changes by the caller).
     ///
-    /// Adds logged unanalysed (`deferred`) are analysed after the record
-    /// is written and its write to the device started, before the sync
-    /// waits for it: the analysis overlaps the device's write instead of
-    /// preceding it.
-    fn log_staged(
-        &mut self,
-        mut log: Vec<Mutation>,
-        mut writes: Overlay,
-        changes: &mut Changes,
-        deferred: &[Deferred],
-    ) -> hippocamp_core::Result<()> {
+    /// Adds logged unanalysed ([`Mutation::PutEntryText`]) are analysed by
+    /// the applier, on its own thread, as a replay analyses them: an
+    /// acknowledgement waits for the record's sync and nothing else. (They
+    /// were analysed between the start of the device's write and the sync
+    /// before; that time was added to the sync, not hidden by it:
+    /// docs/PERFORMANCE.md, issue 17, eleventh pass.)
+    fn log_staged(&mut self, log: Vec<Mutation>, writes: Overlay) -> hippocamp_core::Result<()> {
         let seq = self.seq + 1;
         let record = log_record(seq, &log).map_err(Error::storage)?;
         let bytes = record.len();
@@ -1568,26 +1528,12 @@ impl Writer {
             self.poisoned = Some(e.clone());
             return Err(e);
         }
-        if deferred.is_empty() {
-            self.append(seq, &record)?;
-            self.pending.merge(writes, seq);
-        } else {
-            self.wal_io(|w| w.append(&record).and_then(|()| w.start_sync()))?;
-            // The record is in the log, unsynced: failing now must stop
-            // the writer, or a later sync would make it durable.
-            let analysed = complete(&self.analyzer, deferred, changes, &mut log, &mut writes);
-            if let Err(e) = analysed {
-                self.poisoned = Some(e.clone());
-                return Err(e);
-            }
-            // The overlay is the writer's own (nothing reads it if the
-            // sync fails, the writer stops), so it is merged while the
-            // device writes too.
-            self.pending.merge(writes, seq);
-            self.progress.nudge();
-            self.wal_io(|w| w.sync())?;
-            self.appended(seq, bytes);
-        }
+        // Wakes the applier, if this group makes it due, before the write
+        // rather than after the sync: it then works while the record is
+        // written.
+        self.progress.nudge();
+        self.append(seq, &record)?;
+        self.pending.merge(writes, seq);
         if let Err(e) = self.progress.logged(seq, bytes, log) {
             self.poisoned = Some(e.clone());
             return Err(e);
@@ -1614,7 +1560,6 @@ impl Writer {
             log,
             totals,
             writes,
-            deferred: _,
         } = self.stage(|tx| {
             let h = scope_hash(scope);
             let mut row = tx.row(&h, scope).map_err(fail)?;
@@ -1624,7 +1569,7 @@ impl Writer {
             }
             tx.put_row(&h, &row).map_err(fail)
         })?;
-        self.log_staged(log, writes, &mut Vec::new(), &[])?;
+        self.log_staged(log, writes)?;
         self.totals = totals;
         self.maybe_checkpoint();
         Ok(())

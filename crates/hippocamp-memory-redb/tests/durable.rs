@@ -352,12 +352,11 @@ async fn a_slow_provider_meets_races_and_deadlines() {
 }
 
 /// How the test log misbehaves, switched while a store runs on it: every
-/// sync takes `sync_delay_ms` (a slow disk), and `start_sync` or `sync`
-/// fails on demand (a device that refuses).
+/// sync takes `sync_delay_ms` (a slow disk), and `sync` fails on demand (a
+/// device that refuses).
 #[derive(Debug, Default)]
 struct LogFaults {
     sync_delay_ms: AtomicU64,
-    fail_start: AtomicBool,
     fail_sync: AtomicBool,
 }
 
@@ -374,12 +373,6 @@ impl hippocamp_durable::WalStorage for TestLog {
     }
     fn append(&mut self, data: &[u8]) -> std::io::Result<()> {
         self.data.extend_from_slice(data);
-        Ok(())
-    }
-    fn start_sync(&mut self) -> std::io::Result<()> {
-        if self.faults.fail_start.load(Relaxed) {
-            return Err(std::io::Error::other("the device refused the write"));
-        }
         Ok(())
     }
     fn sync(&mut self) -> std::io::Result<()> {
@@ -656,43 +649,83 @@ async fn revisions_and_the_user_index_survive_a_reopen() {
     }
 }
 
-/// A lone add is written to the log, its write started, its text
-/// analysed, then synced: a failure at either step (the record is in the
-/// log, unsynced) fails the add, leaves it invisible, and stops the
-/// store's writes, since a later sync could make the record durable.
+/// A lone add whose sync fails (its record is in the log, unsynced) fails,
+/// stays invisible, and stops the store's writes, since a later sync could
+/// make the record durable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_failure_between_the_write_and_the_sync_fails_the_add_and_stops_writes() {
-    for at_start in [true, false] {
-        let (store, faults) = store_on_test_log();
-        let s = scope("failing");
-        let w = WriteOptions::default();
+    let (store, faults) = store_on_test_log();
+    let s = scope("failing");
+    let w = WriteOptions::default();
+    store
+        .add_entry(&s, NewEntry::new("kept before the failure"), &w)
+        .await
+        .unwrap();
+    faults.fail_sync.store(true, Relaxed);
+    let e = store
+        .add_entry(&s, NewEntry::new("lost with the device"), &w)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("refused"), "{e}");
+    faults.fail_sync.store(false, Relaxed);
+    let later = store
+        .add_entry(&s, NewEntry::new("after the failure"), &w)
+        .await
+        .unwrap_err();
+    assert!(later.to_string().contains("stopped writing"), "{later}");
+    let found: Vec<String> = search(&store, &s, "kept lost device failure")
+        .await
+        .hits
+        .into_iter()
+        .map(|h| h.entry.content.clone())
+        .collect();
+    assert_eq!(found, vec!["kept before the failure".to_owned()]);
+}
+
+/// A lone add is acknowledged before its text is analysed: the cache's
+/// change carries no terms and whoever applies it analyses it (a reader,
+/// or the writer once 64 changes wait on a scope nobody reads), and the
+/// applier analyses the logged record before the database holds it. Each
+/// of the three is searched by a stem only an analysis yields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_adds_are_analysed_by_the_reader_the_writer_and_the_applier() {
+    let dir = tempfile::tempdir().unwrap();
+    let (read, unread) = (scope("read"), scope("unread"));
+    let w = WriteOptions::default();
+    {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        // Both scopes loaded (empty), so their changes are kept.
+        assert!(search(&store, &read, "puppy").await.hits.is_empty());
+        assert!(search(&store, &unread, "puppy").await.hits.is_empty());
         store
-            .add_entry(&s, NewEntry::new("kept before the failure"), &w)
+            .add_entry(&read, NewEntry::new("Caroline adopted two puppies"), &w)
             .await
             .unwrap();
-        if at_start {
-            faults.fail_start.store(true, Relaxed);
-        } else {
-            faults.fail_sync.store(true, Relaxed);
+        // Applied, and analysed, by this search.
+        assert_eq!(search(&store, &read, "puppy").await.hits.len(), 1);
+        store
+            .add_entry(&unread, NewEntry::new("Melanie adopted two kittens"), &w)
+            .await
+            .unwrap();
+        for i in 0..70 {
+            store
+                .add_entry(&unread, NewEntry::new(format!("filler note {i}")), &w)
+                .await
+                .unwrap();
         }
-        let e = store
-            .add_entry(&s, NewEntry::new("lost with the device"), &w)
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("refused"), "{e}");
-        faults.fail_start.store(false, Relaxed);
-        faults.fail_sync.store(false, Relaxed);
-        let later = store
-            .add_entry(&s, NewEntry::new("after the failure"), &w)
-            .await
-            .unwrap_err();
-        assert!(later.to_string().contains("stopped writing"), "{later}");
-        let found: Vec<String> = search(&store, &s, "kept lost device failure")
-            .await
-            .hits
-            .into_iter()
-            .map(|h| h.entry.content.clone())
-            .collect();
-        assert_eq!(found, vec!["kept before the failure".to_owned()]);
+        let found = search(&store, &unread, "kitten").await;
+        assert_eq!(found.hits.len(), 1, "{found:?}");
+        assert_eq!(found.hits[0].entry.content, "Melanie adopted two kittens");
     }
+    // Closed: checkpointed, the log emptied; the database's own records
+    // are searched.
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    assert_eq!(search(&store, &read, "puppy").await.hits.len(), 1);
+    assert_eq!(search(&store, &unread, "kitten").await.hits.len(), 1);
+    // 70 match; a search returns at most 50.
+    let fillers = store
+        .search(&unread, &SearchRequest::new("filler").limit(50), &c())
+        .await
+        .unwrap();
+    assert_eq!(fillers.hits.len(), 50);
 }

@@ -136,9 +136,9 @@ fn power_cut_during_recovery_loses_nothing() {
     }
 }
 
-/// A lone add is logged with its text alone, and analysed while the log
-/// is written; what a replay finds in the log it analyses, so after a
-/// power cut the entry is found by its words.
+/// A lone add is logged with its text alone and acknowledged before it is
+/// analysed; what a replay finds in the log it analyses, so after a power
+/// cut the entry is found by its words.
 #[test]
 fn an_add_logged_before_its_analysis_is_searchable_after_a_power_cut() {
     let text = "Caroline adopted two puppies";
