@@ -571,8 +571,8 @@ impl<'t> Tx<'t> {
     /// handed to the cache: a caller that answers with it clones it.
     ///
     /// Without `terms`, a staged entry is logged unanalysed
-    /// ([`Mutation::PutEntryText`]) and handed to the cache so; a direct
-    /// one is analysed here.
+    /// ([`Mutation::PutEntryText`]) and handed to the cache without terms;
+    /// a direct one is analysed here.
     fn insert(
         &mut self,
         h: &[u8; 16],
