@@ -10,9 +10,10 @@
 //!
 //! A lone add is acknowledged before its text is analysed (see `writer`):
 //! its change carries no terms, and whoever applies it (the next reader,
-//! or the writer's eager apply) analyses the text then, so the analysis
-//! leaves the write's acknowledged path and is paid only for scopes that
-//! are cached.
+//! or the writer's eager apply once [`EAGER_APPLY_AT`] changes wait)
+//! analyses the text then. The analysis so leaves a lone add's
+//! acknowledged path but for that eager apply, and the cache pays for it
+//! only on scopes that are loaded.
 //!
 //! Loading races with commits: a commit may land after the load's snapshot
 //! but before the loaded data is published. The slot exists (with its
