@@ -125,16 +125,6 @@ impl Drop for Loading<'_> {
 }
 
 impl Slot {
-    /// Applies pending changes (analysing what came without terms with
-    /// `analyzer`), then returns a read guard.
-    pub(crate) async fn read(&self, analyzer: &Analyzer) -> Option<RwLockReadGuard<'_, ScopeData>> {
-        let data = self.data.get()?;
-        if !self.pending.lock().is_empty() {
-            self.apply_pending(&mut *data.write().await, analyzer);
-        }
-        Some(data.read().await)
-    }
-
     /// Applies the pending changes to the loaded copy and charges it anew.
     fn apply_pending(&self, data: &mut ScopeData, analyzer: &Analyzer) {
         let ops = std::mem::take(&mut *self.pending.lock());
@@ -153,7 +143,7 @@ pub(crate) struct ScopeCache {
     max_bytes: u64,
     /// Ticks on every use: the clock of `Slot::used`.
     clock: AtomicU64,
-    /// Analyses the changes the writer applies eagerly.
+    /// Analyses the changes that came without terms, whoever applies them.
     analyzer: Arc<Analyzer>,
 }
 
@@ -214,6 +204,16 @@ impl ScopeCache {
             slots.remove(&key);
             total = total.saturating_sub(charged);
         }
+    }
+
+    /// `slot`'s scope, its pending changes applied first (analysed with
+    /// the cache's analyzer where they came without terms).
+    pub(crate) async fn read<'s>(&self, slot: &'s Slot) -> Option<RwLockReadGuard<'s, ScopeData>> {
+        let data = slot.data.get()?;
+        if !slot.pending.lock().is_empty() {
+            slot.apply_pending(&mut *data.write().await, &self.analyzer);
+        }
+        Some(data.read().await)
     }
 
     /// The scope's slot, loading it with `load` on first use. Concurrent

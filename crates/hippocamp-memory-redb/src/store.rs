@@ -872,7 +872,7 @@ impl MemoryStore for RedbMemoryStore {
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read(&self.analyzer))
+        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
@@ -968,7 +968,7 @@ impl MemoryStore for RedbMemoryStore {
         let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
             .await
             .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), slot.read(&self.analyzer))
+        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;

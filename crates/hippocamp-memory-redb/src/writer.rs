@@ -284,6 +284,9 @@ struct Direct<'t> {
     expiry: Table<'t, &'static [u8; 40], ()>,
     revisions: Table<'t, &'static [u8; 36], &'static [u8]>,
     users: Table<'t, &'static str, ()>,
+    /// Analyses the text of an add that came without its terms (a staged
+    /// group logs it unanalysed instead).
+    analyzer: &'t Analyzer,
 }
 
 /// What an add reads, as of a read snapshot, under two overlays. The
@@ -384,8 +387,6 @@ struct Tx<'t> {
     t: Tables<'t>,
     totals: Totals,
     limits: &'t MemoryLimits,
-    /// Analyses the text of an add that came without its terms.
-    analyzer: &'t Analyzer,
     changes: Changes,
     /// Every write, in order, for the log record.
     log: Vec<Mutation>,
@@ -410,13 +411,9 @@ impl<'t> Tx<'t> {
             expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
             revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
             users: txn.open_table(USERS).map_err(Error::storage)?,
-        };
-        Ok(Self::with(
-            Tables::Direct(Box::new(d)),
-            totals,
-            limits,
             analyzer,
-        ))
+        };
+        Ok(Self::with(Tables::Direct(Box::new(d)), totals, limits))
     }
 
     fn staged(
@@ -424,7 +421,6 @@ impl<'t> Tx<'t> {
         pending: &'t Overlay,
         totals: Totals,
         limits: &'t MemoryLimits,
-        analyzer: &'t Analyzer,
     ) -> Self {
         let s = Staged {
             db,
@@ -437,20 +433,14 @@ impl<'t> Tx<'t> {
             pending,
             group: Overlay::default(),
         };
-        Self::with(Tables::Staged(Box::new(s)), totals, limits, analyzer)
+        Self::with(Tables::Staged(Box::new(s)), totals, limits)
     }
 
-    fn with(
-        t: Tables<'t>,
-        totals: Totals,
-        limits: &'t MemoryLimits,
-        analyzer: &'t Analyzer,
-    ) -> Self {
+    fn with(t: Tables<'t>, totals: Totals, limits: &'t MemoryLimits) -> Self {
         Tx {
             t,
             totals,
             limits,
-            analyzer,
             changes: Vec::new(),
             log: Vec::new(),
             last_session: None,
@@ -583,11 +573,9 @@ impl<'t> Tx<'t> {
         vector: Option<Vec<f32>>,
     ) -> Result<&MemoryEntry, Fail> {
         entry.epoch = row.epoch;
-        let terms = match terms {
-            None if matches!(self.t, Tables::Direct(_)) => {
-                Some(self.analyzer.analyze(&entry.content))
-            }
-            t => t,
+        let terms = match (terms, &self.t) {
+            (None, Tables::Direct(d)) => Some(d.analyzer.analyze(&entry.content)),
+            (t, _) => t,
         };
         let unanalysed = TermFreqs::default();
         let rec = encode_entry(&entry, bytes, terms.as_ref().unwrap_or(&unanalysed)).txn()?;
@@ -1487,13 +1475,7 @@ impl Writer {
         // Read before any snapshot is begun: what it covers is applied,
         // so the overlay may forget it (a later group's value stays).
         self.pending.prune(self.progress.applied());
-        let mut tx = Tx::staged(
-            &self.db,
-            &self.pending,
-            self.totals,
-            &self.limits,
-            &self.analyzer,
-        );
+        let mut tx = Tx::staged(&self.db, &self.pending, self.totals, &self.limits);
         f(&mut tx)?;
         let writes = match tx.t {
             Tables::Staged(s) => s.group,
