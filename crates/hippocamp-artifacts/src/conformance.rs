@@ -95,7 +95,12 @@ impl std::ops::Deref for Guarded {
     }
 }
 
-crate::store::forward!([] Guarded);
+impl crate::store::ArtifactLayer for Guarded {
+    type Inner = dyn ArtifactStore;
+    fn inner(&self) -> &Self::Inner {
+        &*self.store
+    }
+}
 
 /// Factory of [`InMemoryArtifacts`].
 #[derive(Debug, Default)]

@@ -35,6 +35,6 @@ pub use model::{
 };
 pub use routed::RoutedArtifacts;
 pub use store::{
-    ArtifactCapabilities, ArtifactLimits, ArtifactRead, ArtifactStatus, ArtifactStore, Body,
-    ByteStream,
+    ArtifactCapabilities, ArtifactLayer, ArtifactLimits, ArtifactRead, ArtifactStatus,
+    ArtifactStore, Body, ByteStream,
 };

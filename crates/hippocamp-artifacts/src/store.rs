@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, Page, PageRequest,
-    PutOptions, Selector,
+    PutOptions, ScopePage, Selector,
 };
 
 /// Bytes flowing in or out of a store.
@@ -443,54 +443,208 @@ pub fn pick(selector: Selector, versions: impl DoubleEndedIterator<Item = u64>) 
     }
 }
 
-/// Forwards the trait through a pointer-like type (`**self` is a store).
-macro_rules! forward {
-    ($([$($gen:tt)*] $ptr:ty),*) => {$(
-        #[::async_trait::async_trait]
-        impl<$($gen)*> $crate::store::ArtifactStore for $ptr {
-            fn capabilities(&self) -> $crate::store::ArtifactCapabilities {
-                (**self).capabilities()
-            }
-            async fn put(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, body: $crate::store::Body, opts: &$crate::model::PutOptions) -> ::hippocamp_core::Result<$crate::model::ArtifactMeta> {
-                (**self).put(scope, name, body, opts).await
-            }
-            async fn get(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::Selector, range: Option<$crate::model::ByteRange>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::ArtifactRead> {
-                (**self).get(scope, name, selector, range, opts).await
-            }
-            async fn head(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::Selector, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::ArtifactMeta> {
-                (**self).head(scope, name, selector, opts).await
-            }
-            async fn delete(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, selector: $crate::model::DeleteSelector, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<Vec<u64>> {
-                (**self).delete(scope, name, selector, opts).await
-            }
-            async fn list_names(&self, scope: &$crate::model::ArtifactScope, page: &$crate::model::PageRequest<$crate::model::ArtifactName>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::Page<$crate::model::ArtifactName, $crate::model::ArtifactName>> {
-                (**self).list_names(scope, page, opts).await
-            }
-            async fn list_versions(&self, scope: &$crate::model::ArtifactScope, name: &$crate::model::ArtifactName, page: &$crate::model::PageRequest<u64>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::Page<$crate::model::ArtifactMeta, u64>> {
-                (**self).list_versions(scope, name, page, opts).await
-            }
-            async fn list_scopes(&self, cursor: Option<&str>, limit: Option<u64>, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::model::ScopePage> {
-                (**self).list_scopes(cursor, limit, opts).await
-            }
-            async fn status(&self) -> ::hippocamp_core::Result<$crate::store::ArtifactStatus> {
-                (**self).status().await
-            }
-            async fn activate_scope(&self, scope: &$crate::model::ArtifactScope) -> ::hippocamp_core::Result<()> {
-                (**self).activate_scope(scope).await
-            }
-            fn release_scope(&self, scope: &$crate::model::ArtifactScope) {
-                (**self).release_scope(scope)
-            }
-        }
-    )*};
+/// A layer over another artifact store that changes only some
+/// operations (see `hippocamp_memory::MemoryLayer`, the same shape): what
+/// a layer does not write forwards to [`inner`](Self::inner), and a
+/// blanket implementation makes every layer an [`ArtifactStore`].
+/// `Arc<S>` and `Box<S>` are layers that change nothing.
+#[async_trait]
+pub trait ArtifactLayer: Send + Sync + fmt::Debug {
+    /// The store underneath.
+    type Inner: ArtifactStore + ?Sized;
+
+    /// The store underneath.
+    fn inner(&self) -> &Self::Inner;
+
+    /// See [`ArtifactStore::capabilities`].
+    fn capabilities(&self) -> ArtifactCapabilities {
+        self.inner().capabilities()
+    }
+
+    /// See [`ArtifactStore::put`].
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta> {
+        self.inner().put(scope, name, body, opts).await
+    }
+
+    /// See [`ArtifactStore::get`].
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead> {
+        self.inner().get(scope, name, selector, range, opts).await
+    }
+
+    /// See [`ArtifactStore::head`].
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta> {
+        self.inner().head(scope, name, selector, opts).await
+    }
+
+    /// See [`ArtifactStore::delete`].
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>> {
+        self.inner().delete(scope, name, selector, opts).await
+    }
+
+    /// See [`ArtifactStore::list_names`].
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>> {
+        self.inner().list_names(scope, page, opts).await
+    }
+
+    /// See [`ArtifactStore::list_versions`].
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>> {
+        self.inner().list_versions(scope, name, page, opts).await
+    }
+
+    /// See [`ArtifactStore::list_scopes`].
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<ScopePage> {
+        self.inner().list_scopes(cursor, limit, opts).await
+    }
+
+    /// See [`ArtifactStore::status`].
+    async fn status(&self) -> Result<ArtifactStatus> {
+        self.inner().status().await
+    }
+
+    /// See [`ArtifactStore::activate_scope`].
+    async fn activate_scope(&self, scope: &ArtifactScope) -> Result<()> {
+        self.inner().activate_scope(scope).await
+    }
+
+    /// See [`ArtifactStore::release_scope`].
+    fn release_scope(&self, scope: &ArtifactScope) {
+        self.inner().release_scope(scope);
+    }
 }
 
-forward!(
-    [T: ArtifactStore + ?Sized] std::sync::Arc<T>,
-    [T: ArtifactStore + ?Sized] Box<T>
-);
-#[cfg(feature = "conformance")]
-pub(crate) use forward;
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<L: ArtifactLayer> ArtifactStore for L {
+    fn capabilities(&self) -> ArtifactCapabilities {
+        ArtifactLayer::capabilities(self)
+    }
+    async fn put(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        body: Body,
+        opts: &PutOptions,
+    ) -> Result<ArtifactMeta> {
+        ArtifactLayer::put(self, scope, name, body, opts).await
+    }
+    async fn get(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        range: Option<ByteRange>,
+        opts: &CallOptions,
+    ) -> Result<ArtifactRead> {
+        ArtifactLayer::get(self, scope, name, selector, range, opts).await
+    }
+    async fn head(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: Selector,
+        opts: &CallOptions,
+    ) -> Result<ArtifactMeta> {
+        ArtifactLayer::head(self, scope, name, selector, opts).await
+    }
+    async fn delete(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        selector: DeleteSelector,
+        opts: &CallOptions,
+    ) -> Result<Vec<u64>> {
+        ArtifactLayer::delete(self, scope, name, selector, opts).await
+    }
+    async fn list_names(
+        &self,
+        scope: &ArtifactScope,
+        page: &PageRequest<ArtifactName>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactName, ArtifactName>> {
+        ArtifactLayer::list_names(self, scope, page, opts).await
+    }
+    async fn list_versions(
+        &self,
+        scope: &ArtifactScope,
+        name: &ArtifactName,
+        page: &PageRequest<u64>,
+        opts: &CallOptions,
+    ) -> Result<Page<ArtifactMeta, u64>> {
+        ArtifactLayer::list_versions(self, scope, name, page, opts).await
+    }
+    async fn list_scopes(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u64>,
+        opts: &CallOptions,
+    ) -> Result<ScopePage> {
+        ArtifactLayer::list_scopes(self, cursor, limit, opts).await
+    }
+    async fn status(&self) -> Result<ArtifactStatus> {
+        ArtifactLayer::status(self).await
+    }
+    async fn activate_scope(&self, scope: &ArtifactScope) -> Result<()> {
+        ArtifactLayer::activate_scope(self, scope).await
+    }
+    fn release_scope(&self, scope: &ArtifactScope) {
+        ArtifactLayer::release_scope(self, scope);
+    }
+}
+
+impl<T: ArtifactStore + ?Sized> ArtifactLayer for std::sync::Arc<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
+
+impl<T: ArtifactStore + ?Sized> ArtifactLayer for Box<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
 
 #[cfg(test)]
 mod tests {

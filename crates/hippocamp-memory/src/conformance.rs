@@ -89,7 +89,12 @@ impl std::ops::Deref for Guarded {
     }
 }
 
-crate::store::forward!([] Guarded);
+impl crate::store::MemoryLayer for Guarded {
+    type Inner = dyn MemoryStore;
+    fn inner(&self) -> &Self::Inner {
+        &*self.store
+    }
+}
 
 /// Factory of [`InMemoryStore`]s.
 #[derive(Debug, Default, Clone, Copy)]

@@ -58,8 +58,9 @@ pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
     AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ExportRequest, ListOrder,
-    ListRequest, MemoryStore, NamePage, NamesRequest, ObligationRules, ScoreDetails, ScoreType,
-    SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
+    ListRequest, MemoryLayer, MemoryStore, NamePage, NamesRequest, ObligationRules, ScoreDetails,
+    ScoreType, SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, Sweep,
+    WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

@@ -615,83 +615,356 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     fn release_scope(&self, _scope: &MemoryScope) {}
 }
 
-/// Forwards the trait through a pointer-like type (`**self` must be a
-/// store), so `Arc<dyn MemoryStore>` and `Box<dyn MemoryStore>` can be
-/// passed where a store is needed.
-macro_rules! forward {
-    ($([$($gen:tt)*] $ptr:ty),*) => {$(
-        #[::async_trait::async_trait]
-        impl<$($gen)*> $crate::store::MemoryStore for $ptr {
-            fn capabilities(&self) -> $crate::store::Capabilities {
-                (**self).capabilities()
-            }
-            async fn add_entry(&self, scope: &::hippocamp_core::MemoryScope, entry: $crate::entry::NewEntry, opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::store::AddOutcome> {
-                (**self).add_entry(scope, entry, opts).await
-            }
-            async fn add_events(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, events: &[$crate::event::Event], opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::event::IngestReport> {
-                (**self).add_events(scope, session, events, opts).await
-            }
-            async fn admit_events(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, events: &[$crate::event::Event], opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<()> {
-                (**self).admit_events(scope, session, events, opts).await
-            }
-            async fn search(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::SearchRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::SearchResults> {
-                (**self).search(scope, request, opts).await
-            }
-            async fn get_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::entry::MemoryEntry> {
-                (**self).get_entry(scope, id, opts).await
-            }
-            async fn delete_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
-                (**self).delete_entry(scope, id, opts).await
-            }
-            async fn delete_session(&self, scope: &::hippocamp_core::MemoryScope, session: &::hippocamp_core::SessionId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
-                (**self).delete_session(scope, session, opts).await
-            }
-            async fn delete_user(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Erasure> {
-                (**self).delete_user(scope, opts).await
-            }
-            async fn erasure_epoch(&self, scope: &::hippocamp_core::MemoryScope, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<u64> {
-                (**self).erasure_epoch(scope, opts).await
-            }
-            async fn list_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ListRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
-                (**self).list_entries(scope, request, opts).await
-            }
-            async fn export_entries(&self, scope: &::hippocamp_core::MemoryScope, request: &$crate::store::ExportRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::EntryPage> {
-                (**self).export_entries(scope, request, opts).await
-            }
-            async fn update_entry(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, update: &$crate::entry::EntryUpdate, opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::entry::UpdateOutcome> {
-                (**self).update_entry(scope, id, update, opts).await
-            }
-            async fn entry_history(&self, scope: &::hippocamp_core::MemoryScope, id: &::hippocamp_core::EntryId, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<::std::vec::Vec<$crate::entry::Revision>> {
-                (**self).entry_history(scope, id, opts).await
-            }
-            async fn import_entries(&self, scope: &::hippocamp_core::MemoryScope, entries: &[$crate::import::ImportedEntry], opts: &$crate::store::WriteOptions) -> ::hippocamp_core::Result<$crate::import::ImportReport> {
-                (**self).import_entries(scope, entries, opts).await
-            }
-            async fn list_apps(&self, request: &$crate::store::NamesRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::NamePage> {
-                (**self).list_apps(request, opts).await
-            }
-            async fn list_users(&self, app: &::hippocamp_core::AppName, request: &$crate::store::NamesRequest, opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::NamePage> {
-                (**self).list_users(app, request, opts).await
-            }
-            async fn sweep_expired(&self, max: u64, spare: &[::hippocamp_core::MemoryScope], opts: &::hippocamp_core::CallOptions) -> ::hippocamp_core::Result<$crate::store::Sweep> {
-                (**self).sweep_expired(max, spare, opts).await
-            }
-            async fn status(&self) -> ::hippocamp_core::Result<$crate::store::StoreStatus> {
-                (**self).status().await
-            }
-            async fn activate_scope(&self, scope: &::hippocamp_core::MemoryScope) -> ::hippocamp_core::Result<()> {
-                (**self).activate_scope(scope).await
-            }
-            fn release_scope(&self, scope: &::hippocamp_core::MemoryScope) {
-                (**self).release_scope(scope)
-            }
-        }
-    )*};
+/// A layer over another store that changes only some operations.
+///
+/// A wrapper (a router, a reply check, a policy, a queue's erasure
+/// notices) implements this trait instead of [`MemoryStore`]: every
+/// method it does not write forwards to [`inner`](Self::inner) unchanged,
+/// and a blanket implementation makes every layer a [`MemoryStore`]. So a
+/// method added to the contract is one edit here, not one per wrapper; a
+/// layer that must decide every operation (the policy, the reply check)
+/// says so with `#[deny(clippy::missing_trait_methods)]` on its impl.
+/// `Arc<S>` and `Box<S>` are layers that change nothing.
+#[async_trait]
+pub trait MemoryLayer: Send + Sync + fmt::Debug {
+    /// The store underneath.
+    type Inner: MemoryStore + ?Sized;
+
+    /// The store underneath.
+    fn inner(&self) -> &Self::Inner;
+
+    /// See [`MemoryStore::capabilities`].
+    fn capabilities(&self) -> Capabilities {
+        self.inner().capabilities()
+    }
+
+    /// See [`MemoryStore::add_entry`].
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        self.inner().add_entry(scope, entry, opts).await
+    }
+
+    /// See [`MemoryStore::add_events`].
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        self.inner().add_events(scope, session, events, opts).await
+    }
+
+    /// See [`MemoryStore::admit_events`].
+    async fn admit_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &CallOptions,
+    ) -> Result<()> {
+        self.inner()
+            .admit_events(scope, session, events, opts)
+            .await
+    }
+
+    /// See [`MemoryStore::search`].
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        self.inner().search(scope, request, opts).await
+    }
+
+    /// See [`MemoryStore::get_entry`].
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        self.inner().get_entry(scope, id, opts).await
+    }
+
+    /// See [`MemoryStore::delete_entry`].
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        self.inner().delete_entry(scope, id, opts).await
+    }
+
+    /// See [`MemoryStore::delete_session`].
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        self.inner().delete_session(scope, session, opts).await
+    }
+
+    /// See [`MemoryStore::delete_user`].
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
+        self.inner().delete_user(scope, opts).await
+    }
+
+    /// See [`MemoryStore::erasure_epoch`].
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        self.inner().erasure_epoch(scope, opts).await
+    }
+
+    /// See [`MemoryStore::list_entries`].
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        self.inner().list_entries(scope, request, opts).await
+    }
+
+    /// See [`MemoryStore::export_entries`].
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        self.inner().export_entries(scope, request, opts).await
+    }
+
+    /// See [`MemoryStore::sweep_expired`].
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
+        self.inner().sweep_expired(max, spare, opts).await
+    }
+
+    /// See [`MemoryStore::update_entry`].
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        self.inner().update_entry(scope, id, update, opts).await
+    }
+
+    /// See [`MemoryStore::entry_history`].
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        self.inner().entry_history(scope, id, opts).await
+    }
+
+    /// See [`MemoryStore::import_entries`].
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        self.inner().import_entries(scope, entries, opts).await
+    }
+
+    /// See [`MemoryStore::list_apps`].
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        self.inner().list_apps(request, opts).await
+    }
+
+    /// See [`MemoryStore::list_users`].
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        self.inner().list_users(app, request, opts).await
+    }
+
+    /// See [`MemoryStore::status`].
+    async fn status(&self) -> Result<StoreStatus> {
+        self.inner().status().await
+    }
+
+    /// See [`MemoryStore::activate_scope`].
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        self.inner().activate_scope(scope).await
+    }
+
+    /// See [`MemoryStore::release_scope`].
+    fn release_scope(&self, scope: &MemoryScope) {
+        self.inner().release_scope(scope);
+    }
 }
 
-forward!(
-    [T: MemoryStore + ?Sized] std::sync::Arc<T>,
-    [T: MemoryStore + ?Sized] Box<T>
-);
-#[cfg(feature = "conformance")]
-pub(crate) use forward;
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<L: MemoryLayer> MemoryStore for L {
+    fn capabilities(&self) -> Capabilities {
+        MemoryLayer::capabilities(self)
+    }
+    async fn add_entry(
+        &self,
+        scope: &MemoryScope,
+        entry: NewEntry,
+        opts: &WriteOptions,
+    ) -> Result<AddOutcome> {
+        MemoryLayer::add_entry(self, scope, entry, opts).await
+    }
+    async fn add_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &WriteOptions,
+    ) -> Result<IngestReport> {
+        MemoryLayer::add_events(self, scope, session, events, opts).await
+    }
+    async fn admit_events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        events: &[Event],
+        opts: &CallOptions,
+    ) -> Result<()> {
+        MemoryLayer::admit_events(self, scope, session, events, opts).await
+    }
+    async fn search(
+        &self,
+        scope: &MemoryScope,
+        request: &SearchRequest,
+        opts: &CallOptions,
+    ) -> Result<SearchResults> {
+        MemoryLayer::search(self, scope, request, opts).await
+    }
+    async fn get_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<MemoryEntry> {
+        MemoryLayer::get_entry(self, scope, id, opts).await
+    }
+    async fn delete_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        MemoryLayer::delete_entry(self, scope, id, opts).await
+    }
+    async fn delete_session(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<u64> {
+        MemoryLayer::delete_session(self, scope, session, opts).await
+    }
+    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
+        MemoryLayer::delete_user(self, scope, opts).await
+    }
+    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
+        MemoryLayer::erasure_epoch(self, scope, opts).await
+    }
+    async fn list_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ListRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        MemoryLayer::list_entries(self, scope, request, opts).await
+    }
+    async fn export_entries(
+        &self,
+        scope: &MemoryScope,
+        request: &ExportRequest,
+        opts: &CallOptions,
+    ) -> Result<EntryPage> {
+        MemoryLayer::export_entries(self, scope, request, opts).await
+    }
+    async fn sweep_expired(
+        &self,
+        max: u64,
+        spare: &[MemoryScope],
+        opts: &CallOptions,
+    ) -> Result<Sweep> {
+        MemoryLayer::sweep_expired(self, max, spare, opts).await
+    }
+    async fn update_entry(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        update: &EntryUpdate,
+        opts: &WriteOptions,
+    ) -> Result<UpdateOutcome> {
+        MemoryLayer::update_entry(self, scope, id, update, opts).await
+    }
+    async fn entry_history(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<Vec<Revision>> {
+        MemoryLayer::entry_history(self, scope, id, opts).await
+    }
+    async fn import_entries(
+        &self,
+        scope: &MemoryScope,
+        entries: &[ImportedEntry],
+        opts: &WriteOptions,
+    ) -> Result<ImportReport> {
+        MemoryLayer::import_entries(self, scope, entries, opts).await
+    }
+    async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
+        MemoryLayer::list_apps(self, request, opts).await
+    }
+    async fn list_users(
+        &self,
+        app: &hippocamp_core::AppName,
+        request: &NamesRequest,
+        opts: &CallOptions,
+    ) -> Result<NamePage> {
+        MemoryLayer::list_users(self, app, request, opts).await
+    }
+    async fn status(&self) -> Result<StoreStatus> {
+        MemoryLayer::status(self).await
+    }
+    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
+        MemoryLayer::activate_scope(self, scope).await
+    }
+    fn release_scope(&self, scope: &MemoryScope) {
+        MemoryLayer::release_scope(self, scope);
+    }
+}
+
+impl<T: MemoryStore + ?Sized> MemoryLayer for Arc<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
+
+impl<T: MemoryStore + ?Sized> MemoryLayer for Box<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}

@@ -11,13 +11,9 @@
 //! memory store they hand out behind it whenever an outbox runs.
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, EntryId, LimitInfo, MemoryScope, Result, SessionId};
-use hippocamp_memory::event::IngestReport;
-use hippocamp_memory::store::{Erasure, StoreStatus};
-use hippocamp_memory::{
-    AddOutcome, Capabilities, Event, MemoryEntry, MemoryStore, NewEntry, SearchRequest,
-    SearchResults, WriteOptions,
-};
+use hippocamp_core::{CallOptions, LimitInfo, MemoryScope, Result, SessionId};
+use hippocamp_memory::store::Erasure;
+use hippocamp_memory::{Capabilities, MemoryLayer, MemoryStore};
 
 use crate::limits::ProcessorOptions;
 use crate::outbox::Outbox;
@@ -50,8 +46,13 @@ impl<S: MemoryStore> Erasing<S> {
 }
 
 #[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl<S: MemoryStore> MemoryStore for Erasing<S> {
+impl<S: MemoryStore> MemoryLayer for Erasing<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
     fn capabilities(&self) -> Capabilities {
         // An outbox runs in front of this store: its limits are this
         // store's too (an ingest is refused by them).
@@ -61,64 +62,6 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
             .extend(self.outbox.store().capabilities().limits);
         caps.limits.extend(self.processor.iter().cloned());
         caps
-    }
-
-    async fn add_entry(
-        &self,
-        scope: &MemoryScope,
-        entry: NewEntry,
-        opts: &WriteOptions,
-    ) -> Result<AddOutcome> {
-        self.inner.add_entry(scope, entry, opts).await
-    }
-
-    async fn add_events(
-        &self,
-        scope: &MemoryScope,
-        session: &SessionId,
-        events: &[Event],
-        opts: &WriteOptions,
-    ) -> Result<IngestReport> {
-        self.inner.add_events(scope, session, events, opts).await
-    }
-
-    async fn admit_events(
-        &self,
-        scope: &MemoryScope,
-        session: &SessionId,
-        events: &[Event],
-        opts: &CallOptions,
-    ) -> Result<()> {
-        self.inner.admit_events(scope, session, events, opts).await
-    }
-
-    async fn search(
-        &self,
-        scope: &MemoryScope,
-        request: &SearchRequest,
-        opts: &CallOptions,
-    ) -> Result<SearchResults> {
-        self.inner.search(scope, request, opts).await
-    }
-
-    async fn get_entry(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        opts: &CallOptions,
-    ) -> Result<MemoryEntry> {
-        self.inner.get_entry(scope, id, opts).await
-    }
-
-    async fn delete_entry(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        opts: &CallOptions,
-    ) -> Result<u64> {
-        // A queued copy of the entry's event is skipped as erased when it
-        // arrives: the store remembers the erased entry.
-        self.inner.delete_entry(scope, id, opts).await
     }
 
     async fn delete_session(
@@ -149,93 +92,5 @@ impl<S: MemoryStore> MemoryStore for Erasing<S> {
         let erasure = self.inner.delete_user(scope, opts).await?;
         self.outbox.erased(scope, None, Some(erasure.epoch)).await?;
         Ok(erasure)
-    }
-
-    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
-        self.inner.erasure_epoch(scope, opts).await
-    }
-
-    async fn list_entries(
-        &self,
-        scope: &MemoryScope,
-        request: &hippocamp_memory::ListRequest,
-        opts: &CallOptions,
-    ) -> Result<hippocamp_memory::EntryPage> {
-        self.inner.list_entries(scope, request, opts).await
-    }
-
-    async fn export_entries(
-        &self,
-        scope: &MemoryScope,
-        request: &hippocamp_memory::store::ExportRequest,
-        opts: &CallOptions,
-    ) -> Result<hippocamp_memory::store::EntryPage> {
-        self.inner.export_entries(scope, request, opts).await
-    }
-
-    async fn sweep_expired(
-        &self,
-        max: u64,
-        spare: &[MemoryScope],
-        opts: &CallOptions,
-    ) -> Result<hippocamp_memory::Sweep> {
-        self.inner.sweep_expired(max, spare, opts).await
-    }
-
-    async fn update_entry(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        update: &hippocamp_memory::EntryUpdate,
-        opts: &WriteOptions,
-    ) -> Result<hippocamp_memory::UpdateOutcome> {
-        self.inner.update_entry(scope, id, update, opts).await
-    }
-
-    async fn entry_history(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        opts: &CallOptions,
-    ) -> Result<Vec<hippocamp_memory::Revision>> {
-        self.inner.entry_history(scope, id, opts).await
-    }
-
-    async fn import_entries(
-        &self,
-        scope: &MemoryScope,
-        entries: &[hippocamp_memory::ImportedEntry],
-        opts: &WriteOptions,
-    ) -> Result<hippocamp_memory::ImportReport> {
-        self.inner.import_entries(scope, entries, opts).await
-    }
-
-    async fn list_apps(
-        &self,
-        request: &hippocamp_memory::NamesRequest,
-        opts: &CallOptions,
-    ) -> Result<hippocamp_memory::NamePage> {
-        self.inner.list_apps(request, opts).await
-    }
-
-    async fn list_users(
-        &self,
-        app: &hippocamp_core::AppName,
-        request: &hippocamp_memory::NamesRequest,
-        opts: &CallOptions,
-    ) -> Result<hippocamp_memory::NamePage> {
-        self.inner.list_users(app, request, opts).await
-    }
-
-    async fn status(&self) -> Result<StoreStatus> {
-        self.inner.status().await
-    }
-
-    async fn activate_scope(&self, scope: &MemoryScope) -> Result<()> {
-        self.inner.activate_scope(scope).await
-    }
-
-    fn release_scope(&self, scope: &MemoryScope) {
-        self.inner.release_scope(scope);
     }
 }
