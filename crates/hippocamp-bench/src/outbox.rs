@@ -130,6 +130,7 @@ pub async fn admission(dir: &Path, samples: usize) -> Result<AdmissionBench> {
             scope: scope.clone(),
             session: other,
             epoch: 0,
+            session_epoch: 0,
             events: stored,
             max_attempts: None,
         };
@@ -394,6 +395,7 @@ async fn fill(store: &Arc<RedbJobStore>, pending: usize, clients: usize) -> Resu
                         scope,
                         session,
                         epoch: 0,
+                        session_epoch: 0,
                         events: stored,
                         max_attempts: None,
                     })

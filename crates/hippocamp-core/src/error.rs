@@ -53,9 +53,12 @@ pub enum Error {
     /// written. The stage says where the time ran out.
     #[error("deadline expired {0} before the operation completed; nothing was written")]
     Timeout(Stage),
-    /// The write was admitted under an erasure epoch that a later erasure
-    /// has since closed; it was refused so it cannot revive erased data.
-    #[error("stale erasure epoch: write admitted at epoch {admitted}, scope is at epoch {current}")]
+    /// The write was admitted under an erasure epoch (of its scope, or of
+    /// its session) that a later erasure has since closed; it was refused
+    /// so it cannot revive erased data.
+    #[error(
+        "stale erasure epoch: the write was admitted at epoch {admitted}, an erasure has since advanced it to {current}"
+    )]
     StaleEpoch {
         /// The epoch the write carried.
         admitted: u64,
@@ -65,7 +68,7 @@ pub enum Error {
     /// The write names an erasure epoch the scope has not reached: no
     /// admission could have seen it, so the caller's epoch is wrong.
     #[error(
-        "future erasure epoch: the write names epoch {admitted}, the scope is at epoch {current}"
+        "future erasure epoch: the write names epoch {admitted}, the scope or session is at epoch {current}"
     )]
     FutureEpoch {
         /// The epoch the write carried.

@@ -195,6 +195,7 @@ impl<S: MemoryStore> PolicyChecked<S> {
         WriteOptions {
             call,
             epoch: opts.epoch,
+            session_epoch: opts.session_epoch,
             obligations: Obligations {
                 expires_at_ms: earliest(a.expires_at_ms, b.expires_at_ms),
                 retain_until_ms: a.retain_until_ms.max(b.retain_until_ms),
@@ -331,6 +332,15 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::ErasureFence> {
+        self.inner.erasure_fence(scope, session, opts).await
     }
 
     async fn list_entries(

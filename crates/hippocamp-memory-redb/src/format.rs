@@ -11,6 +11,7 @@
 //! | `obligations` | scope hash ‖ entry id (32 bytes) | the entry's [`Obligations`] when it has any; written and deleted in the entry's transactions |
 //! | `expiry` | expiry ms (u64 BE) ‖ scope hash ‖ entry id (40 bytes) | `()`: entries by expiry, for the sweeper |
 //! | `revisions` | scope hash ‖ entry id ‖ revision (u32 BE) (36 bytes) | [`RevisionRecord`]: the kept revisions of a corrected entry, the current one included (none for an entry never corrected); the last key gives the entry's revision; written and deleted in the entry's transactions |
+//! | `session_epochs` | scope hash ‖ session hash (32 bytes) | u64: the session's erasure epoch, advanced by each `delete_session` in its transaction (absent: 0); a write admitted under an older one is refused; never removed |
 //! | `users` | app ‖ NUL ‖ user (text) | `()`: the scopes that hold at least one entry, for `list_apps` and `list_users`; kept where a scope's entry count leaves or reaches zero (built from `scopes` once when a store written before it opens) |
 //!
 //! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
@@ -47,6 +48,16 @@ pub(crate) const OBLIGATIONS: TableDefinition<&[u8; 32], &[u8]> =
 pub(crate) const EXPIRY: TableDefinition<&[u8; 40], ()> = TableDefinition::new("expiry");
 pub(crate) const REVISIONS: TableDefinition<&[u8; 36], &[u8]> = TableDefinition::new("revisions");
 pub(crate) const USERS: TableDefinition<&str, ()> = TableDefinition::new("users");
+pub(crate) const SESSION_EPOCHS: TableDefinition<&[u8; 32], u64> =
+    TableDefinition::new("session_epochs");
+
+/// The `session_epochs` key of a session of the scope hashed `h`.
+pub(crate) fn session_epoch_key(h: &[u8; 16], session: &[u8; 16]) -> [u8; 32] {
+    let mut k = [0u8; 32];
+    k[..16].copy_from_slice(h);
+    k[16..].copy_from_slice(session);
+    k
+}
 
 /// The `meta` key set once the `users` index holds every scope.
 pub(crate) const USERS_INDEXED_KEY: &str = "users_indexed";
@@ -447,6 +458,8 @@ pub(crate) enum Mutation {
         #[serde(with = "serde_bytes")] Vec<u8>,
         #[serde(with = "serde_bytes")] Vec<u8>,
     ),
+    /// A session's erasure epoch (`session_epochs`).
+    PutSessionEpoch(#[serde(with = "serde_bytes")] Vec<u8>, u64),
 }
 
 impl Mutation {
@@ -473,6 +486,7 @@ impl Mutation {
             | Mutation::PutExpiry(k)
             | Mutation::DelExpiry(k) => (k.len(), 0),
             Mutation::PutUser(k) | Mutation::DelUser(k) => (k.len(), 0),
+            Mutation::PutSessionEpoch(k, _) => (k.len(), 8),
         };
         a + b + 8
     }

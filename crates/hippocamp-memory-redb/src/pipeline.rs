@@ -44,8 +44,8 @@ use redb::{Database, Durability};
 use hippocamp_search::Analyzer;
 
 use crate::format::{
-    ENTRIES, ERASED, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSIONS, USERS, VECTORS,
-    analysed_record,
+    ENTRIES, ERASED, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS,
+    USERS, VECTORS, analysed_record,
 };
 
 /// Most groups logged and not yet applied: the next one waits for the
@@ -444,6 +444,7 @@ pub(crate) struct LogTables<'t> {
     expiry: redb::Table<'t, &'static [u8; 40], ()>,
     revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
     users: redb::Table<'t, &'static str, ()>,
+    session_epochs: redb::Table<'t, &'static [u8; 32], u64>,
     /// Analyses the text of an entry logged unanalysed.
     analyzer: &'t Analyzer,
 }
@@ -465,6 +466,7 @@ impl<'t> LogTables<'t> {
             expiry: txn.open_table(EXPIRY).map_err(storage)?,
             revisions: txn.open_table(REVISIONS).map_err(storage)?,
             users: txn.open_table(USERS).map_err(storage)?,
+            session_epochs: txn.open_table(SESSION_EPOCHS).map_err(storage)?,
             analyzer,
         })
     }
@@ -510,6 +512,7 @@ impl<'t> LogTables<'t> {
                 .retain_in::<&[u8; 36], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
             Mutation::PutUser(k) => self.users.insert(k.as_str(), ()).map(drop),
             Mutation::DelUser(k) => self.users.remove(k.as_str()).map(drop),
+            Mutation::PutSessionEpoch(k, e) => self.session_epochs.insert(&fixed(&k)?, e).map(drop),
         };
         written.map_err(storage)
     }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use hippocamp_core::{
     CallOptions, Deadline, EntryId, Error, MemoryScope, Result, SessionId, Stage,
 };
+use hippocamp_memory::ErasureFence;
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::check_update;
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
@@ -37,9 +38,10 @@ use tokio::sync::oneshot;
 use crate::cache::ScopeCache;
 use crate::format::{
     EMBEDDER_KEY, ENTRIES, ERASED, EXPIRY, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation,
-    OBLIGATIONS, REVISIONS, SCOPES, SESSIONS, ScopeRow, Totals, USERS, USERS_INDEXED_KEY, VECTORS,
-    WAL_SEQ_KEY, decode, decode_obligations, decode_vector, entry_key, entry_range, revision_of,
-    revision_range, revisions_of, scope_hash, session_hash, session_key, user_key,
+    OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS,
+    USERS_INDEXED_KEY, VECTORS, WAL_SEQ_KEY, decode, decode_obligations, decode_vector, entry_key,
+    entry_range, revision_of, revision_range, revisions_of, scope_hash, session_epoch_key,
+    session_hash, session_key, user_key,
 };
 use crate::pipeline::{LogTables, Progress};
 use crate::writer::{Admission, Committer, Embedded, Moment, Op, Writer};
@@ -444,6 +446,8 @@ pub(crate) fn init_format(db: &Database) -> Result<()> {
             txn.open_table(EXPIRY).map_err(storage)?;
             txn.open_table(REVISIONS).map_err(storage)?;
             txn.open_table(USERS).map_err(storage)?;
+            // Made on every open: stores created before it have none.
+            txn.open_table(SESSION_EPOCHS).map_err(storage)?;
             Ok(())
         },
     )
@@ -687,6 +691,21 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
     Ok(data)
 }
 
+/// The scope's erasure epoch as of `txn` (0 for a scope never written).
+fn scope_epoch(txn: &redb::ReadTransaction, scope: &MemoryScope) -> Result<u64> {
+    let scopes = txn.open_table(SCOPES).map_err(storage)?;
+    match scopes.get(&scope_hash(scope)).map_err(storage)? {
+        None => Ok(0),
+        Some(v) => {
+            let row: ScopeRow = decode(v.value(), "scope")?;
+            if row.app != scope.app().as_str() || row.user != scope.user().as_str() {
+                return Err(Error::Corrupt("scope key collision".into()));
+            }
+            Ok(row.epoch)
+        }
+    }
+}
+
 #[async_trait]
 impl MemoryStore for RedbMemoryStore {
     fn capabilities(&self) -> Capabilities {
@@ -818,7 +837,7 @@ impl MemoryStore for RedbMemoryStore {
         }
         let submit = |plan: EventPlan, terms: PlanTerms, vectors| {
             let scope = scope.clone();
-            let admit = Admission::new(opts, embedder.is_some(), deadline);
+            let admit = Admission::of_session(opts, session, embedder.is_some(), deadline);
             self.submit(move |reply| Op::AddEvents {
                 scope,
                 plan,
@@ -944,17 +963,31 @@ impl MemoryStore for RedbMemoryStore {
         deadline.check(Stage::Queueing)?;
         self.settled(deadline).await?;
         let txn = self.db.begin_read().map_err(storage)?;
-        let scopes = txn.open_table(SCOPES).map_err(storage)?;
-        match scopes.get(&scope_hash(scope)).map_err(storage)? {
-            None => Ok(0),
-            Some(v) => {
-                let row: ScopeRow = decode(v.value(), "scope")?;
-                if row.app != scope.app().as_str() || row.user != scope.user().as_str() {
-                    return Err(Error::Corrupt("scope key collision".into()));
-                }
-                Ok(row.epoch)
-            }
-        }
+        scope_epoch(&txn, scope)
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let epoch = scope_epoch(&txn, scope)?;
+        let key = session_epoch_key(&scope_hash(scope), &session_hash(session));
+        let session_epoch = txn
+            .open_table(SESSION_EPOCHS)
+            .map_err(storage)?
+            .get(&key)
+            .map_err(storage)?
+            .map_or(0, |v| v.value());
+        Ok(ErasureFence {
+            epoch,
+            session_epoch,
+        })
     }
 
     async fn list_entries(

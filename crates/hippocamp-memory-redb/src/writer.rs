@@ -45,10 +45,10 @@ use tokio::sync::oneshot;
 use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
     ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
-    SCOPES, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
-    encode, encode_entry, encode_obligations, encode_vector, entry_key, entry_range, expiry_key,
-    log_record, revision_key, revision_of, revision_range, scope_hash, session_hash, session_key,
-    session_range, user_key,
+    SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode,
+    decode_obligations, encode, encode_entry, encode_obligations, encode_vector, entry_key,
+    entry_range, expiry_key, log_record, revision_key, revision_of, revision_range, scope_hash,
+    session_epoch_key, session_hash, session_key, session_range, user_key,
 };
 use crate::pipeline::{Applier, MAX_PENDING_BYTES, MAX_PENDING_GROUPS, Overlay, Progress};
 use hippocamp_durable::WalStorage;
@@ -73,6 +73,9 @@ pub(crate) enum Embedded<T> {
 pub(crate) struct Admission {
     /// The erasure epoch it carries, if any.
     pub(crate) fence: Option<u64>,
+    /// The session and the erasure epoch of it the write carries, if any
+    /// (`add_events`).
+    pub(crate) session_fence: Option<(SessionId, u64)>,
     /// The store embeds: a new entry without a vector is not written.
     pub(crate) embeds: bool,
     pub(crate) deadline: Deadline,
@@ -81,10 +84,25 @@ pub(crate) struct Admission {
 }
 
 impl Admission {
+    /// An ingestion of `session`'s events called with `opts`: its epochs
+    /// (the scope's and the session's) the fence.
+    pub(crate) fn of_session(
+        opts: &WriteOptions,
+        session: &SessionId,
+        embeds: bool,
+        deadline: Deadline,
+    ) -> Self {
+        Self {
+            session_fence: opts.session_epoch.map(|e| (session.clone(), e)),
+            ..Self::new(opts, embeds, deadline)
+        }
+    }
+
     /// A write called with `opts`, its epoch the fence.
     pub(crate) fn new(opts: &WriteOptions, embeds: bool, deadline: Deadline) -> Self {
         Self {
             fence: opts.epoch,
+            session_fence: None,
             embeds,
             deadline,
             obligations: opts.clone(),
@@ -284,6 +302,7 @@ struct Direct<'t> {
     expiry: Table<'t, &'static [u8; 40], ()>,
     revisions: Table<'t, &'static [u8; 36], &'static [u8]>,
     users: Table<'t, &'static str, ()>,
+    session_epochs: Table<'t, &'static [u8; 32], u64>,
     /// Analyses the text of an add that came without its terms (a staged
     /// group logs it unanalysed instead).
     analyzer: &'t Analyzer,
@@ -300,6 +319,7 @@ struct Staged<'t> {
     scopes: OnceCell<ReadOnlyTable<&'static [u8; 16], &'static [u8]>>,
     entries: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     erased: OnceCell<ReadOnlyTable<&'static [u8; 48], ()>>,
+    session_epochs: OnceCell<ReadOnlyTable<&'static [u8; 32], u64>>,
     obligations: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     revisions: OnceCell<ReadOnlyTable<&'static [u8; 36], &'static [u8]>>,
     /// After the tables, so they are dropped first.
@@ -411,6 +431,7 @@ impl<'t> Tx<'t> {
             expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
             revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
             users: txn.open_table(USERS).map_err(Error::storage)?,
+            session_epochs: txn.open_table(SESSION_EPOCHS).map_err(Error::storage)?,
             analyzer,
         };
         Ok(Self::with(Tables::Direct(Box::new(d)), totals, limits))
@@ -428,6 +449,7 @@ impl<'t> Tx<'t> {
             scopes: OnceCell::new(),
             entries: OnceCell::new(),
             erased: OnceCell::new(),
+            session_epochs: OnceCell::new(),
             obligations: OnceCell::new(),
             revisions: OnceCell::new(),
             pending,
@@ -756,6 +778,30 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
+    /// The erasure epoch of the session hashed `sh` in the scope hashed
+    /// `h` (0 until its first erasure). Only session erasures write it,
+    /// and they never run staged: the snapshot has them all.
+    fn session_epoch(&self, h: &[u8; 16], sh: &[u8; 16]) -> Result<u64, Fail> {
+        let key = session_epoch_key(h, sh);
+        let found = match &self.t {
+            Tables::Direct(d) => d.session_epochs.get(&key)?.map(|v| v.value()),
+            Tables::Staged(s) => table(&s.session_epochs, s, SESSION_EPOCHS)?
+                .get(&key)?
+                .map(|v| v.value()),
+        };
+        Ok(found.unwrap_or(0))
+    }
+
+    /// Advances the session's erasure epoch, in the erasure's own
+    /// transaction.
+    fn advance_session_epoch(&mut self, h: &[u8; 16], sh: &[u8; 16]) -> Result<(), Fail> {
+        let next = self.session_epoch(h, sh)? + 1;
+        let key = session_epoch_key(h, sh);
+        self.d()?.session_epochs.insert(&key, next)?;
+        self.log.push(Mutation::PutSessionEpoch(key.to_vec(), next));
+        Ok(())
+    }
+
     /// Remembers an erased entry of a session (its session-index key).
     fn remember_erased(&mut self, key: &[u8; 48]) -> Result<(), Fail> {
         self.d()?.erased.insert(key, ())?;
@@ -802,6 +848,7 @@ impl<'t> Tx<'t> {
             embeds,
             deadline,
             obligations,
+            ..
         } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
@@ -860,6 +907,7 @@ impl<'t> Tx<'t> {
     ) -> Result<Embedded<IngestReport>, Fail> {
         let Admission {
             fence,
+            session_fence,
             embeds,
             deadline,
             obligations,
@@ -867,6 +915,10 @@ impl<'t> Tx<'t> {
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
+        if let Some((session, admitted)) = session_fence {
+            let sh = self.session_hash(&session);
+            check_epoch(Some(admitted), self.session_epoch(&h, &sh)?).op()?;
+        }
         let mut failure = None;
         let (new, report) = plan.resolve(|p| match self.decide(&h, scope, p) {
             Ok(d) => d,
@@ -930,6 +982,10 @@ impl<'t> Tx<'t> {
         }
         let keys: Vec<[u8; 32]> = ids.iter().map(|id| entry_key(&h, id)).collect();
         self.check_deletes(&keys, at.now_ms)?;
+        // Advanced in the same transaction as the deletes (even for a
+        // session that holds nothing): a write admitted before this
+        // erasure can never land after it commits.
+        self.advance_session_epoch(&h, &session_hash(session))?;
         let mut row = self.row(&h, scope)?;
         let mut n = 0;
         for id in ids {

@@ -20,8 +20,8 @@ use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
 use crate::event::{Event, IngestReport, IngestedEvent};
 use crate::import::{ImportReport, ImportedEntry};
 use crate::store::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, NamePage, NamesRequest,
-    SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ErasureFence, ListRequest, MemoryStore, NamePage,
+    NamesRequest, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
 };
 
 /// Checks every returned record against the requested scope.
@@ -195,6 +195,15 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
 
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         self.inner.erasure_epoch(scope, opts).await
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        self.inner.erasure_fence(scope, session, opts).await
     }
 
     async fn list_entries(

@@ -36,10 +36,12 @@ use crate::event::{Content, Event, Part, SkipReason};
 use crate::store::{MemoryStore, ScoreType, SearchRequest, WriteOptions};
 use crate::{InMemoryStore, MemoryConfig};
 
+pub mod erasure;
 pub mod lifecycle;
 pub mod model;
 pub mod revisions;
 
+pub use erasure::*;
 pub use lifecycle::*;
 pub use revisions::*;
 
@@ -211,6 +213,8 @@ macro_rules! memory_conformance_tests {
             history_is_bounded_and_erased_with_the_entry,
             export_and_import_round_trip,
             apps_and_users_are_indexed,
+            a_session_erasure_fences_writes_admitted_before_it,
+            a_delivery_racing_a_session_erasure_never_writes_it_back,
         );
         #[test]
         fn model_test() {

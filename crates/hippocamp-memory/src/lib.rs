@@ -57,10 +57,10 @@ pub use import::{ImportReport, ImportedEntry};
 pub use mem::InMemoryStore;
 pub use routed::RoutedMemory;
 pub use store::{
-    AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ExportRequest, ListOrder,
-    ListRequest, MemoryLayer, MemoryStore, NamePage, NamesRequest, ObligationRules, ScoreDetails,
-    ScoreType, SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus, Sweep,
-    WriteOptions,
+    AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ErasureFence, ExportRequest,
+    ListOrder, ListRequest, MemoryLayer, MemoryStore, NamePage, NamesRequest, ObligationRules,
+    ScoreDetails, ScoreType, SearchHit, SearchMode, SearchRequest, SearchResults, StoreStatus,
+    Sweep, WriteOptions,
 };
 
 /// The README's library example compiles and runs as a doc test.

@@ -35,8 +35,8 @@ use crate::quota::{GlobalQuota, check_scope_quota};
 use crate::scope::{Existing, ScopeData};
 use crate::search::{prepare_search, resolve_mode};
 use crate::store::{
-    AddOutcome, Capabilities, Erasure, MemoryStore, SearchRequest, SearchResults, StoreStatus,
-    WriteOptions,
+    AddOutcome, Capabilities, Erasure, ErasureFence, MemoryStore, SearchRequest, SearchResults,
+    StoreStatus, WriteOptions,
 };
 
 /// One listing page of `data` at `now_ms`, as every store that keeps a
@@ -66,9 +66,15 @@ struct Shell {
     /// The kept revisions of every corrected entry, oldest first, the
     /// current one last (none for an entry never corrected).
     history: HashMap<EntryId, Vec<Revision>>,
+    /// Each erased session's erasure epoch (absent: 0).
+    session_epochs: HashMap<SessionId, u64>,
 }
 
 impl Shell {
+    fn session_epoch(&self, session: &SessionId) -> u64 {
+        self.session_epochs.get(session).copied().unwrap_or(0)
+    }
+
     /// What ingesting `p` would do here.
     fn decide(&self, p: &PreparedEntry) -> Decision {
         match &p.entry.provenance.session_id {
@@ -333,6 +339,7 @@ impl MemoryStore for InMemoryStore {
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         check_epoch(opts.epoch, s.epoch)?;
+        check_epoch(opts.session_epoch, s.session_epoch(session))?;
         if embedder.is_some() {
             // What vanished since the look is embedded now (the scope waits).
             let missing: Vec<usize> = plan
@@ -436,12 +443,13 @@ impl MemoryStore for InMemoryStore {
         opts: &CallOptions,
     ) -> Result<u64> {
         let deadline = self.deadline(opts);
-        let Some(shell) = self.find(scope) else {
-            return Ok(0);
-        };
+        // Created if absent: the session's epoch advances even when it
+        // holds nothing, so work admitted before the erasure stays fenced.
+        let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
         let ids = s.data.session_entries(session);
         s.data.check_deletes(&ids, self.clock.now_ms())?;
+        *s.session_epochs.entry(session.clone()).or_default() += 1;
         let mut removed = (0, 0);
         for id in ids {
             if let Some(bytes) = s.erase(&id) {
@@ -484,6 +492,23 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         Ok(Self::read(&shell, deadline).await?.epoch)
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let deadline = self.deadline(opts);
+        let Some(shell) = self.find(scope) else {
+            return Ok(ErasureFence::default());
+        };
+        let s = Self::read(&shell, deadline).await?;
+        Ok(ErasureFence {
+            epoch: s.epoch,
+            session_epoch: s.session_epoch(session),
+        })
     }
 
     async fn list_entries(

@@ -21,8 +21,9 @@ use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
 use crate::event::{Event, IngestReport};
 use crate::import::{ImportReport, ImportedEntry};
 use crate::store::{
-    AddOutcome, Capabilities, EntryPage, Erasure, ListRequest, MemoryStore, NamePage, NamesRequest,
-    RouterStatus, RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep, WriteOptions,
+    AddOutcome, Capabilities, EntryPage, Erasure, ErasureFence, ListRequest, MemoryStore, NamePage,
+    NamesRequest, RouterStatus, RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep,
+    WriteOptions,
 };
 
 struct Adapter {
@@ -204,6 +205,19 @@ impl MemoryStore for RoutedMemory {
         let _lease = self.router.enter(scope, deadline, Access::Read).await?;
         self.inner
             .erasure_epoch(scope, &forwarded(opts, deadline))
+            .await
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Read).await?;
+        self.inner
+            .erasure_fence(scope, session, &forwarded(opts, deadline))
             .await
     }
 

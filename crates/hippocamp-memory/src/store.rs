@@ -35,6 +35,12 @@ pub struct WriteOptions {
     /// If the scope has since been erased (its epoch advanced), the write is
     /// refused with `StaleEpoch`. `None` writes at the current epoch.
     pub epoch: Option<u64>,
+    /// The erasure epoch of the write's session (`add_events`) it was
+    /// admitted under: once the session has been erased since
+    /// (`delete_session` advanced it), the write is refused with
+    /// `StaleEpoch` at the store's commit point, so a delivery that
+    /// started before the erasure cannot write the session back.
+    pub session_epoch: Option<u64>,
     /// Obligations every new entry of the write carries (expiry,
     /// retention, legal hold), as the policy decided them, unless one of
     /// `by_metadata` matches the entry's metadata. A duplicate keeps the
@@ -68,6 +74,7 @@ impl WriteOptions {
         Self {
             call,
             epoch: None,
+            session_epoch: None,
             obligations: Obligations::default(),
             by_metadata: ObligationRules::default(),
         }
@@ -95,6 +102,28 @@ impl WriteOptions {
         self.epoch = Some(epoch);
         self
     }
+
+    /// Sets both fences: the scope's and the session's erasure epochs
+    /// read before the write was admitted.
+    #[must_use]
+    pub fn fenced(mut self, fence: ErasureFence) -> Self {
+        self.epoch = Some(fence.epoch);
+        self.session_epoch = Some(fence.session_epoch);
+        self
+    }
+}
+
+/// The erasures a scope and one of its sessions have seen, as a writer
+/// reads them before it admits work: a write carrying them
+/// ([`WriteOptions::fenced`]) is refused once either has advanced.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct ErasureFence {
+    /// The scope's erasure epoch (advanced by `delete_user`).
+    pub epoch: u64,
+    /// The session's erasure epoch (advanced by `delete_session`).
+    pub session_epoch: u64,
 }
 
 /// The result of `add_entry`.
@@ -464,7 +493,10 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         opts: &CallOptions,
     ) -> Result<u64>;
 
-    /// Deletes every entry of the session; returns how many.
+    /// Deletes every entry of the session and advances the session's
+    /// erasure epoch in the same step (even when it held none); returns
+    /// how many entries went. A deletion refused (retention, hold)
+    /// changes nothing.
     async fn delete_session(
         &self,
         scope: &MemoryScope,
@@ -479,6 +511,16 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
 
     /// The scope's current erasure epoch (0 until its first erasure).
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64>;
+
+    /// The scope's and `session`'s current erasure epochs (both 0 until
+    /// their first erasure): what a queue or a runner reads before it
+    /// admits work, and carries with its writes.
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence>;
 
     /// One page of the scope's live entries, newest or oldest first, with
     /// an opaque cursor to the next page.
@@ -722,6 +764,16 @@ pub trait MemoryLayer: Send + Sync + fmt::Debug {
         self.inner().erasure_epoch(scope, opts).await
     }
 
+    /// See [`MemoryStore::erasure_fence`].
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        self.inner().erasure_fence(scope, session, opts).await
+    }
+
     /// See [`MemoryStore::list_entries`].
     async fn list_entries(
         &self,
@@ -883,6 +935,14 @@ impl<L: MemoryLayer> MemoryStore for L {
     }
     async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
         MemoryLayer::erasure_epoch(self, scope, opts).await
+    }
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        MemoryLayer::erasure_fence(self, scope, session, opts).await
     }
     async fn list_entries(
         &self,

@@ -81,6 +81,14 @@ impl MemoryStore for Misrouting {
     async fn erasure_epoch(&self, _: &MemoryScope, o: &CallOptions) -> Result<u64> {
         self.inner.erasure_epoch(&self.real, o).await
     }
+    async fn erasure_fence(
+        &self,
+        _: &MemoryScope,
+        session: &SessionId,
+        o: &CallOptions,
+    ) -> Result<hippocamp_memory::ErasureFence> {
+        self.inner.erasure_fence(&self.real, session, o).await
+    }
     async fn status(&self) -> Result<StoreStatus> {
         self.inner.status().await
     }

@@ -26,6 +26,7 @@ fn sub(ids: &[&str]) -> Submission {
         scope: scope(),
         session: SessionId::new("s").unwrap(),
         epoch: 0,
+        session_epoch: 0,
         events: ids
             .iter()
             .map(|id| StoredEvent {

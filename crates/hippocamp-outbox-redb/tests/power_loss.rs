@@ -109,6 +109,7 @@ async fn apply(store: &dyn JobStore, op: &WOp, jobs: &[(JobId, usize)]) -> Vec<(
                     scope: scope(*user),
                     session: SessionId::new(format!("s{session}")).unwrap(),
                     epoch: 0,
+                    session_epoch: 0,
                     events,
                     max_attempts: None,
                 })

@@ -142,6 +142,7 @@ pub(crate) fn submission(
         scope: scope.clone(),
         session: SessionId::new(session).unwrap(),
         epoch,
+        session_epoch: 0,
         events: ids.iter().map(|i| event(i)).collect(),
         max_attempts: None,
     }

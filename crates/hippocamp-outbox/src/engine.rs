@@ -77,6 +77,29 @@ pub struct JobRow {
     pub seq: u64,
     /// The last failure.
     pub last_error: Option<JobError>,
+    /// The session's erasure epoch at admission. Stored after the row's
+    /// other fields ([`encode_job`]), so rows written before it existed
+    /// read as 0: the stores' session epochs start at 0 too.
+    #[serde(skip)]
+    pub session_epoch: u64,
+}
+
+/// A job row's bytes: the row, then its session epoch.
+fn encode_job(row: &JobRow) -> Result<Vec<u8>> {
+    let mut bytes = encode(row)?;
+    bytes.extend(encode(&row.session_epoch)?);
+    Ok(bytes)
+}
+
+/// A job row from its bytes; a row written before session epochs ends
+/// after its other fields.
+fn decode_job(bytes: &[u8]) -> Result<JobRow> {
+    let (mut row, rest): (JobRow, _) = postcard::take_from_bytes(bytes)
+        .map_err(|e| Error::Corrupt(format!("undecodable outbox job: {e}")))?;
+    if !rest.is_empty() {
+        row.session_epoch = decode(rest, "job's session epoch")?;
+    }
+    Ok(row)
 }
 
 impl JobRow {
@@ -219,7 +242,7 @@ fn time_of_key(key: &[u8]) -> Result<u64> {
 /// The row of `id`.
 pub fn load_job(kv: &dyn KvRead, id: &JobId) -> Result<Option<JobRow>> {
     kv.get(Table::Jobs, id.as_bytes())?
-        .map(|v| decode(&v, "job"))
+        .map(|v| decode_job(&v))
         .transpose()
 }
 
@@ -392,6 +415,42 @@ struct NewJob<'a> {
 /// Writes one new job (its row, batches, schedule, scope and watermark
 /// entries) within the limits; an existing job of the same id is named
 /// instead, unless it failed (then the new one replaces it).
+/// Counts one more active job of `bytes` for `scope`, or refuses it
+/// when a quota (store-wide or the scope's) would be passed.
+fn reserve(
+    kv: &dyn KvRead,
+    limits: &OutboxLimits,
+    tally: &mut Tally,
+    scope: [u8; 16],
+    bytes: u64,
+) -> Result<()> {
+    let c = &tally.counters;
+    if c.pending + 1 > limits.max_active_jobs {
+        return Err(quota(QuotaLimit::OutboxJobs(limits.max_active_jobs)));
+    }
+    if c.active_bytes + bytes > limits.max_active_bytes {
+        return Err(quota(QuotaLimit::OutboxBytes(limits.max_active_bytes)));
+    }
+    let u = tally.usage(kv, scope)?;
+    if u.0 + 1 > limits.max_active_jobs_per_scope {
+        return Err(quota(QuotaLimit::OutboxJobsPerScope(
+            limits.max_active_jobs_per_scope,
+        )));
+    }
+    if u.1 + bytes > limits.max_active_bytes_per_scope {
+        return Err(quota(QuotaLimit::OutboxBytesPerScope(
+            limits.max_active_bytes_per_scope,
+        )));
+    }
+    u.0 += 1;
+    u.1 += bytes;
+    let c = &mut tally.counters;
+    c.pending += 1;
+    c.active_bytes += bytes;
+    c.admitted_total += 1;
+    Ok(())
+}
+
 fn queue(
     kv: &dyn KvRead,
     ctx: &Ctx<'_>,
@@ -407,6 +466,7 @@ fn queue(
         &sub.session,
         job.events.iter().map(|e| e.id.as_str()),
         sub.epoch,
+        sub.session_epoch,
     );
     match load_job(kv, &id)? {
         // The same events failed before (their watermark was released): a
@@ -424,30 +484,7 @@ fn queue(
         None => {}
     }
     let bytes: u64 = job.events.iter().map(|e| e.bytes()).sum();
-    let c = &tally.counters;
-    if c.pending + 1 > limits.max_active_jobs {
-        return Err(quota(QuotaLimit::OutboxJobs(limits.max_active_jobs)));
-    }
-    if c.active_bytes + bytes > limits.max_active_bytes {
-        return Err(quota(QuotaLimit::OutboxBytes(limits.max_active_bytes)));
-    }
-    let u = tally.usage(kv, job.scope)?;
-    if u.0 + 1 > limits.max_active_jobs_per_scope {
-        return Err(quota(QuotaLimit::OutboxJobsPerScope(
-            limits.max_active_jobs_per_scope,
-        )));
-    }
-    if u.1 + bytes > limits.max_active_bytes_per_scope {
-        return Err(quota(QuotaLimit::OutboxBytesPerScope(
-            limits.max_active_bytes_per_scope,
-        )));
-    }
-    u.0 += 1;
-    u.1 += bytes;
-    let c = &mut tally.counters;
-    c.pending += 1;
-    c.active_bytes += bytes;
-    c.admitted_total += 1;
+    reserve(kv, limits, tally, job.scope, bytes)?;
     let session = sub.session.as_str();
     let row = JobRow {
         target: sub.target.as_str().to_owned(),
@@ -455,6 +492,7 @@ fn queue(
         user: sub.scope.user().as_str().to_owned(),
         session: session.to_owned(),
         epoch: sub.epoch,
+        session_epoch: sub.session_epoch,
         state: JobState::Pending,
         cancel_reason: None,
         attempts: 0,
@@ -469,10 +507,10 @@ fn queue(
         updated_ms: ctx.wall,
         due: ctx.now,
         finished: 0,
-        seq: c.admitted_total,
+        seq: tally.counters.admitted_total,
         last_error: None,
     };
-    w.put(Table::Jobs, id.as_bytes().to_vec(), encode(&row)?);
+    w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
     for (i, b) in job.events.chunks(BATCH_EVENTS).enumerate() {
         w.put(
             Table::Batches,
@@ -596,7 +634,7 @@ pub fn count_expired(kv: &dyn KvRead, ctx: &Ctx<'_>, id: &JobId) -> Result<(bool
         tally.flush(&mut w)?;
         return Ok((false, w));
     }
-    w.put(Table::Jobs, id.as_bytes().to_vec(), encode(&row)?);
+    w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
     Ok((true, w))
 }
 
@@ -657,7 +695,7 @@ fn finish(
     row.finished = ctx.now;
     row.updated_ms = ctx.wall;
     w.put(Table::Terminal, time_key(row.finished, id), Vec::new());
-    w.put(Table::Jobs, id.as_bytes().to_vec(), encode(&row)?);
+    w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
     Ok(())
 }
 
@@ -719,7 +757,7 @@ pub fn complete_batch(
         None
     } else {
         let next = row.next_batch;
-        w.put(Table::Jobs, id.as_bytes().to_vec(), encode(&row)?);
+        w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
         Some(next)
     };
     tally.flush(&mut w)?;
@@ -755,7 +793,7 @@ pub fn fail(
             schedule_key(&row, id),
             row.target.as_bytes().to_vec(),
         );
-        w.put(Table::Jobs, id.as_bytes().to_vec(), encode(&row)?);
+        w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
         tally.counters.retried_total += 1;
         JobState::Pending
     };
@@ -979,6 +1017,7 @@ pub fn work_item(
         scope: row.scope()?,
         session: SessionId::new(row.session.clone()).map_err(|_| corrupt("session"))?,
         epoch: row.epoch,
+        session_epoch: row.session_epoch,
         batch: row.next_batch,
         batches: row.batches,
         events: load_batch(kv, id, row.next_batch)?,

@@ -70,22 +70,17 @@ impl<S: MemoryStore> MemoryLayer for Erasing<S> {
         session: &SessionId,
         opts: &CallOptions,
     ) -> Result<u64> {
-        // Queued work first: its jobs are cancelled (their leases end, so
-        // no further call starts), then the calls already in flight are
-        // waited for, and only then is the session deleted; what they
-        // stored goes with it. (A session has no epoch to fence by.)
-        // Were the process to die in between, the caller's delete did not
-        // succeed, and the cancelled jobs stay cancelled.
-        let deadline = opts.deadline(hippocamp_core::deadline::MAX_TIMEOUT);
+        // The store decides first: a deletion it refuses (retention, a
+        // hold) cancels nothing, so events acknowledged for the session
+        // are still delivered. Once it succeeded, the session's erasure
+        // epoch has advanced in the store's own transaction: a delivery
+        // already in flight, on this server or another, carries the old
+        // one and is refused at its commit point, and the queued jobs
+        // are cancelled here (a job this misses, because the process
+        // died in between, is refused the same way when it runs).
+        let deleted = self.inner.delete_session(scope, session, opts).await?;
         self.outbox.erased(scope, Some(session), None).await?;
-        self.outbox.quiesce(scope, session, deadline).await?;
-        self.inner
-            .delete_session(
-                scope,
-                session,
-                &CallOptions::until(deadline).on_behalf_of(opts.caller()),
-            )
-            .await
+        Ok(deleted)
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {

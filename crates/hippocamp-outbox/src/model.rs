@@ -104,13 +104,16 @@ pub struct JobId([u8; 16]);
 
 impl JobId {
     /// The id of the job of `events` (their ids, in order) for `target`,
-    /// `scope` and `session` at erasure epoch `epoch`.
+    /// `scope` and `session` at erasure epochs `epoch` (the scope's) and
+    /// `session_epoch` (the session's; hashed only when not 0, so ids
+    /// derived before session epochs existed stay the same).
     pub fn derive<'a>(
         target: &TargetName,
         scope: &MemoryScope,
         session: &SessionId,
         events: impl ExactSizeIterator<Item = &'a str>,
         epoch: u64,
+        session_epoch: u64,
     ) -> Self {
         let mut h = Sha256::new();
         h.update(b"hippocamp-outbox-job\0");
@@ -128,6 +131,9 @@ impl JobId {
             h.update(id.as_bytes());
         }
         h.update(epoch.to_be_bytes());
+        if session_epoch > 0 {
+            h.update(session_epoch.to_be_bytes());
+        }
         let d = h.finalize();
         let mut out = [0u8; 16];
         out.copy_from_slice(&d[..16]);
@@ -407,6 +413,8 @@ pub struct Submission {
     pub session: SessionId,
     /// The scope's erasure epoch when the events were admitted.
     pub epoch: u64,
+    /// The session's erasure epoch when the events were admitted.
+    pub session_epoch: u64,
     /// The events, in session order (repeated ids keep their first).
     pub events: Vec<StoredEvent>,
     /// Attempts before a job fails (default: the store's).
@@ -514,6 +522,9 @@ pub struct WorkItem {
     pub session: SessionId,
     /// The erasure epoch it was admitted under (the write's fence).
     pub epoch: u64,
+    /// The session's erasure epoch it was admitted under (the write's
+    /// other fence).
+    pub session_epoch: u64,
     /// This batch's position (0-based).
     pub batch: u32,
     /// The job's number of batches.
@@ -619,27 +630,36 @@ mod tests {
         MemoryScope::parse("app", "u").unwrap()
     }
 
+    /// The id of `["e1", "e2"]` in session `s` of `app`/`u` for target
+    /// `memory` at epoch 0, as builds before session epochs derived it.
+    const JOB_ID_BEFORE_SESSION_EPOCHS: &str = "job-c3108f4e4d60c51613bbb6597342b2a8";
+
     #[test]
     fn job_ids_are_canonical_and_epoch_dependent() {
         let t = TargetName::new("memory").unwrap();
         let s = SessionId::new("s").unwrap();
-        let a = JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0);
+        let a = JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0, 0);
         assert_eq!(
             a,
-            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0)
+            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0, 0)
         );
         assert_ne!(
             a,
-            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 1)
+            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 1, 0)
         );
+        let after_session_erasure = JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0, 1);
+        assert_ne!(a, after_session_erasure);
+        // Ids derived before session epochs existed (no epoch hashed):
+        // this one was computed by that code.
+        assert_eq!(a.to_string(), JOB_ID_BEFORE_SESSION_EPOCHS);
         assert_ne!(
             a,
-            JobId::derive(&t, &scope(), &s, ["e2", "e1"].into_iter(), 0)
+            JobId::derive(&t, &scope(), &s, ["e2", "e1"].into_iter(), 0, 0)
         );
         // Lengths prefix every field: no two splits of the same bytes meet.
         assert_ne!(
-            JobId::derive(&t, &scope(), &s, ["e1e", "2"].into_iter(), 0),
-            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0)
+            JobId::derive(&t, &scope(), &s, ["e1e", "2"].into_iter(), 0, 0),
+            JobId::derive(&t, &scope(), &s, ["e1", "e2"].into_iter(), 0, 0)
         );
         let text = a.to_string();
         assert!(text.starts_with("job-") && text.len() == 36);

@@ -111,41 +111,10 @@ pub struct Outbox {
     store: Arc<dyn JobStore>,
     registry: Arc<Registry>,
     kick: Arc<Notify>,
-    calls: Arc<InFlight>,
     /// The store's `max_events_per_submission` and `max_attempts`, read
     /// once: every ingest checks them.
     max_events: u64,
     max_attempts: u64,
-}
-
-/// Delivery calls in flight, by (scope, session): a session's erasure
-/// waits for them (a call that renewed its lease before the erasure
-/// cancelled the job could otherwise land after the delete).
-#[derive(Debug, Default)]
-struct InFlight {
-    calls: parking_lot::Mutex<std::collections::HashMap<(MemoryScope, SessionId), usize>>,
-    done: Notify,
-}
-
-/// One delivery call in flight; it ends when dropped.
-#[derive(Debug)]
-pub struct Call {
-    calls: Arc<InFlight>,
-    key: (MemoryScope, SessionId),
-}
-
-impl Drop for Call {
-    fn drop(&mut self) {
-        let mut calls = self.calls.calls.lock();
-        if let Some(n) = calls.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                calls.remove(&self.key);
-            }
-        }
-        drop(calls);
-        self.calls.done.notify_waiters();
-    }
 }
 
 impl Outbox {
@@ -166,7 +135,6 @@ impl Outbox {
             store,
             registry: Arc::new(Registry::default()),
             kick: Arc::new(Notify::new()),
-            calls: Arc::new(InFlight::default()),
             max_events,
             max_attempts,
         }
@@ -245,15 +213,16 @@ impl Outbox {
             .await?;
         let mut tries = 0;
         let admitted = loop {
-            let epoch = t
+            let fence = t
                 .store
-                .erasure_epoch(scope, &CallOptions::default())
+                .erasure_fence(scope, session, &CallOptions::default())
                 .await?;
             let sub = Submission {
                 target: target.clone(),
                 scope: scope.clone(),
                 session: session.clone(),
-                epoch,
+                epoch: fence.epoch,
+                session_epoch: fence.session_epoch,
                 events: stored.clone(),
                 max_attempts,
             };
@@ -321,41 +290,6 @@ impl Outbox {
     /// Cancels a job of `scope` (a finished one is left as it is).
     pub async fn cancel(&self, scope: &MemoryScope, id: &JobId) -> Result<JobStatus> {
         self.store.cancel(scope, id).await
-    }
-
-    /// Marks a delivery call to `scope`'s `session` as started: take it
-    /// before the lease renewal that precedes the call, and hold it until
-    /// the call returns.
-    pub fn call(&self, scope: &MemoryScope, session: &SessionId) -> Call {
-        let key = (scope.clone(), session.clone());
-        *self.calls.calls.lock().entry(key.clone()).or_default() += 1;
-        Call {
-            calls: Arc::clone(&self.calls),
-            key,
-        }
-    }
-
-    /// Waits until no delivery call to `scope`'s `session` is in flight,
-    /// until `deadline` (`Timeout` then).
-    pub async fn quiesce(
-        &self,
-        scope: &MemoryScope,
-        session: &SessionId,
-        deadline: hippocamp_core::Deadline,
-    ) -> Result<()> {
-        let key = (scope.clone(), session.clone());
-        loop {
-            let done = self.calls.done.notified();
-            if !self.calls.calls.lock().contains_key(&key) {
-                return Ok(());
-            }
-            if tokio::time::timeout(deadline.remaining(), done)
-                .await
-                .is_err()
-            {
-                return Err(Error::Timeout(hippocamp_core::Stage::Queueing));
-            }
-        }
     }
 
     /// Tells the outbox that `scope` (its `session`, when given) was

@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hippocamp_core::{CallOptions, Error, Result};
-use hippocamp_memory::WriteOptions;
 use hippocamp_memory::embedding::{Pacer, paced};
+use hippocamp_memory::{ErasureFence, WriteOptions};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
@@ -310,18 +310,19 @@ async fn deliver_batch(
     lease: Duration,
     pacer: &mut Pacer,
 ) -> Result<Delivered> {
-    // Every call carries the job's epoch. A store that fences refuses it
-    // at its commit point if the scope was erased since (`StaleEpoch`),
-    // which is stronger than any check before the call; only a store that
-    // does not is asked first.
+    // Every call carries the job's epochs, its scope's and its
+    // session's. A store that fences refuses it at its commit point if
+    // either was erased since (`StaleEpoch`), on whichever server the
+    // erasure ran: stronger than any check before the call. Only a store
+    // that does not fence is asked first.
     if !fences {
         let current = memory
-            .erasure_epoch(&item.scope, &CallOptions::default())
+            .erasure_fence(&item.scope, &item.session, &CallOptions::default())
             .await?;
-        if current != item.epoch {
+        if current.epoch != item.epoch || current.session_epoch != item.session_epoch {
             return Err(Error::StaleEpoch {
-                admitted: item.epoch,
-                current,
+                admitted: item.session_epoch,
+                current: current.session_epoch,
             });
         }
     }
@@ -338,16 +339,17 @@ async fn deliver_batch(
         |range, call| {
             let events = &events[range];
             async move {
-                // Held across the renewal and the call: a session's erasure
-                // waits for it.
-                let _call = outbox.call(&item.scope, &item.session);
                 store.renew(&item.job, &item.owner, lease).await?;
+                let fence = ErasureFence {
+                    epoch: item.epoch,
+                    session_epoch: item.session_epoch,
+                };
                 memory
                     .add_events(
                         &item.scope,
                         &item.session,
                         events,
-                        &WriteOptions::new(call).epoch(item.epoch),
+                        &WriteOptions::new(call).fenced(fence),
                     )
                     .await
             }

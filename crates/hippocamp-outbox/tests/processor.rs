@@ -11,10 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Error, MemoryLimits, MemoryScope, Result, SessionId};
 use hippocamp_memory::event::IngestReport;
-use hippocamp_memory::store::{Erasure, StoreStatus};
 use hippocamp_memory::{
-    AddOutcome, Capabilities, Event, InMemoryStore, MemoryConfig, MemoryEntry, MemoryStore,
-    NewEntry, SearchRequest, SearchResults, SkipReason, WriteOptions,
+    Event, InMemoryStore, MemoryConfig, MemoryStore, SearchRequest, SkipReason, WriteOptions,
 };
 use hippocamp_outbox::{
     CancelReason, Erasing, InMemoryJobStore, JobState, Outbox, OutboxLimits, Processor,
@@ -230,17 +228,10 @@ struct Hangs {
 }
 
 #[async_trait]
-impl MemoryStore for Hangs {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn add_entry(
-        &self,
-        s: &MemoryScope,
-        e: NewEntry,
-        o: &WriteOptions,
-    ) -> Result<AddOutcome> {
-        self.inner.add_entry(s, e, o).await
+impl hippocamp_memory::MemoryLayer for Hangs {
+    type Inner = InMemoryStore;
+    fn inner(&self) -> &InMemoryStore {
+        &self.inner
     }
     async fn add_events(
         &self,
@@ -255,59 +246,15 @@ impl MemoryStore for Hangs {
         }
         if n == 0 {
             tokio::time::sleep(self.delay).await;
-            // Its deadline long gone, it still writes: the worst case.
-            return self
-                .inner
-                .add_events(
-                    s,
-                    session,
-                    events,
-                    &WriteOptions::default().epoch(o.epoch.unwrap_or(0)),
-                )
-                .await;
+            // Its deadline long gone, it still writes (with its fences):
+            // the worst case.
+            let late = WriteOptions {
+                call: CallOptions::default(),
+                ..o.clone()
+            };
+            return self.inner.add_events(s, session, events, &late).await;
         }
         self.inner.add_events(s, session, events, o).await
-    }
-    async fn search(
-        &self,
-        s: &MemoryScope,
-        r: &SearchRequest,
-        o: &CallOptions,
-    ) -> Result<SearchResults> {
-        self.inner.search(s, r, o).await
-    }
-    async fn get_entry(
-        &self,
-        s: &MemoryScope,
-        id: &hippocamp_core::EntryId,
-        o: &CallOptions,
-    ) -> Result<MemoryEntry> {
-        self.inner.get_entry(s, id, o).await
-    }
-    async fn delete_entry(
-        &self,
-        s: &MemoryScope,
-        id: &hippocamp_core::EntryId,
-        o: &CallOptions,
-    ) -> Result<u64> {
-        self.inner.delete_entry(s, id, o).await
-    }
-    async fn delete_session(
-        &self,
-        s: &MemoryScope,
-        id: &SessionId,
-        o: &CallOptions,
-    ) -> Result<u64> {
-        self.inner.delete_session(s, id, o).await
-    }
-    async fn delete_user(&self, s: &MemoryScope, o: &CallOptions) -> Result<Erasure> {
-        self.inner.delete_user(s, o).await
-    }
-    async fn erasure_epoch(&self, s: &MemoryScope, o: &CallOptions) -> Result<u64> {
-        self.inner.erasure_epoch(s, o).await
-    }
-    async fn status(&self) -> Result<StoreStatus> {
-        self.inner.status().await
     }
 }
 
@@ -411,8 +358,9 @@ async fn a_claimed_job_whose_user_is_erased_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
-    // The first call hangs, then writes whatever its deadline says: a
-    // session's erasure has no epoch to fence it, so the erasure must wait.
+    // The first call hangs, then writes whatever its deadline says, with
+    // the fences it was admitted under: the session's erasure does not
+    // wait for it, and the store refuses it when it lands.
     let memory = Arc::new(Hangs {
         inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
         calls: AtomicUsize::new(0),
@@ -442,18 +390,60 @@ async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
         .delete_session(&scope(), &session(), &CallOptions::default())
         .await
         .unwrap();
-    // It returned only after the call in flight had landed, and deleted
-    // what that call stored.
-    assert!(started.elapsed() >= Duration::from_millis(300));
-    assert_eq!(hits(&*memory).await, 0);
+    assert!(started.elapsed() < Duration::from_millis(300), "it waited");
     let st = settled(&o, &r.jobs[0].id).await;
-    assert_eq!(st.state, JobState::Cancelled);
-    // Sent again, the session's events stay erased.
-    let again = memory
-        .add_events(&scope(), &session(), &events(3), &WriteOptions::default())
+    assert_eq!(
+        (st.state, st.cancel_reason),
+        (JobState::Cancelled, Some(CancelReason::Erased))
+    );
+    // The call in flight landed after the erasure and was refused.
+    assert!(memory.calls.load(Ordering::SeqCst) >= 1);
+    assert_eq!(hits(&*memory).await, 0);
+    // Queued again, the session's events stay dropped (their watermark).
+    let again = o
+        .ingest(&target(), &scope(), &session(), &events(3), None)
         .await
         .unwrap();
-    assert!(again.added.is_empty(), "{again:?}");
+    assert_eq!(again.new_events, 0, "{again:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(hits(&*memory).await, 0);
+    p.stop().await;
+}
+
+/// A session erasure the store refuses (an entry of it is retained)
+/// cancels nothing: the events queued for the session are delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_session_erasure_cancels_no_queued_work() {
+    let inner: Arc<dyn MemoryStore> =
+        Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let o = outbox(OutboxLimits::default());
+    register(&o, Arc::clone(&inner));
+    let memory = Erasing::new(Arc::clone(&inner), o.clone());
+    let retained = WriteOptions::default().obligations(hippocamp_memory::Obligations {
+        retain_until_ms: Some(u64::MAX / 4),
+        ..hippocamp_memory::Obligations::default()
+    });
+    memory
+        .add_events(&scope(), &session(), &events(1), &retained)
+        .await
+        .unwrap();
+    // Queued while no processor runs, then the erasure is refused.
+    let queued = o
+        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .await
+        .unwrap();
+    assert_eq!(queued.new_events, 4);
+    let err = memory
+        .delete_session(&scope(), &session(), &CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Retention { .. }), "{err}");
+    let st = o.job(&scope(), &queued.jobs[0].id).await.unwrap();
+    assert_eq!(st.state, JobState::Pending, "{st:?}");
+    let p = Processor::start(&o, fast()).unwrap();
+    let st = settled(&o, &queued.jobs[0].id).await;
+    assert_eq!(st.state, JobState::Succeeded);
+    assert_eq!(hits(&*inner).await, 4);
     p.stop().await;
 }
 

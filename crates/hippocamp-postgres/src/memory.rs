@@ -42,6 +42,7 @@ use hippocamp_core::{
     Stage,
 };
 use hippocamp_embed::Embedder;
+use hippocamp_memory::ErasureFence;
 use hippocamp_memory::config::StoreClock;
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::{
@@ -371,6 +372,34 @@ async fn erased_among(
         .iter()
         .filter_map(|r| r.get::<_, &str>(0).parse().ok())
         .collect())
+}
+
+/// The erasure epoch of `session` (0 until its first erasure).
+async fn session_epoch(c: &impl GenericClient, scope_id: i64, session: &SessionId) -> Result<u64> {
+    let row = c
+        .query_opt(
+            "SELECT epoch FROM memory_session_epochs WHERE scope_id = $1 AND session = $2",
+            &[&scope_id, &session.as_str()],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.map_or(0, |r| u(r.get::<_, i64>(0))))
+}
+
+/// Advances the erasure epoch of `session`, in the erasure's transaction.
+async fn advance_session_epoch(
+    c: &impl GenericClient,
+    scope_id: i64,
+    session: &SessionId,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO memory_session_epochs (scope_id, session, epoch) VALUES ($1, $2, 1) \
+         ON CONFLICT (scope_id, session) DO UPDATE SET epoch = memory_session_epochs.epoch + 1",
+        &[&scope_id, &session.as_str()],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
 }
 
 /// Deletes `ids`' rows and history, remembering those of sessions as
@@ -896,12 +925,13 @@ impl PgMemoryStore {
         w: Write<'_>,
         ids: Vec<EntryId>,
         epoch: Option<u64>,
+        commit_anyway: bool,
         deadline: Deadline,
     ) -> Result<u64> {
         let mut delta = erase_rows(&w.tx, w.row.id, &ids).await?;
         delta.epoch = epoch;
         let removed = u(-delta.entries);
-        if removed == 0 && epoch.is_none() {
+        if removed == 0 && epoch.is_none() && !commit_anyway {
             return Ok(0);
         }
         w.commit(delta, &self.config, deadline, |data| {
@@ -1036,6 +1066,10 @@ impl MemoryStore for PgMemoryStore {
         let mut client = self.db.client(deadline).await?;
         let w = self.begin(&mut client, scope, deadline).await?;
         check_epoch(opts.epoch, w.row.epoch)?;
+        if opts.session_epoch.is_some() {
+            let current = session_epoch(&w.tx, w.row.id, session).await?;
+            check_epoch(opts.session_epoch, current)?;
+        }
         let erased = erased_among(&w.tx, w.row.id, session, &ids).await?;
         let decide = |p: &PreparedEntry| {
             if erased.contains(&p.entry.id) {
@@ -1164,7 +1198,7 @@ impl MemoryStore for PgMemoryStore {
         if w.data().get(id).is_none() {
             return Ok(0);
         }
-        self.erase(w, vec![*id], None, deadline).await
+        self.erase(w, vec![*id], None, false, deadline).await
     }
 
     async fn delete_session(
@@ -1178,10 +1212,11 @@ impl MemoryStore for PgMemoryStore {
         let w = self.begin(&mut client, scope, deadline).await?;
         let ids = w.data().session_entries(session);
         w.data().check_deletes(&ids, self.clock.now_ms())?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        self.erase(w, ids, None, deadline).await
+        // Advanced in the erasure's transaction, even for a session that
+        // holds nothing: a delivery in flight on any server, admitted
+        // before, is refused when it takes the scope's row lock.
+        advance_session_epoch(&w.tx, w.row.id, session).await?;
+        self.erase(w, ids, None, true, deadline).await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
@@ -1193,7 +1228,7 @@ impl MemoryStore for PgMemoryStore {
         // The epoch advances in the erasure's transaction, even for a
         // scope with no entries, so work queued before it stays fenced.
         let epoch = w.row.epoch + 1;
-        let deleted = self.erase(w, ids, Some(epoch), deadline).await?;
+        let deleted = self.erase(w, ids, Some(epoch), false, deadline).await?;
         Ok(Erasure { deleted, epoch })
     }
 
@@ -1201,6 +1236,33 @@ impl MemoryStore for PgMemoryStore {
         let deadline = self.deadline(opts);
         let client = self.db.client(deadline).await?;
         Ok(read_scope(&client, scope).await?.map_or(0, |r| r.epoch))
+    }
+
+    async fn erasure_fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        opts: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let deadline = self.deadline(opts);
+        let client = self.db.client(deadline).await?;
+        let row = client
+            .query_opt(
+                "SELECT s.epoch, COALESCE((SELECT e.epoch FROM memory_session_epochs e \
+                 WHERE e.scope_id = s.id AND e.session = $3), 0) \
+                 FROM memory_scopes s WHERE s.app = $1 AND s.usr = $2",
+                &[
+                    &scope.app().as_str(),
+                    &scope.user().as_str(),
+                    &session.as_str(),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(row.map_or(ErasureFence::default(), |r| ErasureFence {
+            epoch: u(r.get::<_, i64>(0)),
+            session_epoch: u(r.get::<_, i64>(1)),
+        }))
     }
 
     async fn list_entries(
@@ -1291,7 +1353,7 @@ impl MemoryStore for PgMemoryStore {
             sweep.more |= ids.len() > left;
             ids.truncate(left);
             if !ids.is_empty() {
-                sweep.deleted += self.erase(w, ids, None, deadline).await?;
+                sweep.deleted += self.erase(w, ids, None, false, deadline).await?;
             }
             if sweep.more {
                 break;

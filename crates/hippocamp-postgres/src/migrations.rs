@@ -246,4 +246,20 @@ CREATE INDEX artifact_versions_content ON artifact_versions (content);
 CREATE INDEX memory_entries_unembedded ON memory_entries (scope_id) WHERE embedding IS NULL;
 ",
     },
+    Migration {
+        version: 7,
+        name: "session erasure epochs",
+        sql: r#"
+-- Each erased session's erasure epoch, advanced by every delete_session in
+-- its transaction (absent: 0). A write admitted under an older one (a
+-- delivery that started on another server before the erasure) is refused
+-- at its commit point, under the scope's row lock. Never removed.
+CREATE TABLE memory_session_epochs (
+    scope_id BIGINT NOT NULL REFERENCES memory_scopes (id),
+    session TEXT COLLATE "C" NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (scope_id, session)
+);
+"#,
+    },
 ];

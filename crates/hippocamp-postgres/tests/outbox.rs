@@ -66,6 +66,7 @@ fn submission_in(session: &str, n: usize) -> Submission {
         scope: MemoryScope::parse("app", "u").unwrap(),
         session: SessionId::new(session).unwrap(),
         epoch: 0,
+        session_epoch: 0,
         events: (0..n)
             .map(|i| StoredEvent {
                 id: format!("e{i}"),

@@ -417,3 +417,69 @@ async fn a_bounded_cache_drops_idle_copies_and_reloads_them() {
         }
     }
 }
+
+/// A delivery through one server (its fence read before) races the
+/// session's erasure through another: once the erasure is acknowledged,
+/// the session holds nothing, and the writer is refused at its commit
+/// point (the session's epoch is read under the scope's row lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_through_one_server_cannot_write_back_a_session_erased_through_another() {
+    if !support::have_postgres() {
+        return;
+    }
+    let (a, b, _) = two_servers(MemoryConfig::default()).await;
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let s = scope("raced");
+    let session = SessionId::new("raced").unwrap();
+    let fence = b.erasure_fence(&s, &session, &c()).await.unwrap();
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (b, s, session, written) = (
+            Arc::clone(&b),
+            s.clone(),
+            session.clone(),
+            Arc::clone(&written),
+        );
+        tokio::spawn(async move {
+            for batch in 0..500 {
+                let events: Vec<Event> = (0..4)
+                    .map(|i| {
+                        Event::text(
+                            format!("b{batch}-{i}"),
+                            "user",
+                            1 + i,
+                            format!("raced fact {batch} {i}"),
+                        )
+                    })
+                    .collect();
+                match b
+                    .add_events(
+                        &s,
+                        &session,
+                        &events,
+                        &WriteOptions::default().fenced(fence),
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Err(Error::StaleEpoch { .. }) => return batch,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            500
+        })
+    };
+    while written.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        tokio::task::yield_now().await;
+    }
+    a.delete_session(&s, &session, &c()).await.unwrap();
+    let stopped_at = writer.await.unwrap();
+    assert!(stopped_at < 500, "the writer was never refused");
+    for store in [&a, &b] {
+        assert!(ids(&**store, &s, "raced").await.is_empty());
+        let f = store.erasure_fence(&s, &session, &c()).await.unwrap();
+        assert_eq!((f.epoch, f.session_epoch), (0, 1));
+    }
+}

@@ -14,8 +14,8 @@ use hippocamp_artifacts::{
 };
 use hippocamp_core::{CallOptions, EntryId, MemoryScope, Result, SessionId};
 use hippocamp_memory::{
-    AddOutcome, Capabilities, Erasure, Event, InMemoryStore, IngestReport, MemoryConfig,
-    MemoryEntry, MemoryStore, NewEntry, SearchRequest, SearchResults, StoreStatus, WriteOptions,
+    AddOutcome, Event, InMemoryStore, IngestReport, MemoryConfig, MemoryStore, NewEntry,
+    SearchRequest, SearchResults, WriteOptions,
 };
 use hippocamp_models::scripted::{Reply, Scripted};
 use hippocamp_models::{Model, ModelConfig, ModelLimits, Provider, connect};
@@ -59,9 +59,10 @@ pub fn stranger() -> MemoryScope {
 }
 
 #[async_trait]
-impl MemoryStore for Wrapped {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+impl hippocamp_memory::MemoryLayer for Wrapped {
+    type Inner = InMemoryStore;
+    fn inner(&self) -> &InMemoryStore {
+        &self.inner
     }
     async fn add_entry(
         &self,
@@ -99,39 +100,6 @@ impl MemoryStore for Wrapped {
             return Ok(mine);
         }
         self.inner.search(scope, request, opts).await
-    }
-    async fn get_entry(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        opts: &CallOptions,
-    ) -> Result<MemoryEntry> {
-        self.inner.get_entry(scope, id, opts).await
-    }
-    async fn delete_entry(
-        &self,
-        scope: &MemoryScope,
-        id: &EntryId,
-        opts: &CallOptions,
-    ) -> Result<u64> {
-        self.inner.delete_entry(scope, id, opts).await
-    }
-    async fn delete_session(
-        &self,
-        scope: &MemoryScope,
-        session: &SessionId,
-        opts: &CallOptions,
-    ) -> Result<u64> {
-        self.inner.delete_session(scope, session, opts).await
-    }
-    async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
-        self.inner.delete_user(scope, opts).await
-    }
-    async fn erasure_epoch(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<u64> {
-        self.inner.erasure_epoch(scope, opts).await
-    }
-    async fn status(&self) -> Result<StoreStatus> {
-        self.inner.status().await
     }
 }
 
