@@ -187,6 +187,20 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
     Ok(out.flush()?)
 }
 
+/// The data directory's memory with its agent sessions: an erasure takes
+/// both, as over HTTP.
+async fn agent_services(
+    config: &hippocamp_services::config::Config,
+    services: &hippocamp_services::MemoryServices,
+) -> anyhow::Result<hippocamp_agent::AgentServices> {
+    let cfg = config.clone();
+    let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
+    Ok(hippocamp_agent::AgentServices {
+        memory: Some(std::sync::Arc::clone(&services.memory)),
+        ..hippocamp_agent::AgentServices::new(sessions)
+    })
+}
+
 /// `delete-user` on a data directory: the user's agent sessions go with
 /// their memory, as over HTTP.
 async fn erase_user(
@@ -195,12 +209,7 @@ async fn erase_user(
     scope: &MemoryScope,
     c: &CallOptions,
 ) -> anyhow::Result<Value> {
-    let cfg = config.clone();
-    let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
-    let agent = hippocamp_agent::AgentServices {
-        memory: Some(std::sync::Arc::clone(&services.memory)),
-        ..hippocamp_agent::AgentServices::new(sessions)
-    };
+    let agent = agent_services(config, services).await?;
     let gone = agent.erase_user(scope, c).await?;
     let memory = gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?;
     Ok(json!({"deleted": memory.deleted, "epoch": memory.epoch, "sessions": gone.sessions}))
@@ -433,7 +442,12 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         }
         MemoryCmd::DeleteSession { session, .. } => {
             let session = SessionId::new(session)?;
-            json!({"deleted": store.delete_session(&scope, &session, &c).await?})
+            let gone = agent_services(&config, &services)
+                .await?
+                .erase_session(&scope, &session, &c)
+                .await?;
+            json!({"deleted": gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?,
+                   "agent_session": gone.agent_session})
         }
         MemoryCmd::DeleteUser { .. } => erase_user(&config, &services, &scope, &c).await?,
         MemoryCmd::Correct { .. } | MemoryCmd::History { .. } => {

@@ -157,7 +157,11 @@ async fn durable_ingestion_is_admitted_before_the_answer_and_survives_kill_9() {
     // The session kept both events.
     let s = services
         .sessions
-        .get(&scope, &hippocamp_core::SessionId::new("s1").unwrap())
+        .get(
+            &scope,
+            &hippocamp_core::SessionId::new("s1").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(s.events.len(), 2);

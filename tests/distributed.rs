@@ -412,6 +412,86 @@ async fn queued_work_is_shared_fenced_and_taken_over() {
     );
 }
 
+/// A session erased through one server while the other server's
+/// processor may be delivering it (H3 of the 2026-12-07 review: the other
+/// server's call landed after the erasure and wrote the session back):
+/// once the erasure is acknowledged, nothing of the session is ever
+/// searchable again, through either server, whichever processor held the
+/// job. Several rounds, so one of them is likely to meet a delivery in
+/// flight on the other server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::many_single_char_names)] // servers a and b
+async fn a_session_erased_through_one_server_is_never_written_back_by_the_other() {
+    let Some(d) = Deployment::with("[outbox_processor]\npoll_interval_ms = 5\n") else {
+        return;
+    };
+    let a = d.serve();
+    let c = Client::new(&a.admin.clone().unwrap());
+    let b = d.serve();
+    let dave = "/v1/apps/shop/users/dave";
+    let scope = hippocamp_core::MemoryScope::parse("shop", "dave").unwrap();
+    for round in 0..4 {
+        let tag = format!("round{round}x");
+        let session = format!("s{round}");
+        let (status, v) = c
+            .post(
+                a.url(&format!("{dave}/memory/sessions/{session}/ingest")),
+                events(3000, &tag),
+            )
+            .await;
+        assert_eq!(status, 202, "{v}");
+        let jobs: Vec<String> = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect();
+        // Erase once delivery is under way (a batch recorded).
+        let started = Instant::now();
+        loop {
+            let (_, v) = c
+                .get(b.url(&format!("{dave}/memory/jobs/{}", jobs[0])))
+                .await;
+            if v["delivered_batches"].as_u64().unwrap_or(0) >= 1 || v["state"] != "pending" {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{v}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let sid = hippocamp_core::SessionId::new(session.clone()).unwrap();
+        let r = c
+            .http
+            .delete(b.url(&format!("{dave}/memory/sessions/{session}")))
+            .query(&[(
+                "confirm",
+                hippocamp_core::erasure_confirmation(&scope, Some(&sid)),
+            )])
+            .bearer_auth(&c.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        wait_finished(&c, &b.base, dave, &jobs).await;
+        // Whatever was in flight on either server has landed or been
+        // refused by now; give a straggler time anyway.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for s in [&a, &b] {
+            let (status, v) = c
+                .post(
+                    s.url(&format!("{dave}/memory/search")),
+                    json!({"query": format!("{tag} said thing"), "limit": 50}),
+                )
+                .await;
+            assert_eq!(status, 200, "{v}");
+            assert_eq!(
+                v["hits"].as_array().map_or(0, Vec::len),
+                0,
+                "round {round}: the erased session came back: {v}"
+            );
+        }
+    }
+}
+
 /// The sweeper of a running server repairs the bucket: content that no
 /// version references (what a put whose commit answer was lost leaves)
 /// goes once older than the grace; a version's content stays readable.

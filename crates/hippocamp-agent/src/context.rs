@@ -19,7 +19,9 @@ use hippocamp_artifacts::{
     ArtifactMeta, ArtifactName, ArtifactScope, ArtifactStore, Body, DeleteSelector, Page,
     PageRequest, PutOptions, Selector,
 };
-use hippocamp_core::{CallOptions, Deadline, EntryId, MemoryScope, SessionId, Sha256Digest};
+use hippocamp_core::{
+    CallOptions, Caller, Deadline, EntryId, ErasureFence, MemoryScope, SessionId, Sha256Digest,
+};
 use hippocamp_memory::{
     AddOutcome, Event, IngestReport, MemoryStore, NewEntry, SearchRequest, SearchResults,
     WriteOptions,
@@ -60,6 +62,12 @@ pub(crate) struct Invocation {
     pub(crate) session: SessionId,
     pub(crate) id: String,
     pub(crate) deadline: Deadline,
+    /// Who the calls are made for (the audit log and the policy read it).
+    caller: Caller,
+    /// The erasure fence read when the invocation started: memory writes
+    /// carry it, so a turn still running after the user's (or, for its
+    /// own session, the session's) erasure writes nothing.
+    fence: Option<ErasureFence>,
     memory: Option<Arc<dyn MemoryStore>>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
     attachments: Mutex<Vec<Attachment>>,
@@ -85,12 +93,14 @@ impl Invocation {
         deadline: Deadline,
         memory: Option<Arc<dyn MemoryStore>>,
         artifacts: Option<Arc<dyn ArtifactStore>>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
+    ) -> Self {
+        Self {
             scope,
             session,
             id: invocation_id,
             deadline,
+            caller: Caller::default(),
+            fence: None,
             memory: memory.map(|m| -> Arc<dyn MemoryStore> {
                 Arc::new(hippocamp_memory::ScopeChecked::new(m))
             }),
@@ -98,7 +108,21 @@ impl Invocation {
                 Arc::new(hippocamp_artifacts::ScopeChecked::new(a))
             }),
             attachments: Mutex::default(),
-        })
+        }
+    }
+
+    /// Its calls are made for `caller`.
+    #[must_use]
+    pub(crate) fn on_behalf_of(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Its memory writes carry `fence`.
+    #[must_use]
+    pub(crate) fn fenced(mut self, fence: Option<ErasureFence>) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// The attachments staged since the last call, for the next request.
@@ -149,8 +173,9 @@ impl ToolContext {
     }
 
     /// A context outside a runner (the MCP server's): bound to `scope`
-    /// and `session`, granting `declared` for `tool`, until `deadline`.
-    /// Its stores are put behind their reply checks like a runner's.
+    /// and `session`, granting `declared` for `tool`, until `deadline`,
+    /// its calls made for `caller`. Its stores are put behind their reply
+    /// checks like a runner's.
     #[allow(clippy::too_many_arguments)] // each is one piece of the authority
     pub fn standalone(
         scope: MemoryScope,
@@ -161,6 +186,7 @@ impl ToolContext {
         declared: CapabilitySet,
         call_id: &str,
         deadline: Deadline,
+        caller: Caller,
     ) -> Self {
         let inv = Invocation::new(
             scope,
@@ -169,8 +195,9 @@ impl ToolContext {
             deadline,
             memory,
             artifacts,
-        );
-        Self::new(inv, tool, declared, call_id)
+        )
+        .on_behalf_of(caller);
+        Self::new(Arc::new(inv), tool, declared, call_id)
     }
 
     /// The exact memory scope of the invocation.
@@ -215,7 +242,20 @@ impl ToolContext {
     }
 
     fn call(&self) -> CallOptions {
-        CallOptions::until(self.invocation.deadline)
+        CallOptions::until(self.invocation.deadline).on_behalf_of(self.invocation.caller)
+    }
+
+    /// The options of a memory write: the call's, and the invocation's
+    /// fence (the session's half only for its own session).
+    fn write(&self, session: Option<&SessionId>) -> WriteOptions {
+        let mut w = WriteOptions::new(self.call());
+        if let Some(f) = self.invocation.fence {
+            w.epoch = Some(f.epoch);
+            if session == Some(&self.invocation.session) {
+                w.session_epoch = Some(f.session_epoch);
+            }
+        }
+        w
     }
 
     fn memory(&self, c: Capability) -> Result<&Arc<dyn MemoryStore>> {
@@ -258,9 +298,7 @@ impl ToolContext {
     /// Adds an entry (`memory_add`).
     pub async fn memory_add(&self, entry: NewEntry) -> Result<AddOutcome> {
         let m = self.memory(Capability::MemoryAdd)?;
-        let out = m
-            .add_entry(self.scope(), entry, &WriteOptions::new(self.call()))
-            .await?;
+        let out = m.add_entry(self.scope(), entry, &self.write(None)).await?;
         self.effect(json!({"kind": "memory_delta", "operation": "add",
             "entry": {"id": out.entry.id.to_string()}, "duplicate": out.duplicate}));
         Ok(out)
@@ -274,12 +312,7 @@ impl ToolContext {
     ) -> Result<IngestReport> {
         let m = self.memory(Capability::MemoryAdd)?;
         let r = m
-            .add_events(
-                self.scope(),
-                session,
-                events,
-                &WriteOptions::new(self.call()),
-            )
+            .add_events(self.scope(), session, events, &self.write(Some(session)))
             .await?;
         let added: Vec<String> = r.added.iter().map(|e| e.entry_id.to_string()).collect();
         self.effect(json!({"kind": "memory_delta", "operation": "ingest",
@@ -568,14 +601,14 @@ mod tests {
         }
         put("big1".into(), 6 << 20).await;
         put("big2".into(), 6 << 20).await;
-        let inv = Invocation::new(
+        let inv = Arc::new(Invocation::new(
             MemoryScope::parse("app", "u").unwrap(),
             SessionId::new("s").unwrap(),
             "inv".into(),
             Deadline::after(std::time::Duration::from_secs(30)),
             None,
             Some(a.clone() as Arc<dyn ArtifactStore>),
-        );
+        ));
         let ctx = ToolContext::new(
             Arc::clone(&inv),
             "t",
@@ -640,14 +673,14 @@ mod tests {
                 let set = CapabilitySet::of(&caps);
                 let m = Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
                 let a = Arc::new(InMemoryArtifacts::new(ArtifactLimits::default()).unwrap());
-                let inv = Invocation::new(
+                let inv = Arc::new(Invocation::new(
                     MemoryScope::parse("app", "u").unwrap(),
                     SessionId::new("s").unwrap(),
                     "inv".into(),
                     Deadline::after(std::time::Duration::from_secs(30)),
                     Some(m.clone() as Arc<dyn MemoryStore>),
                     Some(a.clone() as Arc<dyn ArtifactStore>),
-                );
+                ));
                 let ctx = ToolContext::new(Arc::clone(&inv), "t", set, "c");
                 for (n, &op) in ops.iter().enumerate() {
                     let c = Capability::ALL[op];

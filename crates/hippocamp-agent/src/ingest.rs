@@ -4,7 +4,10 @@
 //!   background workers (batches, bounded retries with backoff); the
 //!   answer never waits for them. When the queue is full the run's
 //!   ingestion is dropped, counted and logged. A crash loses at most the
-//!   runs still queued.
+//!   runs still queued. Each run's writes carry the erasure fence read
+//!   when the run started: a run queued or retrying when its user or
+//!   session is erased is refused by the store and never retried
+//!   (`erased`).
 //! - `durable`: the session's events are admitted to the ingestion outbox
 //!   (which skips what its watermark already covers) before the run
 //!   returns; a failed admission is an error to the caller.
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hippocamp_core::{MemoryScope, SessionId};
+use hippocamp_core::{ErasureFence, Error, MemoryScope, SessionId};
 use hippocamp_memory::{Event, MemoryStore, WriteOptions};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
@@ -106,12 +109,16 @@ pub struct IngestionStats {
     pub failed: u64,
     /// Runs dropped because the queue was full.
     pub dropped: u64,
+    /// Runs refused because their user or session was erased after they
+    /// started (nothing of them is written).
+    pub erased: u64,
 }
 
 struct Job {
     scope: MemoryScope,
     session: SessionId,
     events: Vec<Event>,
+    fence: ErasureFence,
 }
 
 #[derive(Debug, Default)]
@@ -120,6 +127,7 @@ struct Counters {
     done: AtomicU64,
     failed: AtomicU64,
     dropped: AtomicU64,
+    erased: AtomicU64,
     idle: Notify,
 }
 
@@ -139,16 +147,30 @@ impl Drop for Background {
     }
 }
 
-async fn deliver(memory: &dyn MemoryStore, job: &Job, attempts: u64) -> bool {
+/// How a queued run ended.
+enum Delivery {
+    Done,
+    Failed,
+    Erased,
+}
+
+async fn deliver(memory: &dyn MemoryStore, job: &Job, attempts: u64) -> Delivery {
+    let opts = WriteOptions::default().fenced(job.fence);
     for batch in job.events.chunks(BATCH) {
         let mut attempt = 0;
         loop {
             attempt += 1;
             match memory
-                .add_events(&job.scope, &job.session, batch, &WriteOptions::default())
+                .add_events(&job.scope, &job.session, batch, &opts)
                 .await
             {
                 Ok(_) => break,
+                // Erased since the run started: never retried.
+                Err(Error::StaleEpoch { .. }) => {
+                    tracing::info!(session = %job.session,
+                        "background ingestion refused: the user or session was erased");
+                    return Delivery::Erased;
+                }
                 Err(e) if attempt < attempts => {
                     tracing::debug!(error = %e, attempt, "background ingestion retries");
                     let ms = (25u64 << (attempt - 1).min(6)).min(1_000);
@@ -157,12 +179,12 @@ async fn deliver(memory: &dyn MemoryStore, job: &Job, attempts: u64) -> bool {
                 Err(e) => {
                     tracing::warn!(error = %e, code = e.code(), session = %job.session,
                         "background ingestion gave up");
-                    return false;
+                    return Delivery::Failed;
                 }
             }
         }
     }
-    true
+    Delivery::Done
 }
 
 impl Background {
@@ -187,8 +209,12 @@ impl Background {
                     loop {
                         let next = rx.lock().await.recv().await;
                         let Some(job) = next else { return };
-                        let ok = deliver(memory.as_ref(), &job, attempts).await;
-                        if ok { &c.done } else { &c.failed }.fetch_add(1, Ordering::Relaxed);
+                        let counter = match deliver(memory.as_ref(), &job, attempts).await {
+                            Delivery::Done => &c.done,
+                            Delivery::Failed => &c.failed,
+                            Delivery::Erased => &c.erased,
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
                         if c.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                             c.idle.notify_waiters();
                         }
@@ -203,8 +229,15 @@ impl Background {
         })
     }
 
-    /// Queues a run's events; never waits.
-    pub(crate) fn submit(&self, scope: MemoryScope, session: SessionId, events: Vec<Event>) {
+    /// Queues a run's events, fenced by what the run read when it
+    /// started; never waits.
+    pub(crate) fn submit(
+        &self,
+        scope: MemoryScope,
+        session: SessionId,
+        events: Vec<Event>,
+        fence: ErasureFence,
+    ) {
         self.counters.pending.fetch_add(1, Ordering::AcqRel);
         if self
             .tx
@@ -212,6 +245,7 @@ impl Background {
                 scope,
                 session,
                 events,
+                fence,
             })
             .is_err()
         {
@@ -231,6 +265,7 @@ impl Background {
             done: c.done.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
+            erased: c.erased.load(Ordering::Relaxed),
         }
     }
 

@@ -40,5 +40,5 @@ pub use preload::{OnError, PreloadOptions};
 pub use runner::{
     Agent, AgentConfig, RunLimits, RunOutcome, Runner, RunnerCapabilities, RunnerOptions,
 };
-pub use services::{AgentServices, UserErasure};
+pub use services::{AgentServices, SessionErasure, UserErasure};
 pub use tool::{Registered, Tool, ToolSet};

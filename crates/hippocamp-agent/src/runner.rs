@@ -20,15 +20,15 @@ use std::time::Duration;
 use base64::Engine as _;
 use hippocamp_artifacts::ArtifactScope;
 use hippocamp_core::{
-    Author, CallOptions, Deadline, Error, Field, LimitInfo, MemoryScope, Problem, SessionId, Stage,
-    limit_table,
+    Author, CallOptions, Caller, CallerKind, Deadline, ErasureFence, Error, Field, LimitInfo,
+    MemoryScope, Problem, SessionId, Stage, limit_table,
 };
 use hippocamp_memory::Event;
 use hippocamp_models::{
     Content, FunctionCall, FunctionResponse, InlineData, MODEL, Model, ModelRequest, Part,
     ToolChoice, USER,
 };
-use hippocamp_sessions::{Actions, SessionEvent, check_session};
+use hippocamp_sessions::{Actions, AppendOptions, SessionEvent, check_session};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -158,6 +158,8 @@ pub struct Runner {
     background: Option<Background>,
     /// The memory store's `max_query_bytes`, read once (preload cuts to it).
     max_query: usize,
+    /// Who its calls are made for: the runner itself.
+    caller: Caller,
 }
 
 fn invalid(m: impl Into<String>) -> AgentError {
@@ -340,6 +342,7 @@ impl Runner {
             services,
             options,
             background,
+            caller: Caller::of(CallerKind::Runner),
         })
     }
 
@@ -399,14 +402,29 @@ impl Runner {
         let limits = &self.options.limits;
         let deadline = Deadline::after(Duration::from_millis(limits.deadline_ms));
         let call = CallOptions::until(deadline);
+        let call = call.on_behalf_of(self.caller);
         let invocation_id = format!("inv-{:016x}", rand::random::<u64>());
-        let inv = Invocation::new(
-            scope.clone(),
-            session_id.clone(),
-            invocation_id.clone(),
-            deadline,
-            self.services.memory.clone(),
-            self.services.artifacts.clone(),
+        // The erasures this turn starts after: its session appends and
+        // its memory writes (tools, background ingestion) carry them, so
+        // a turn still running when its user or session is erased
+        // writes nothing back (nor re-creates the session).
+        let sessions = &self.services.sessions;
+        let session_fence = sessions.fence(&scope, &session_id, &call).await?;
+        let memory_fence = match &self.services.memory {
+            Some(m) => Some(m.erasure_fence(&scope, &session_id, &call).await?),
+            None => None,
+        };
+        let inv = Arc::new(
+            Invocation::new(
+                scope.clone(),
+                session_id.clone(),
+                invocation_id.clone(),
+                deadline,
+                self.services.memory.clone(),
+                self.services.artifacts.clone(),
+            )
+            .on_behalf_of(self.caller)
+            .fenced(memory_fence),
         );
         let instruction = self
             .instruction
@@ -418,8 +436,7 @@ impl Runner {
             )
             .await?;
 
-        let sessions = &self.services.sessions;
-        let mut history = match sessions.get(&scope, &session_id).await {
+        let mut history = match sessions.get(&scope, &session_id, &call).await {
             Ok(s) => {
                 check_session(&scope, &session_id, &s)?;
                 s.events
@@ -431,7 +448,8 @@ impl Runner {
         let mut append = async |mut e: SessionEvent, history: &mut Vec<SessionEvent>| {
             e.id = format!("{invocation_id}-{}", ids.len());
             e.invocation_id = Some(invocation_id.clone());
-            sessions.append(&scope, &session_id, &e).await?;
+            let opts = AppendOptions::new(call).fenced(session_fence);
+            sessions.append(&scope, &session_id, &e, &opts).await?;
             ids.push(e.id.clone());
             history.push(e);
             Ok::<_, AgentError>(())
@@ -552,7 +570,9 @@ impl Runner {
             jobs: Vec::new(),
         };
         let mut outcome = outcome;
-        outcome.jobs = self.ingest(&scope, &session_id, &history, &outcome).await?;
+        outcome.jobs = self
+            .ingest(&scope, &session_id, &history, &outcome, memory_fence)
+            .await?;
         Ok(outcome)
     }
 
@@ -594,6 +614,7 @@ impl Runner {
         session: &SessionId,
         history: &[SessionEvent],
         outcome: &RunOutcome,
+        fence: Option<ErasureFence>,
     ) -> Result<Vec<hippocamp_outbox::JobId>> {
         let to_memory = |events: &[SessionEvent]| -> Vec<Event> {
             events
@@ -609,8 +630,8 @@ impl Runner {
                     .filter(|e| e.invocation_id.as_deref() == Some(outcome.invocation_id.as_str()))
                     .cloned()
                     .collect();
-                if let Some(b) = &self.background {
-                    b.submit(scope.clone(), session.clone(), to_memory(&run));
+                if let (Some(b), Some(f)) = (&self.background, fence) {
+                    b.submit(scope.clone(), session.clone(), to_memory(&run), f);
                 }
                 Ok(Vec::new())
             }

@@ -121,7 +121,11 @@ async fn preload_is_framed_in_a_user_part_of_the_first_request_only() {
     // The tool result persisted holds only the projected fields.
     let session = w
         .sessions
-        .get(&scope(), &SessionId::new("s1").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s1").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let tool_event = session.events.iter().find(|e| e.author == "tool").unwrap();
@@ -248,7 +252,11 @@ async fn a_model_that_keeps_calling_tools_stops_at_the_bound() {
     // Every event up to the bound is kept: user, 3 x (model, tool).
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(s.events.len(), 7);
@@ -331,7 +339,11 @@ async fn an_undeclared_operation_is_denied_and_changes_nothing() {
     r.run("app", "alice", "s", "go").await.unwrap();
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let tool = s.events.iter().find(|e| e.author == "tool").unwrap();
@@ -370,7 +382,11 @@ async fn a_reply_with_one_foreign_record_is_rejected_whole_and_records_no_effect
     r.run("app", "alice", "s", "go").await.unwrap();
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let tool = s.events.iter().find(|e| e.author == "tool").unwrap();
@@ -398,7 +414,11 @@ async fn a_reply_with_one_foreign_record_is_rejected_whole_and_records_no_effect
     r2.run("app", "alice", "s", "go").await.unwrap();
     let s = w2
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let tool = s.events.iter().find(|e| e.author == "tool").unwrap();
@@ -436,7 +456,11 @@ async fn successful_mutations_record_metadata_only_effects() {
     r.run("app", "alice", "s", "remember this").await.unwrap();
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let tool = s.events.iter().find(|e| e.author == "tool").unwrap();
@@ -607,7 +631,11 @@ async fn background_ingestion_stores_the_run_and_a_crash_loses_only_that_run() {
     // The session has both runs.
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(s.events.len(), 4);
@@ -654,8 +682,23 @@ async fn erasing_a_user_erases_their_memory_and_sessions_together() {
     ] {
         assert!(caps.limits.iter().any(|l| l.name == name), "{name}");
     }
-    let exported = r.services().export_sessions(&scope()).await.unwrap();
-    assert_eq!(exported.len(), 2);
+    let listed = |services: &hippocamp_agent::AgentServices| {
+        let sessions = services.sessions.clone();
+        async move {
+            sessions
+                .list(
+                    &scope(),
+                    None,
+                    None,
+                    &hippocamp_core::CallOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!(listed(r.services()).await, 2);
     let gone = r
         .services()
         .erase_user(&scope(), &hippocamp_core::CallOptions::default())
@@ -663,18 +706,115 @@ async fn erasing_a_user_erases_their_memory_and_sessions_together() {
         .unwrap();
     assert_eq!(gone.sessions, 2);
     assert_eq!(gone.memory.unwrap().deleted, 1);
-    assert!(
-        r.services()
-            .export_sessions(&scope())
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(listed(r.services()).await, 0);
     assert_eq!(
         w.memory.status().await.unwrap().entries,
         1,
         "another user's memory stays"
     );
+}
+
+/// A tool that erases alice while the turn that called it runs: her
+/// memory only, or her memory and her agent sessions.
+#[derive(Debug)]
+struct Eraser {
+    services: hippocamp_agent::AgentServices,
+    sessions_too: bool,
+}
+
+#[async_trait]
+impl Tool for Eraser {
+    fn declaration(&self) -> ToolDeclaration {
+        ToolDeclaration {
+            name: "eraser".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "additionalProperties": false}),
+        }
+    }
+    fn capabilities(&self) -> CapabilitySet {
+        CapabilitySet::EMPTY
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> hippocamp_agent::Result<Value> {
+        let call = hippocamp_core::CallOptions::default();
+        if self.sessions_too {
+            self.services.erase_user(&scope(), &call).await?;
+        } else if let Some(m) = &self.services.memory {
+            m.delete_user(&scope(), &call).await?;
+        }
+        Ok(json!({"erased": true}))
+    }
+}
+
+/// A turn still running when its user is erased appends nothing more:
+/// the session the erasure removed is not re-created.
+#[tokio::test]
+async fn a_turn_running_when_its_user_is_erased_does_not_recreate_the_session() {
+    let w = World::new(vec![
+        Reply::openai_calls(&[("c1", "eraser", "{}")]),
+        Reply::openai_text("done"),
+    ])
+    .await;
+    let eraser = Arc::new(Eraser {
+        services: w.services(),
+        sessions_too: true,
+    });
+    let r = w.runner(vec![eraser], RunnerOptions::default());
+    let err = r.run("app", "alice", "s", "forget me").await.unwrap_err();
+    assert_eq!(err.code(), "stale_epoch", "{err}");
+    let got = w
+        .sessions
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(got, Err(hippocamp_core::Error::NotFound(_))),
+        "{got:?}"
+    );
+    // A turn that starts afterwards is a new conversation.
+    let w2 = World::new(vec![Reply::openai_text("hi")]).await;
+    let r2 = w2.runner(vec![], RunnerOptions::default());
+    r2.run("app", "alice", "s", "hello again").await.unwrap();
+}
+
+/// Background (`on_success`) ingestion carries the erasure fence read
+/// when its run started: a run whose user's memory was erased while it
+/// ran stores nothing, is not retried, and is counted as erased.
+#[tokio::test]
+async fn background_ingestion_of_a_run_that_outlived_an_erasure_stores_nothing() {
+    let w = World::new(vec![
+        Reply::openai_calls(&[("c1", "eraser", "{}")]),
+        Reply::openai_text("Noted: Porto."),
+    ])
+    .await;
+    let eraser = Arc::new(Eraser {
+        services: w.services(),
+        sessions_too: false,
+    });
+    let opts = RunnerOptions {
+        ingestion: Ingestion::on_success(),
+        ..RunnerOptions::default()
+    };
+    let r = w.runner(vec![eraser], opts);
+    r.run("app", "alice", "s", "I moved to Porto")
+        .await
+        .unwrap();
+    assert!(r.flush_ingestion(Duration::from_secs(5)).await);
+    let st = r.ingestion_stats().unwrap();
+    assert_eq!((st.erased, st.done, st.failed), (1, 0, 0), "{st:?}");
+    let hits = w
+        .memory
+        .inner
+        .search(
+            &scope(),
+            &SearchRequest::new("Porto"),
+            &hippocamp_core::CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(hits.hits.is_empty(), "{hits:?}");
 }
 
 /// A tool whose schema allows any argument.
@@ -835,7 +975,11 @@ async fn gemini_thought_signatures_survive_the_session_and_go_back_exactly() {
     r.run("app", "alice", "s", "hi").await.unwrap();
     let s = w
         .sessions
-        .get(&scope(), &SessionId::new("s").unwrap())
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
         .await
         .unwrap();
     let model_event = &s.events[1];

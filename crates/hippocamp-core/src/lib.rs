@@ -13,6 +13,7 @@
 pub mod deadline;
 pub mod digest;
 pub mod error;
+pub mod fence;
 pub mod filter;
 pub mod ident;
 pub mod json;
@@ -23,6 +24,7 @@ pub mod time;
 pub use deadline::{CallOptions, Caller, CallerKind, Deadline};
 pub use digest::Sha256Digest;
 pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
+pub use fence::{ErasureFence, check_epoch, check_fence};
 pub use filter::Filter;
 pub use ident::{
     AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, SessionId, UserId,

@@ -99,6 +99,9 @@ pub struct Authority {
     pub permissions: BTreeSet<Permission>,
     /// `http://HOST:PORT` of the API server, as the caller reaches it.
     pub base_url: String,
+    /// Who is calling (a token's id, or the command line): every store
+    /// call is made for them, so the audit log and the policy see it.
+    pub caller: hippocamp_core::Caller,
 }
 
 impl Authority {
@@ -109,6 +112,7 @@ impl Authority {
             scope,
             permissions: BTreeSet::from([Permission::Admin]),
             base_url,
+            caller: hippocamp_core::Caller::of(hippocamp_core::CallerKind::Cli),
         }
     }
 

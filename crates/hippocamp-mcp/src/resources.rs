@@ -197,6 +197,7 @@ mod tests {
             scope: MemoryScope::parse("my app", "u/1").unwrap(),
             permissions: BTreeSet::new(),
             base_url: base.into(),
+            caller: hippocamp_core::Caller::default(),
         };
         let u = uri(base, &me.scope, Some("s 1"), "notes/a b.md", 3);
         assert_eq!(

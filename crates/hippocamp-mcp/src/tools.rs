@@ -164,6 +164,7 @@ pub async fn call(
         // Unique per call: turns ingested without ids are named after it.
         &format!("mcp-{:016x}", rand::random::<u64>()),
         Deadline::after(CALL_TIMEOUT),
+        who.caller,
     );
     let out = tokio::time::timeout(CALL_TIMEOUT, tool.tool().execute(&ctx, args)).await;
     Some(match out {

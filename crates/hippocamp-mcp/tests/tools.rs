@@ -20,6 +20,7 @@ fn who(user: &str, perms: &[Permission]) -> Authority {
         scope: MemoryScope::parse("demo", user).unwrap(),
         permissions: perms.iter().copied().collect::<BTreeSet<_>>(),
         base_url: "http://127.0.0.1:8765".into(),
+        caller: hippocamp_core::Caller::token("t-test"),
     }
 }
 

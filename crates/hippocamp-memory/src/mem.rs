@@ -111,22 +111,7 @@ pub struct InMemoryStore {
     index: RwLock<BTreeMap<String, BTreeSet<String>>>,
 }
 
-/// Checks a write's epoch fence against the scope's epoch: an older one
-/// is stale (an erasure came after its admission), a newer one was never
-/// handed out.
-pub fn check_epoch(admitted: Option<u64>, current: u64) -> Result<()> {
-    match admitted {
-        Some(a) if a < current => Err(Error::StaleEpoch {
-            admitted: a,
-            current,
-        }),
-        Some(a) if a > current => Err(Error::FutureEpoch {
-            admitted: a,
-            current,
-        }),
-        _ => Ok(()),
-    }
-}
+pub use hippocamp_core::check_epoch;
 
 impl InMemoryStore {
     /// A store with `config` and its own global quota.

@@ -113,18 +113,7 @@ impl WriteOptions {
     }
 }
 
-/// The erasures a scope and one of its sessions have seen, as a writer
-/// reads them before it admits work: a write carrying them
-/// ([`WriteOptions::fenced`]) is refused once either has advanced.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct ErasureFence {
-    /// The scope's erasure epoch (advanced by `delete_user`).
-    pub epoch: u64,
-    /// The session's erasure epoch (advanced by `delete_session`).
-    pub session_epoch: u64,
-}
+pub use hippocamp_core::ErasureFence;
 
 /// The result of `add_entry`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

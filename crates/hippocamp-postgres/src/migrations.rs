@@ -262,4 +262,23 @@ CREATE TABLE memory_session_epochs (
 );
 "#,
     },
+    Migration {
+        version: 8,
+        name: "agent session erasure epochs",
+        sql: r#"
+-- The user's erasure epoch (advanced by erasing the user, which keeps the
+-- row so the epoch outlives the sessions) and each erased session's
+-- (absent: 0). An append carrying older ones (a runner's turn that started
+-- before the erasure) is refused under the user's row lock, which every
+-- append and every deletion takes.
+ALTER TABLE session_users ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE session_epochs (
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    session TEXT COLLATE "C" NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (app, usr, session)
+);
+"#,
+    },
 ];

@@ -4,15 +4,20 @@
 //! per-user session limit holds across servers), then the session's, and
 //! applies [`plan_append`], the rule every session store shares. Events
 //! are stored as JSON in append order and checked against the scope asked
-//! for when read back.
+//! for when read back. The user's row also holds the user's erasure epoch
+//! and `session_epochs` each erased session's; deletions take the user's
+//! row lock too, so a fenced append and an erasure are ordered.
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
-use hippocamp_core::{Deadline, Error, MemoryScope, Result, SessionId, time::now_ms};
-use hippocamp_sessions::store::{AppendPlan, plan_append};
+use hippocamp_core::{
+    CallOptions, Deadline, ErasureFence, Error, MemoryScope, Result, SessionId, check_fence,
+    time::now_ms,
+};
+use hippocamp_sessions::store::{AppendPlan, cut_page, plan_append};
 use hippocamp_sessions::{
-    Appended, Session, SessionCapabilities, SessionEvent, SessionInfo, SessionLimits, SessionPage,
-    SessionStatus, SessionStore,
+    AppendOptions, Appended, EventPage, Session, SessionCapabilities, SessionEvent, SessionInfo,
+    SessionLimits, SessionPage, SessionStatus, SessionStore,
 };
 
 use crate::db::{Database, db_error};
@@ -53,6 +58,36 @@ impl PgSessions {
     }
 }
 
+fn u(x: i64) -> u64 {
+    u64::try_from(x).unwrap_or(0)
+}
+
+/// Locks the user's row (creating it), returning its session count and
+/// erasure epoch.
+async fn lock_user(c: &impl GenericClient, app: &str, usr: &str) -> Result<(u64, u64)> {
+    let row = c
+        .query_one(
+            "INSERT INTO session_users (app, usr) VALUES ($1, $2) \
+             ON CONFLICT (app, usr) DO UPDATE SET sessions = session_users.sessions \
+             RETURNING sessions, epoch",
+            &[&app, &usr],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok((u(row.get(0)), u(row.get(1))))
+}
+
+/// The session's erasure epoch (0 until erased).
+async fn session_epoch(c: &impl GenericClient, app: &str, usr: &str, session: &str) -> Result<u64> {
+    Ok(c.query_opt(
+        "SELECT epoch FROM session_epochs WHERE app = $1 AND usr = $2 AND session = $3",
+        &[&app, &usr, &session],
+    )
+    .await
+    .map_err(db_error)?
+    .map_or(0, |r| u(r.get(0))))
+}
+
 #[async_trait]
 impl SessionStore for PgSessions {
     fn capabilities(&self) -> SessionCapabilities {
@@ -68,20 +103,19 @@ impl SessionStore for PgSessions {
         scope: &MemoryScope,
         session: &SessionId,
         event: &SessionEvent,
+        opts: &AppendOptions,
     ) -> Result<Appended> {
         let (app, usr) = (scope.app().as_str(), scope.user().as_str());
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
-        let sessions: i64 = tx
-            .query_one(
-                "INSERT INTO session_users (app, usr) VALUES ($1, $2) \
-                 ON CONFLICT (app, usr) DO UPDATE SET sessions = session_users.sessions \
-                 RETURNING sessions",
-                &[&app, &usr],
-            )
-            .await
-            .map_err(db_error)?
-            .get(0);
+        let (sessions, epoch) = lock_user(&tx, app, usr).await?;
+        if opts.fence.is_some() {
+            let now = ErasureFence {
+                epoch,
+                session_epoch: session_epoch(&tx, app, usr, session.as_str()).await?,
+            };
+            check_fence(opts.fence, now)?;
+        }
         let held = tx
             .query_opt(
                 "SELECT id, events FROM sessions WHERE app = $1 AND usr = $2 AND session = $3 FOR UPDATE",
@@ -113,7 +147,7 @@ impl SessionStore for PgSessions {
             same_id.as_ref().map(|(i, e)| (*i, e)),
             held.map_or(0, |(_, n)| u64::try_from(n).unwrap_or(0)),
             held.is_none(),
-            u64::try_from(sessions).unwrap_or(0),
+            sessions,
         )?;
         let AppendPlan::Append { index, .. } = plan else {
             return Ok(plan.appended());
@@ -159,7 +193,34 @@ impl SessionStore for PgSessions {
         Ok(plan.appended())
     }
 
-    async fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let (app, usr) = (scope.app().as_str(), scope.user().as_str());
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT COALESCE((SELECT epoch FROM session_users WHERE app = $1 AND usr = $2), 0), \
+                 COALESCE((SELECT epoch FROM session_epochs WHERE app = $1 AND usr = $2 AND session = $3), 0)",
+                &[&app, &usr, &session.as_str()],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(ErasureFence {
+            epoch: u(row.get(0)),
+            session_epoch: u(row.get(1)),
+        })
+    }
+
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Session> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -194,11 +255,53 @@ impl SessionStore for PgSessions {
         Ok(s)
     }
 
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        _call: &CallOptions,
+    ) -> Result<EventPage> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id, events FROM sessions WHERE app = $1 AND usr = $2 AND session = $3",
+                &[
+                    &scope.app().as_str(),
+                    &scope.user().as_str(),
+                    &session.as_str(),
+                ],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or(Error::NotFound("session"))?;
+        let (id, total): (i64, i64) = (row.get(0), row.get(1));
+        let most = i64::try_from(self.limits.max_events_page.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT event FROM session_events WHERE session_id = $1 AND idx >= $2 \
+                 ORDER BY idx LIMIT $3",
+                &[&id, &i64::try_from(from).unwrap_or(i64::MAX), &most],
+            )
+            .await
+            .map_err(db_error)?;
+        let events = rows
+            .iter()
+            .map(|r| {
+                let json: &str = r.get(0);
+                decode(json).map(|e| (e, json.len() as u64))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        cut_page(&self.limits, from, limit, events.into_iter(), u(total))
+    }
+
     async fn list(
         &self,
         scope: &MemoryScope,
         after: Option<&SessionId>,
         limit: Option<u64>,
+        _call: &CallOptions,
     ) -> Result<SessionPage> {
         let max = self.limits.max_page;
         let limit = hippocamp_core::limits::page_limit(limit, max, max)?;
@@ -230,10 +333,23 @@ impl SessionStore for PgSessions {
         Ok(SessionPage { items, next })
     }
 
-    async fn delete(&self, scope: &MemoryScope, session: &SessionId) -> Result<bool> {
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<bool> {
         let (app, usr) = (scope.app().as_str(), scope.user().as_str());
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
+        lock_user(&tx, app, usr).await?;
+        tx.execute(
+            "INSERT INTO session_epochs (app, usr, session, epoch) VALUES ($1, $2, $3, 1) \
+             ON CONFLICT (app, usr, session) DO UPDATE SET epoch = session_epochs.epoch + 1",
+            &[&app, &usr, &session.as_str()],
+        )
+        .await
+        .map_err(db_error)?;
         let gone = tx
             .execute(
                 "DELETE FROM sessions WHERE app = $1 AND usr = $2 AND session = $3",
@@ -253,10 +369,11 @@ impl SessionStore for PgSessions {
         Ok(gone > 0)
     }
 
-    async fn delete_user(&self, scope: &MemoryScope) -> Result<u64> {
+    async fn delete_user(&self, scope: &MemoryScope, _call: &CallOptions) -> Result<u64> {
         let (app, usr) = (scope.app().as_str(), scope.user().as_str());
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
+        lock_user(&tx, app, usr).await?;
         let gone = tx
             .execute(
                 "DELETE FROM sessions WHERE app = $1 AND usr = $2",
@@ -264,8 +381,10 @@ impl SessionStore for PgSessions {
             )
             .await
             .map_err(db_error)?;
+        // The row stays: it carries the epoch that fences what started
+        // before this erasure.
         tx.execute(
-            "DELETE FROM session_users WHERE app = $1 AND usr = $2",
+            "UPDATE session_users SET sessions = 0, epoch = epoch + 1 WHERE app = $1 AND usr = $2",
             &[&app, &usr],
         )
         .await

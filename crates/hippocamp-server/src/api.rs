@@ -500,12 +500,28 @@ async fn delete_session(
         q.confirm.as_deref(),
     )?;
     let call = m.call(q.timeout_ms)?;
-    let n = timed(
+    memory(&s)?;
+    // The session's memory and its agent session go in one step.
+    let agent = s.services.agent();
+    let gone = timed(
         "delete_session",
-        memory(&s)?.delete_session(&m.scope, &session, &call),
+        agent.erase_session(&m.scope, &session, &call),
     )
     .await?;
-    json(Deleted { deleted: n })
+    json(SessionErased {
+        deleted: gone.memory.ok_or(hippocamp_core::Error::MemoryDisabled)?,
+        agent_session: gone.agent_session,
+    })
+}
+
+/// What erasing a session removed.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+struct SessionErased {
+    /// Memory entries removed (0 when the session held none).
+    deleted: u64,
+    /// Whether the agent session (the runner's conversation) of that id
+    /// existed; it is gone too.
+    agent_session: bool,
 }
 
 async fn delete_user(
@@ -1339,11 +1355,11 @@ const MEMORY: &[Route] = &[
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/memory/sessions/{session}",
         id: "delete_session",
-        summary: "Delete every entry of a session; ?confirm={app}/{user}/{session} is required",
+        summary: "Erase a session: every memory entry of it and the agent session of that id; ?confirm={app}/{user}/{session} is required",
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT, CONFIRM_SESSION],
         request: Payload::None,
-        success: (200, Payload::Json("Deleted", schema::<Deleted>)),
+        success: (200, Payload::Json("SessionErased", schema::<SessionErased>)),
         errors: MEM_ERASE,
         handler: || delete(delete_session),
     },

@@ -73,6 +73,7 @@ pub(crate) async fn authority(State(state): State<AppState>, req: Request, next:
         scope,
         permissions: caller.0.permissions.clone(),
         base_url: format!("http://{host}"),
+        caller: caller.1,
     });
     next.run(Request::from_parts(parts, body)).await
 }

@@ -912,8 +912,24 @@ async fn erasure_epochs_are_served_and_fence_writes() {
     let alice = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
     let bob = hippocamp_core::MemoryScope::parse("shop", "bob").unwrap();
     let sid = hippocamp_core::SessionId::new("chat").unwrap();
-    sessions.append(&alice, &sid, &event).await.unwrap();
-    sessions.append(&bob, &sid, &event).await.unwrap();
+    sessions
+        .append(
+            &alice,
+            &sid,
+            &event,
+            &hippocamp_sessions::AppendOptions::default(),
+        )
+        .await
+        .unwrap();
+    sessions
+        .append(
+            &bob,
+            &sid,
+            &event,
+            &hippocamp_sessions::AppendOptions::default(),
+        )
+        .await
+        .unwrap();
     let (st, _, b) = send(
         &s,
         Method::DELETE,
@@ -925,8 +941,18 @@ async fn erasure_epochs_are_served_and_fence_writes() {
     assert_eq!(st, StatusCode::OK);
     assert_eq!((j(&b)["deleted"].as_u64(), epoch(&b)), (Some(0), Some(1)));
     assert_eq!(j(&b)["sessions"].as_u64(), Some(1));
-    assert!(sessions.get(&alice, &sid).await.is_err());
-    assert!(sessions.get(&bob, &sid).await.is_ok());
+    assert!(
+        sessions
+            .get(&alice, &sid, &hippocamp_core::CallOptions::default())
+            .await
+            .is_err()
+    );
+    assert!(
+        sessions
+            .get(&bob, &sid, &hippocamp_core::CallOptions::default())
+            .await
+            .is_ok()
+    );
     let (_, _, b) = send(&s, Method::GET, &format!("{ALICE}/memory/epoch"), t, None).await;
     assert_eq!(epoch(&b), Some(1));
     let add = |q: &str| format!("{ALICE}/memory/entries?epoch={q}");

@@ -13,8 +13,9 @@
 //! that a restore (`crate::restore`) records it before it writes them.
 
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, PageRequest};
-use hippocamp_core::{CallOptions, Error, MemoryScope, Result};
+use hippocamp_core::{CallOptions, Error, MemoryScope, Result, SessionId};
 use hippocamp_memory::ExportRequest;
+use hippocamp_sessions::Session;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -120,19 +121,16 @@ async fn produce(
             page = Some(m.export_entries(scope, &request, &call).await?);
         }
     }
-    let sessions = s.agent().export_sessions(scope).await?;
-    for session in &sessions {
-        line(tx, &json!({"kind": "session", "session": session})).await?;
-    }
+    let sessions = session_lines(s, scope, &call, tx).await?;
     let mut scopes = vec![ArtifactScope::user(
         scope.app().as_str(),
         scope.user().as_str(),
     )?];
-    for session in &sessions {
+    for id in &sessions {
         scopes.push(ArtifactScope::session(
             scope.app().as_str(),
             scope.user().as_str(),
-            session.info.id.as_str(),
+            id.as_str(),
         )?);
     }
     let mut versions = 0u64;
@@ -147,6 +145,41 @@ async fn produce(
             "artifact_versions": include.artifacts.then_some(versions)}),
     )
     .await
+}
+
+/// One line per agent session of the user, each read page by page (one
+/// session is held at a time, never the user's); returns their ids.
+async fn session_lines(
+    s: &Services,
+    scope: &MemoryScope,
+    call: &CallOptions,
+    tx: &mpsc::Sender<Result<String>>,
+) -> Result<Vec<SessionId>> {
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s.sessions.list(scope, after.as_ref(), None, call).await?;
+        for info in page.items {
+            let mut events = Vec::new();
+            let mut from = Some(0);
+            while let Some(at) = from {
+                let p = s.sessions.events(scope, &info.id, at, None, call).await?;
+                events.extend(p.events);
+                from = p.next;
+            }
+            let session = Session {
+                scope: scope.clone(),
+                info,
+                events,
+            };
+            line(tx, &json!({"kind": "session", "session": session})).await?;
+            ids.push(session.info.id);
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return Ok(ids),
+        }
+    }
 }
 
 /// The records of every live version in `scope`, name by name.

@@ -169,7 +169,12 @@ impl Restore<'_> {
             let appended = self
                 .services
                 .sessions
-                .append(self.scope, &session.info.id, event)
+                .append(
+                    self.scope,
+                    &session.info.id,
+                    event,
+                    &hippocamp_sessions::AppendOptions::new(self.call),
+                )
                 .await?;
             self.report.session_events_appended += u64::from(!appended.duplicate);
         }

@@ -10,7 +10,11 @@
 //! - `sessions`: scope + session → created, updated (ms), event count;
 //! - `events`: (scope + session, index) → the event's JSON;
 //! - `event_ids`: (scope + session, event id) → index;
-//! - `users`: scope → session count; `meta`: format version, totals.
+//! - `users`: scope → session count; `meta`: format version, totals;
+//! - `epochs`: scope → the user's erasure epoch, scope + session → the
+//!   session's (absent: 0), advanced by the deletions in their own
+//!   transactions and kept after the data goes (they fence appends
+//!   admitted before an erasure).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -19,12 +23,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hippocamp_core::{Error, MemoryScope, Result, SessionId, time::now_ms};
+use hippocamp_core::{
+    CallOptions, ErasureFence, Error, MemoryScope, Result, SessionId, check_fence, time::now_ms,
+};
 use hippocamp_durable::DirLock;
-use hippocamp_sessions::store::{AppendPlan, plan_append};
+use hippocamp_sessions::store::{AppendPlan, cut_page, plan_append};
 use hippocamp_sessions::{
-    Appended, Session, SessionCapabilities, SessionEvent, SessionInfo, SessionLimits, SessionPage,
-    SessionStatus, SessionStore,
+    AppendOptions, Appended, EventPage, Session, SessionCapabilities, SessionEvent, SessionInfo,
+    SessionLimits, SessionPage, SessionStatus, SessionStore,
 };
 use redb::{Database, ReadableDatabase as _, ReadableTable, TableDefinition};
 
@@ -33,6 +39,7 @@ const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sessions")
 const EVENTS: TableDefinition<(&[u8], u64), &[u8]> = TableDefinition::new("events");
 const EVENT_IDS: TableDefinition<(&[u8], &str), u64> = TableDefinition::new("event_ids");
 const USERS: TableDefinition<&[u8], u64> = TableDefinition::new("users");
+const EPOCHS: TableDefinition<&[u8], u64> = TableDefinition::new("epochs");
 
 const FORMAT: u32 = 1;
 const TOTALS: &str = "totals";
@@ -163,7 +170,8 @@ impl RedbSessions {
             "format",
             FORMAT,
             "the session store",
-            |_| Ok(()),
+            // Made on every open: stores created before it have none.
+            |txn| txn.open_table(EPOCHS).map(drop).map_err(storage),
         )?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -191,16 +199,35 @@ impl RedbSessions {
     }
 }
 
+/// The user's and the session's erasure epochs in `epochs`.
+fn fence_in(
+    epochs: &impl ReadableTable<&'static [u8], u64>,
+    user: &[u8],
+    session: &[u8],
+) -> Result<ErasureFence> {
+    let get =
+        |k: &[u8]| -> Result<u64> { Ok(epochs.get(k).map_err(storage)?.map_or(0, |v| v.value())) };
+    Ok(ErasureFence {
+        epoch: get(user)?,
+        session_epoch: get(session)?,
+    })
+}
+
 impl Inner {
     fn append(
         &self,
         scope: &MemoryScope,
         session: &SessionId,
         event: &SessionEvent,
+        fence: Option<ErasureFence>,
     ) -> Result<Appended> {
         let user = user_key(scope);
         let key = session_key(scope, session);
         let txn = self.db.begin_write().map_err(storage)?;
+        if fence.is_some() {
+            let epochs = txn.open_table(EPOCHS).map_err(storage)?;
+            check_fence(fence, fence_in(&epochs, &user, &key)?)?;
+        }
         let plan = {
             let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
             let mut events = txn.open_table(EVENTS).map_err(storage)?;
@@ -351,9 +378,57 @@ impl Inner {
         Ok(SessionPage { items, next })
     }
 
-    /// Deletes the sessions whose keys are `keys` (all of `user`'s).
+    fn fence(&self, scope: &MemoryScope, session: &SessionId) -> Result<ErasureFence> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let epochs = txn.open_table(EPOCHS).map_err(storage)?;
+        fence_in(&epochs, &user_key(scope), &session_key(scope, session))
+    }
+
+    fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+    ) -> Result<EventPage> {
+        let key = session_key(scope, session);
+        let txn = self.db.begin_read().map_err(storage)?;
+        let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+        let h = match sessions.get(key.as_slice()).map_err(storage)? {
+            Some(v) => Header::decode(v.value())?,
+            None => return Err(Error::NotFound("session")),
+        };
+        let events = txn.open_table(EVENTS).map_err(storage)?;
+        let mut rows = Vec::new();
+        // One more than a page can hold at most; cut_page stops first.
+        let most = self.limits.max_events_page.saturating_add(1);
+        for row in events
+            .range((key.as_slice(), from)..=(key.as_slice(), u64::MAX))
+            .map_err(storage)?
+            .take(hippocamp_core::limits::to_usize(most))
+        {
+            let (_, v) = row.map_err(storage)?;
+            let bytes = v.value();
+            rows.push((decode_event(bytes)?, bytes.len() as u64));
+        }
+        cut_page(&self.limits, from, limit, rows.into_iter(), h.events)
+    }
+
+    /// Deletes the sessions whose keys are `keys` (all of `user`'s) and
+    /// advances the epoch of what was erased (the session's, or the
+    /// user's), in the same transaction.
     fn delete_keys(&self, user: &[u8], keys: Option<Vec<u8>>) -> Result<u64> {
         let txn = self.db.begin_write().map_err(storage)?;
+        {
+            let mut epochs = txn.open_table(EPOCHS).map_err(storage)?;
+            let erased = keys.as_deref().unwrap_or(user);
+            let next = epochs
+                .get(erased)
+                .map_err(storage)?
+                .map_or(0, |v| v.value())
+                + 1;
+            epochs.insert(erased, next).map_err(storage)?;
+        }
         let gone = {
             let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
             let mut events = txn.open_table(EVENTS).map_err(storage)?;
@@ -413,11 +488,8 @@ impl Inner {
             }
             n
         };
-        if gone == 0 {
-            txn.abort().map_err(storage)?;
-        } else {
-            txn.commit().map_err(storage)?;
-        }
+        // Committed even when nothing was held: the epoch advanced.
+        txn.commit().map_err(storage)?;
         Ok(gone)
     }
 }
@@ -437,15 +509,45 @@ impl SessionStore for RedbSessions {
         scope: &MemoryScope,
         session: &SessionId,
         event: &SessionEvent,
+        opts: &AppendOptions,
     ) -> Result<Appended> {
-        let (scope, session, event) = (scope.clone(), session.clone(), event.clone());
-        self.blocking(move |i| i.append(&scope, &session, &event))
+        let (scope, session, event, fence) =
+            (scope.clone(), session.clone(), event.clone(), opts.fence);
+        self.blocking(move |i| i.append(&scope, &session, &event, fence))
             .await
     }
 
-    async fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.blocking(move |i| i.fence(&scope, &session)).await
+    }
+
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Session> {
         let (scope, session) = (scope.clone(), session.clone());
         self.blocking(move |i| i.get(&scope, &session)).await
+    }
+
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        _call: &CallOptions,
+    ) -> Result<EventPage> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.blocking(move |i| i.events(&scope, &session, from, limit))
+            .await
     }
 
     async fn list(
@@ -453,19 +555,25 @@ impl SessionStore for RedbSessions {
         scope: &MemoryScope,
         after: Option<&SessionId>,
         limit: Option<u64>,
+        _call: &CallOptions,
     ) -> Result<SessionPage> {
         let (scope, after) = (scope.clone(), after.cloned());
         self.blocking(move |i| i.list(&scope, after.as_ref(), limit))
             .await
     }
 
-    async fn delete(&self, scope: &MemoryScope, session: &SessionId) -> Result<bool> {
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<bool> {
         let (user, key) = (user_key(scope), session_key(scope, session));
         self.blocking(move |i| i.delete_keys(&user, Some(key)).map(|n| n > 0))
             .await
     }
 
-    async fn delete_user(&self, scope: &MemoryScope) -> Result<u64> {
+    async fn delete_user(&self, scope: &MemoryScope, _call: &CallOptions) -> Result<u64> {
         let user = user_key(scope);
         self.blocking(move |i| i.delete_keys(&user, None)).await
     }

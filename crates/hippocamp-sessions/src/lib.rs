@@ -23,6 +23,6 @@ pub mod conformance;
 pub use event::{Actions, Content, FunctionCall, FunctionResponse, InlineData, Part, SessionEvent};
 pub use mem::InMemorySessions;
 pub use store::{
-    Appended, Session, SessionCapabilities, SessionInfo, SessionLimits, SessionPage, SessionStatus,
-    SessionStore, check_session,
+    AppendOptions, Appended, EventPage, Session, SessionCapabilities, SessionInfo, SessionLayer,
+    SessionLimits, SessionPage, SessionStatus, SessionStore, check_session,
 };

@@ -3,13 +3,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
-use hippocamp_core::{Error, MemoryScope, Result, SessionId, time::now_ms};
+use hippocamp_core::{
+    CallOptions, ErasureFence, Error, MemoryScope, Result, SessionId, check_fence, time::now_ms,
+};
 use parking_lot::RwLock;
 
 use crate::event::SessionEvent;
 use crate::store::{
-    AppendPlan, Appended, Session, SessionCapabilities, SessionInfo, SessionLimits, SessionPage,
-    SessionStatus, SessionStore, plan_append,
+    AppendOptions, AppendPlan, Appended, EventPage, Session, SessionCapabilities, SessionInfo,
+    SessionLimits, SessionPage, SessionStatus, SessionStore, cut_page, plan_append,
 };
 
 #[derive(Debug, Default)]
@@ -20,11 +22,34 @@ struct Held {
     by_id: HashMap<String, u64>,
 }
 
+/// A scope's erasure epochs: its own and its erased sessions'.
+#[derive(Debug, Default)]
+struct Epochs {
+    scope: u64,
+    sessions: HashMap<SessionId, u64>,
+}
+
+impl Epochs {
+    fn of(&self, session: &SessionId) -> ErasureFence {
+        ErasureFence {
+            epoch: self.scope,
+            session_epoch: self.sessions.get(session).copied().unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    scopes: HashMap<MemoryScope, BTreeMap<SessionId, Held>>,
+    /// Kept after the sessions go: they fence what started before.
+    epochs: HashMap<MemoryScope, Epochs>,
+}
+
 /// Sessions in memory, per scope, by id.
 #[derive(Debug)]
 pub struct InMemorySessions {
     limits: SessionLimits,
-    scopes: RwLock<HashMap<MemoryScope, BTreeMap<SessionId, Held>>>,
+    state: RwLock<State>,
 }
 
 impl InMemorySessions {
@@ -33,7 +58,7 @@ impl InMemorySessions {
         limits.validate()?;
         Ok(Self {
             limits,
-            scopes: RwLock::default(),
+            state: RwLock::default(),
         })
     }
 }
@@ -62,8 +87,12 @@ impl SessionStore for InMemorySessions {
         scope: &MemoryScope,
         session: &SessionId,
         event: &SessionEvent,
+        opts: &AppendOptions,
     ) -> Result<Appended> {
-        let mut scopes = self.scopes.write();
+        let mut state = self.state.write();
+        let State { scopes, epochs } = &mut *state;
+        let now = epochs.get(scope).map(|e| e.of(session)).unwrap_or_default();
+        check_fence(opts.fence, now)?;
         let user = scopes.entry(scope.clone()).or_default();
         let sessions = user.len() as u64;
         let held = user.get(session);
@@ -101,9 +130,29 @@ impl SessionStore for InMemorySessions {
         Ok(plan.appended())
     }
 
-    async fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
-        let scopes = self.scopes.read();
-        let h = scopes
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<ErasureFence> {
+        let state = self.state.read();
+        Ok(state
+            .epochs
+            .get(scope)
+            .map(|e| e.of(session))
+            .unwrap_or_default())
+    }
+
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Session> {
+        let state = self.state.read();
+        let h = state
+            .scopes
             .get(scope)
             .and_then(|u| u.get(session))
             .ok_or(Error::NotFound("session"))?;
@@ -114,16 +163,39 @@ impl SessionStore for InMemorySessions {
         })
     }
 
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        _call: &CallOptions,
+    ) -> Result<EventPage> {
+        let state = self.state.read();
+        let h = state
+            .scopes
+            .get(scope)
+            .and_then(|u| u.get(session))
+            .ok_or(Error::NotFound("session"))?;
+        let start = hippocamp_core::limits::to_usize(from).min(h.events.len());
+        let sized = h.events[start..].iter().map(|e| {
+            let size = serde_json::to_vec(e).map_or(0, |b| b.len() as u64);
+            (e.clone(), size)
+        });
+        cut_page(&self.limits, from, limit, sized, h.events.len() as u64)
+    }
+
     async fn list(
         &self,
         scope: &MemoryScope,
         after: Option<&SessionId>,
         limit: Option<u64>,
+        _call: &CallOptions,
     ) -> Result<SessionPage> {
         let max = self.limits.max_page;
         let limit = hippocamp_core::limits::page_limit(limit, max, max)?;
-        let scopes = self.scopes.read();
-        let Some(user) = scopes.get(scope) else {
+        let state = self.state.read();
+        let Some(user) = state.scopes.get(scope) else {
             return Ok(SessionPage {
                 items: Vec::new(),
                 next: None,
@@ -145,30 +217,40 @@ impl SessionStore for InMemorySessions {
         Ok(SessionPage { items, next })
     }
 
-    async fn delete(&self, scope: &MemoryScope, session: &SessionId) -> Result<bool> {
-        let mut scopes = self.scopes.write();
-        let Some(user) = scopes.get_mut(scope) else {
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<bool> {
+        let mut state = self.state.write();
+        *state
+            .epochs
+            .entry(scope.clone())
+            .or_default()
+            .sessions
+            .entry(session.clone())
+            .or_default() += 1;
+        let Some(user) = state.scopes.get_mut(scope) else {
             return Ok(false);
         };
         let gone = user.remove(session).is_some();
         if user.is_empty() {
-            scopes.remove(scope);
+            state.scopes.remove(scope);
         }
         Ok(gone)
     }
 
-    async fn delete_user(&self, scope: &MemoryScope) -> Result<u64> {
-        Ok(self
-            .scopes
-            .write()
-            .remove(scope)
-            .map_or(0, |u| u.len() as u64))
+    async fn delete_user(&self, scope: &MemoryScope, _call: &CallOptions) -> Result<u64> {
+        let mut state = self.state.write();
+        state.epochs.entry(scope.clone()).or_default().scope += 1;
+        Ok(state.scopes.remove(scope).map_or(0, |u| u.len() as u64))
     }
 
     async fn status(&self) -> Result<SessionStatus> {
-        let scopes = self.scopes.read();
+        let state = self.state.read();
         let mut s = SessionStatus::default();
-        for u in scopes.values() {
+        for u in state.scopes.values() {
             s.sessions += u.len() as u64;
             s.events += u.values().map(|h| h.events.len() as u64).sum::<u64>();
         }

@@ -4,7 +4,9 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use hippocamp_core::{LimitInfo, MemoryScope, Result, SessionId, limit_table};
+use hippocamp_core::{
+    CallOptions, ErasureFence, LimitInfo, MemoryScope, Result, SessionId, limit_table,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::event::SessionEvent;
@@ -24,6 +26,12 @@ limit_table! {
         /// Sessions one listing page may return.
         max_page: default 1_000, min 1, max 10_000,
             "sessions one listing page may return (the default page size)";
+        /// Events one page of a session may return.
+        max_events_page: default 500, min 1, max 10_000,
+            "events one page of a session's events may return (the default page size)";
+        /// Bytes of one page of a session's events.
+        max_events_page_bytes: default 4_194_304, min 1, max 268_435_456,
+            "bytes (as JSON) one page of a session's events may hold; a page always holds at least one event";
     }
 }
 
@@ -69,6 +77,41 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
+/// One page of a session's events, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EventPage {
+    /// The events, from the requested position on.
+    pub events: Vec<SessionEvent>,
+    /// The position of the next page's first event; `None` at the end.
+    pub next: Option<u64>,
+}
+
+/// Options of an append.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Deadline and caller.
+    pub call: CallOptions,
+    /// The erasure fence read before the append was admitted (a runner
+    /// reads it when its turn starts): once the user or the session has
+    /// been erased since, the append is refused (`StaleEpoch`), so a turn
+    /// in flight cannot re-create an erased session. `None`: unfenced.
+    pub fence: Option<ErasureFence>,
+}
+
+impl AppendOptions {
+    /// An unfenced append with `call`.
+    pub fn new(call: CallOptions) -> Self {
+        Self { call, fence: None }
+    }
+
+    /// Sets the fence.
+    #[must_use]
+    pub fn fenced(mut self, fence: ErasureFence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+}
+
 /// One page of a user's sessions, by id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionPage {
@@ -100,6 +143,13 @@ pub struct SessionCapabilities {
 
 /// A user's conversation sessions. Every call names the exact scope;
 /// nothing of another scope is ever read, changed or returned.
+///
+/// Erasure is fenced like memory's: erasing the user advances the scope's
+/// erasure epoch and erasing a session advances the session's, each in
+/// the deletion's own step (even when nothing was held), and an append
+/// carrying an older [`ErasureFence`] is refused. Both epochs outlive the
+/// data: they are what keeps an erased session from being re-created by
+/// work that started before the erasure.
 #[async_trait]
 pub trait SessionStore: Send + Sync + fmt::Debug {
     /// What the store is and its limits.
@@ -109,16 +159,45 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Appending an event whose id the session already holds is a no-op
     /// when the data is the same (`duplicate`), and `InvalidArgument`
     /// (`event_id`) when it differs. Acknowledged means stored (durable
-    /// stores: survives a crash).
+    /// stores: survives a crash). With a fence, refused with `StaleEpoch`
+    /// when the user or the session was erased after it was read.
     async fn append(
         &self,
         scope: &MemoryScope,
         session: &SessionId,
         event: &SessionEvent,
+        opts: &AppendOptions,
     ) -> Result<Appended>;
 
+    /// The scope's and the session's erasure epochs now (0 until erased).
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<ErasureFence>;
+
     /// The whole session, or `NotFound`.
-    async fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session>;
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Session>;
+
+    /// One page of the session's events from position `from` (0 for the
+    /// first), at most `limit` (default and ceiling: `max_events_page`)
+    /// and at most `max_events_page_bytes` of JSON (always at least one
+    /// event), with the position of the next page. A session that does
+    /// not exist is `NotFound`.
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        call: &CallOptions,
+    ) -> Result<EventPage>;
 
     /// The user's sessions with an id after `after`, by id, at most
     /// `limit` (default and ceiling: `max_page`).
@@ -127,16 +206,225 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         scope: &MemoryScope,
         after: Option<&SessionId>,
         limit: Option<u64>,
+        call: &CallOptions,
     ) -> Result<SessionPage>;
 
-    /// Deletes one session; whether it existed.
-    async fn delete(&self, scope: &MemoryScope, session: &SessionId) -> Result<bool>;
+    /// Deletes one session and advances its erasure epoch; whether it
+    /// existed.
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<bool>;
 
-    /// Deletes every session of the user; how many there were.
-    async fn delete_user(&self, scope: &MemoryScope) -> Result<u64>;
+    /// Deletes every session of the user and advances the scope's erasure
+    /// epoch; how many sessions there were.
+    async fn delete_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<u64>;
 
     /// Content-free counters.
     async fn status(&self) -> Result<SessionStatus>;
+}
+
+/// A layer over another session store that changes only some operations
+/// (see `hippocamp_memory::MemoryLayer`, the same shape): what a layer
+/// does not write forwards to [`inner`](Self::inner), and a blanket
+/// implementation makes every layer a [`SessionStore`]. `Arc<S>` and
+/// `Box<S>` are layers that change nothing.
+#[async_trait]
+pub trait SessionLayer: Send + Sync + fmt::Debug {
+    /// The store underneath.
+    type Inner: SessionStore + ?Sized;
+
+    /// The store underneath.
+    fn inner(&self) -> &Self::Inner;
+
+    /// See [`SessionStore::capabilities`].
+    fn capabilities(&self) -> SessionCapabilities {
+        self.inner().capabilities()
+    }
+
+    /// See [`SessionStore::append`].
+    async fn append(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        event: &SessionEvent,
+        opts: &AppendOptions,
+    ) -> Result<Appended> {
+        self.inner().append(scope, session, event, opts).await
+    }
+
+    /// See [`SessionStore::fence`].
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<ErasureFence> {
+        self.inner().fence(scope, session, call).await
+    }
+
+    /// See [`SessionStore::get`].
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Session> {
+        self.inner().get(scope, session, call).await
+    }
+
+    /// See [`SessionStore::events`].
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        call: &CallOptions,
+    ) -> Result<EventPage> {
+        self.inner().events(scope, session, from, limit, call).await
+    }
+
+    /// See [`SessionStore::list`].
+    async fn list(
+        &self,
+        scope: &MemoryScope,
+        after: Option<&SessionId>,
+        limit: Option<u64>,
+        call: &CallOptions,
+    ) -> Result<SessionPage> {
+        self.inner().list(scope, after, limit, call).await
+    }
+
+    /// See [`SessionStore::delete`].
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<bool> {
+        self.inner().delete(scope, session, call).await
+    }
+
+    /// See [`SessionStore::delete_user`].
+    async fn delete_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<u64> {
+        self.inner().delete_user(scope, call).await
+    }
+
+    /// See [`SessionStore::status`].
+    async fn status(&self) -> Result<SessionStatus> {
+        self.inner().status().await
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<L: SessionLayer> SessionStore for L {
+    fn capabilities(&self) -> SessionCapabilities {
+        SessionLayer::capabilities(self)
+    }
+    async fn append(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        event: &SessionEvent,
+        opts: &AppendOptions,
+    ) -> Result<Appended> {
+        SessionLayer::append(self, scope, session, event, opts).await
+    }
+    async fn fence(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<ErasureFence> {
+        SessionLayer::fence(self, scope, session, call).await
+    }
+    async fn get(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Session> {
+        SessionLayer::get(self, scope, session, call).await
+    }
+    async fn events(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        from: u64,
+        limit: Option<u64>,
+        call: &CallOptions,
+    ) -> Result<EventPage> {
+        SessionLayer::events(self, scope, session, from, limit, call).await
+    }
+    async fn list(
+        &self,
+        scope: &MemoryScope,
+        after: Option<&SessionId>,
+        limit: Option<u64>,
+        call: &CallOptions,
+    ) -> Result<SessionPage> {
+        SessionLayer::list(self, scope, after, limit, call).await
+    }
+    async fn delete(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<bool> {
+        SessionLayer::delete(self, scope, session, call).await
+    }
+    async fn delete_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<u64> {
+        SessionLayer::delete_user(self, scope, call).await
+    }
+    async fn status(&self) -> Result<SessionStatus> {
+        SessionLayer::status(self).await
+    }
+}
+
+impl<T: SessionStore + ?Sized> SessionLayer for std::sync::Arc<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
+
+impl<T: SessionStore + ?Sized> SessionLayer for Box<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
+
+/// A page of `events` (a session's, from its position `from`) as every
+/// store cuts it: at most `limit` events and `max_bytes` of JSON, always
+/// at least one; `sizes` gives each event's JSON size.
+pub fn cut_page(
+    limits: &SessionLimits,
+    from: u64,
+    limit: Option<u64>,
+    events: impl Iterator<Item = (SessionEvent, u64)>,
+    total: u64,
+) -> Result<EventPage> {
+    let max = limits.max_events_page;
+    let limit = hippocamp_core::limits::page_limit(limit, max, max)?;
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for (e, size) in events {
+        if out.len() == limit || (!out.is_empty() && bytes + size > limits.max_events_page_bytes) {
+            break;
+        }
+        bytes += size;
+        out.push(e);
+    }
+    let reached = from + out.len() as u64;
+    Ok(EventPage {
+        events: out,
+        next: (reached < total).then_some(reached),
+    })
 }
 
 /// Checks a store's reply against the request: a session of another

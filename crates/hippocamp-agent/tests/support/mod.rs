@@ -201,7 +201,11 @@ impl World {
     pub async fn session_json(&self, s: &str) -> String {
         let got = self
             .sessions
-            .get(&scope(), &SessionId::new(s).unwrap())
+            .get(
+                &scope(),
+                &SessionId::new(s).unwrap(),
+                &hippocamp_core::CallOptions::default(),
+            )
             .await
             .unwrap();
         serde_json::to_string(&got.events).unwrap()
