@@ -444,6 +444,35 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         self.inner.import_entries(scope, entries, &opts).await
     }
 
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &hippocamp_memory::erasure::ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::erasure::ErasurePage> {
+        let r = Resource::page(request.limit);
+        let (_, call) = self.ask(Action::Export, Some(scope), r, opts).await?;
+        self.inner.export_erasures(scope, request, &call).await
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &hippocamp_memory::erasure::ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::erasure::ErasureImport> {
+        let r = Resource::new(
+            "erasures",
+            format!(
+                "{} erasure records at epoch {}",
+                erasures.records.len(),
+                erasures.epoch
+            ),
+        );
+        let (_, call) = self.ask(Action::Restore, Some(scope), r, opts).await?;
+        self.inner.import_erasures(scope, erasures, &call).await
+    }
+
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         let r = Resource::fixed("apps", "the apps that hold memory");
         let (_, call) = self.ask(Action::List, None, r, opts).await?;

@@ -50,11 +50,14 @@ pub enum Action {
     Retain,
     /// Remove expired data (the sweeper's batches).
     Prune,
+    /// Restore an export's record of erasures into a scope (before its
+    /// entries, which are asked `Ingest` as any write).
+    Restore,
 }
 
 impl Action {
     /// Every action, in declaration order.
-    pub const ALL: [Action; 10] = [
+    pub const ALL: [Action; 11] = [
         Action::Ingest,
         Action::Search,
         Action::Get,
@@ -65,6 +68,7 @@ impl Action {
         Action::Erase,
         Action::Retain,
         Action::Prune,
+        Action::Restore,
     ];
 
     /// The snake_case name.
@@ -80,6 +84,7 @@ impl Action {
             Action::Erase => "erase",
             Action::Retain => "retain",
             Action::Prune => "prune",
+            Action::Restore => "restore",
         }
     }
 }

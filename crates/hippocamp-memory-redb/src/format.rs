@@ -3,15 +3,16 @@
 //! | table | key | value |
 //! |---|---|---|
 //! | `meta` | `"format"`, `"wal_seq"` | format version (u32 LE); last log record applied at a checkpoint (u64 LE) |
-//! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch |
+//! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch, erasure records |
 //! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
 //! | `vectors` | scope hash ‖ entry id (32 bytes) | the entry's unit vector, f32 LE; written and deleted in the entry's transactions |
-//! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event that would make it again is skipped (erasure is sticky); never removed |
+//! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event of that session that would make it again is skipped (erasure is sticky); never removed, counted in the scope row's `erasures` |
+//! | `erased_ids` | scope hash ‖ entry id (32 bytes) | `()`: an erased entry, with or without a session (by id, session, user or sweep); a restore does not write it back, and an export lists it; never removed, counted in the scope row's `erasures` (rows of `erased` written before it are recorded here once when such a store opens) |
 //! | `obligations` | scope hash ‖ entry id (32 bytes) | the entry's [`Obligations`] when it has any; written and deleted in the entry's transactions |
 //! | `expiry` | expiry ms (u64 BE) ‖ scope hash ‖ entry id (40 bytes) | `()`: entries by expiry, for the sweeper |
 //! | `revisions` | scope hash ‖ entry id ‖ revision (u32 BE) (36 bytes) | [`RevisionRecord`]: the kept revisions of a corrected entry, the current one included (none for an entry never corrected); the last key gives the entry's revision; written and deleted in the entry's transactions |
-//! | `session_epochs` | scope hash ‖ session hash (32 bytes) | u64: the session's erasure epoch, advanced by each `delete_session` in its transaction (absent: 0); a write admitted under an older one is refused; never removed |
+//! | `session_epochs` | scope hash ‖ session hash (32 bytes) | the session's erasure epoch (u64 LE) ‖ its id: advanced by each `delete_session` in its transaction (absent: 0); a write admitted under an older one is refused; never removed, counted in the scope row's `erasures` |
 //! | `users` | app ‖ NUL ‖ user (text) | `()`: the scopes that hold at least one entry, for `list_apps` and `list_users`; kept where a scope's entry count leaves or reaches zero (built from `scopes` once when a store written before it opens) |
 //!
 //! `meta` also holds `"embedder"` (`model` ‖ `\n` ‖ dimension) once a store
@@ -43,13 +44,35 @@ pub(crate) const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::n
 pub(crate) const SESSIONS: TableDefinition<&[u8; 48], ()> = TableDefinition::new("sessions");
 pub(crate) const VECTORS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("vectors");
 pub(crate) const ERASED: TableDefinition<&[u8; 48], ()> = TableDefinition::new("erased");
+pub(crate) const ERASED_IDS: TableDefinition<&[u8; 32], ()> = TableDefinition::new("erased_ids");
+
+/// The `meta` key set once the `erased` rows of earlier builds were
+/// recorded in `erased_ids` (and counted in their scope rows).
+pub(crate) const ERASED_IDS_KEY: &str = "erased_ids";
 pub(crate) const OBLIGATIONS: TableDefinition<&[u8; 32], &[u8]> =
     TableDefinition::new("obligations");
 pub(crate) const EXPIRY: TableDefinition<&[u8; 40], ()> = TableDefinition::new("expiry");
 pub(crate) const REVISIONS: TableDefinition<&[u8; 36], &[u8]> = TableDefinition::new("revisions");
 pub(crate) const USERS: TableDefinition<&str, ()> = TableDefinition::new("users");
-pub(crate) const SESSION_EPOCHS: TableDefinition<&[u8; 32], u64> =
+pub(crate) const SESSION_EPOCHS: TableDefinition<&[u8; 32], &[u8]> =
     TableDefinition::new("session_epochs");
+
+/// A `session_epochs` value: the epoch, then the session's id (an export
+/// lists the sessions by id).
+pub(crate) fn encode_session_epoch(epoch: u64, session: &SessionId) -> Vec<u8> {
+    let mut v = epoch.to_le_bytes().to_vec();
+    v.extend_from_slice(session.as_str().as_bytes());
+    v
+}
+
+/// The epoch and session of a `session_epochs` value.
+pub(crate) fn decode_session_epoch(v: &[u8]) -> Result<(u64, SessionId)> {
+    let bad = || Error::Corrupt("a session epoch record is malformed".into());
+    let (epoch, id) = v.split_at_checked(8).ok_or_else(bad)?;
+    let epoch = u64::from_le_bytes(epoch.try_into().map_err(|_| bad())?);
+    let id = std::str::from_utf8(id).map_err(|_| bad())?;
+    Ok((epoch, SessionId::new(id).map_err(|_| bad())?))
+}
 
 /// The `session_epochs` key of a session of the scope hashed `h`.
 pub(crate) fn session_epoch_key(h: &[u8; 16], session: &[u8; 16]) -> [u8; 32] {
@@ -235,6 +258,12 @@ pub(crate) struct ScopeRow {
     pub(crate) entries: u64,
     pub(crate) bytes: u64,
     pub(crate) epoch: u64,
+    /// Erasure records of the scope (erased entry ids, erased sessions'
+    /// epochs): written after the other fields, and only when not 0, so
+    /// rows of earlier builds read as 0 and rows without records keep
+    /// their bytes.
+    #[serde(skip)]
+    pub(crate) erasures: u64,
 }
 
 impl ScopeRow {
@@ -248,7 +277,26 @@ impl ScopeRow {
         out.varint(self.entries);
         out.varint(self.bytes);
         out.varint(self.epoch);
+        if self.erasures > 0 {
+            out.varint(self.erasures);
+        }
         out.0
+    }
+
+    /// A row from its record (see [`Self::encode`]).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let (mut row, rest): (ScopeRow, _) = postcard::take_from_bytes(bytes)
+            .map_err(|e| Error::Corrupt(format!("undecodable scope record: {e}")))?;
+        if !rest.is_empty() {
+            row.erasures = decode(rest, "scope's erasure count")?;
+        }
+        Ok(row)
+    }
+
+    /// The bytes it holds against its quota: its entries' and its
+    /// erasure records'.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        hippocamp_memory::erasure::erasure_records_bytes(self.bytes, self.erasures)
     }
 
     pub(crate) fn new(scope: &MemoryScope) -> Self {
@@ -258,6 +306,7 @@ impl ScopeRow {
             entries: 0,
             bytes: 0,
             epoch: 0,
+            erasures: 0,
         }
     }
 }
@@ -459,7 +508,12 @@ pub(crate) enum Mutation {
         #[serde(with = "serde_bytes")] Vec<u8>,
     ),
     /// A session's erasure epoch (`session_epochs`).
-    PutSessionEpoch(#[serde(with = "serde_bytes")] Vec<u8>, u64),
+    PutSessionEpoch(
+        #[serde(with = "serde_bytes")] Vec<u8>,
+        #[serde(with = "serde_bytes")] Vec<u8>,
+    ),
+    /// An erased entry (`erased_ids`).
+    PutErasedId(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 impl Mutation {
@@ -476,17 +530,18 @@ impl Mutation {
             | Mutation::PutObligations(k, v)
             | Mutation::DelObligationsIn(k, v)
             | Mutation::PutRevision(k, v)
-            | Mutation::DelRevisionsIn(k, v) => (k.len(), v.len()),
+            | Mutation::DelRevisionsIn(k, v)
+            | Mutation::PutSessionEpoch(k, v) => (k.len(), v.len()),
             Mutation::DelEntry(k)
             | Mutation::PutSession(k)
             | Mutation::DelSession(k)
             | Mutation::DelVector(k)
             | Mutation::PutErased(k)
+            | Mutation::PutErasedId(k)
             | Mutation::DelObligations(k)
             | Mutation::PutExpiry(k)
             | Mutation::DelExpiry(k) => (k.len(), 0),
             Mutation::PutUser(k) | Mutation::DelUser(k) => (k.len(), 0),
-            Mutation::PutSessionEpoch(k, _) => (k.len(), 8),
         };
         a + b + 8
     }
@@ -802,9 +857,14 @@ mod tests {
             entries in proptest::prelude::any::<u64>(),
             bytes in proptest::prelude::any::<u64>(),
             epoch in proptest::prelude::any::<u64>(),
+            erasures in proptest::prelude::any::<u64>(),
         ) {
-            let row = ScopeRow { app, user, entries, bytes, epoch };
+            let row = ScopeRow { app, user, entries, bytes, epoch, erasures: 0 };
             proptest::prop_assert_eq!(row.encode(), encode(&row).unwrap());
+            proptest::prop_assert_eq!(ScopeRow::decode(&row.encode()).unwrap(), row.clone());
+            // With records: the count follows, and reads back.
+            let row = ScopeRow { erasures, ..row };
+            proptest::prop_assert_eq!(ScopeRow::decode(&row.encode()).unwrap(), row);
         }
     }
 }

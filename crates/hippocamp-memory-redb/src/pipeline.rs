@@ -44,8 +44,8 @@ use redb::{Database, Durability};
 use hippocamp_search::Analyzer;
 
 use crate::format::{
-    ENTRIES, ERASED, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS,
-    USERS, VECTORS, analysed_record,
+    ENTRIES, ERASED, ERASED_IDS, EXPIRY, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS,
+    SESSIONS, USERS, VECTORS, analysed_record,
 };
 
 /// Most groups logged and not yet applied: the next one waits for the
@@ -440,11 +440,12 @@ pub(crate) struct LogTables<'t> {
     sessions: redb::Table<'t, &'static [u8; 48], ()>,
     vectors: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
     erased: redb::Table<'t, &'static [u8; 48], ()>,
+    erased_ids: redb::Table<'t, &'static [u8; 32], ()>,
     obligations: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
     expiry: redb::Table<'t, &'static [u8; 40], ()>,
     revisions: redb::Table<'t, &'static [u8; 36], &'static [u8]>,
     users: redb::Table<'t, &'static str, ()>,
-    session_epochs: redb::Table<'t, &'static [u8; 32], u64>,
+    session_epochs: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
     /// Analyses the text of an entry logged unanalysed.
     analyzer: &'t Analyzer,
 }
@@ -462,6 +463,7 @@ impl<'t> LogTables<'t> {
             sessions: txn.open_table(SESSIONS).map_err(storage)?,
             vectors: txn.open_table(VECTORS).map_err(storage)?,
             erased: txn.open_table(ERASED).map_err(storage)?,
+            erased_ids: txn.open_table(ERASED_IDS).map_err(storage)?,
             obligations: txn.open_table(OBLIGATIONS).map_err(storage)?,
             expiry: txn.open_table(EXPIRY).map_err(storage)?,
             revisions: txn.open_table(REVISIONS).map_err(storage)?,
@@ -494,7 +496,9 @@ impl<'t> LogTables<'t> {
             Mutation::DelVectors(lo, hi) => self
                 .vectors
                 .retain_in::<&[u8; 32], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
+            // Earlier builds' records: moved to `erased_ids` at open.
             Mutation::PutErased(k) => self.erased.insert(&fixed(&k)?, ()).map(drop),
+            Mutation::PutErasedId(k) => self.erased_ids.insert(&fixed(&k)?, ()).map(drop),
             Mutation::PutObligations(k, v) => {
                 self.obligations.insert(&fixed(&k)?, v.as_slice()).map(drop)
             }
@@ -512,7 +516,10 @@ impl<'t> LogTables<'t> {
                 .retain_in::<&[u8; 36], _>(&fixed(&lo)?..=&fixed(&hi)?, |_, _| false),
             Mutation::PutUser(k) => self.users.insert(k.as_str(), ()).map(drop),
             Mutation::DelUser(k) => self.users.remove(k.as_str()).map(drop),
-            Mutation::PutSessionEpoch(k, e) => self.session_epochs.insert(&fixed(&k)?, e).map(drop),
+            Mutation::PutSessionEpoch(k, v) => self
+                .session_epochs
+                .insert(&fixed(&k)?, v.as_slice())
+                .map(drop),
         };
         written.map_err(storage)
     }

@@ -13,6 +13,9 @@ use hippocamp_memory::ErasureFence;
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::check_update;
 use hippocamp_memory::entry::{PreparedEntry, prepare_entry};
+use hippocamp_memory::erasure::{
+    ErasureCursor, ErasureImport, ErasurePage, ErasureRequest, ImportedErasures,
+};
 use hippocamp_memory::event::{
     Decision, Event, EventPlan, IngestReport, PlanTerms, prepare_events,
 };
@@ -37,11 +40,11 @@ use tokio::sync::oneshot;
 
 use crate::cache::ScopeCache;
 use crate::format::{
-    EMBEDDER_KEY, ENTRIES, ERASED, EXPIRY, EntryRecord, FORMAT_KEY, FORMAT_VERSION, META, Mutation,
-    OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS,
-    USERS_INDEXED_KEY, VECTORS, WAL_SEQ_KEY, decode, decode_obligations, decode_vector, entry_key,
-    entry_range, revision_of, revision_range, revisions_of, scope_hash, session_epoch_key,
-    session_hash, session_key, user_key,
+    EMBEDDER_KEY, ENTRIES, ERASED, ERASED_IDS, ERASED_IDS_KEY, EXPIRY, EntryRecord, FORMAT_KEY,
+    FORMAT_VERSION, META, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS,
+    ScopeRow, Totals, USERS, USERS_INDEXED_KEY, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
+    decode_session_epoch, decode_vector, entry_key, entry_range, revision_of, revision_range,
+    revisions_of, scope_hash, session_epoch_key, session_hash, session_key, user_key,
 };
 use crate::pipeline::{LogTables, Progress};
 use crate::writer::{Admission, Committer, Embedded, Moment, Op, Writer};
@@ -233,6 +236,7 @@ impl RedbMemoryStore {
         let analyzer = Arc::new(Analyzer::english());
         let seq = replay(&db, &mut *wal, &analyzer)?;
         index_users(&db)?;
+        move_erased_ids(&db)?;
         let totals = count(&db)?;
         let published = Arc::new(Mutex::new(totals));
         let db = Arc::new(db);
@@ -446,8 +450,9 @@ pub(crate) fn init_format(db: &Database) -> Result<()> {
             txn.open_table(EXPIRY).map_err(storage)?;
             txn.open_table(REVISIONS).map_err(storage)?;
             txn.open_table(USERS).map_err(storage)?;
-            // Made on every open: stores created before it have none.
+            // Made on every open: stores created before them have none.
             txn.open_table(SESSION_EPOCHS).map_err(storage)?;
+            txn.open_table(ERASED_IDS).map_err(storage)?;
             Ok(())
         },
     )
@@ -502,7 +507,7 @@ fn index_users(db: &Database) -> Result<()> {
         let mut users = txn.open_table(USERS).map_err(storage)?;
         for item in scopes.iter().map_err(storage)? {
             let (_, v) = item.map_err(storage)?;
-            let row: ScopeRow = decode(v.value(), "scope")?;
+            let row = ScopeRow::decode(v.value())?;
             if row.entries > 0 {
                 users
                     .insert(user_key(&row.app, &row.user).as_str(), ())
@@ -515,6 +520,47 @@ fn index_users(db: &Database) -> Result<()> {
     txn.commit().map_err(storage)
 }
 
+/// Records in `erased_ids` (and counts, in their scope rows) the erased
+/// entries earlier builds kept only by session (`erased`), once.
+fn move_erased_ids(db: &Database) -> Result<()> {
+    let txn = db.begin_write().map_err(storage)?;
+    {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        if meta.get(ERASED_IDS_KEY).map_err(storage)?.is_some() {
+            return Ok(());
+        }
+        let old = txn.open_table(ERASED).map_err(storage)?;
+        let mut ids = txn.open_table(ERASED_IDS).map_err(storage)?;
+        let mut scopes = txn.open_table(SCOPES).map_err(storage)?;
+        let mut added: std::collections::HashMap<[u8; 16], u64> = std::collections::HashMap::new();
+        for item in old.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let k = k.value();
+            let mut h = [0u8; 16];
+            h.copy_from_slice(&k[..16]);
+            let mut key = [0u8; 32];
+            key[..16].copy_from_slice(&k[..16]);
+            key[16..].copy_from_slice(&k[32..]);
+            // The session's record, and the id's when new.
+            let n = 1 + u64::from(ids.insert(&key, ()).map_err(storage)?.is_none());
+            *added.entry(h).or_default() += n;
+        }
+        for (h, n) in added {
+            let Some(v) = scopes.get(&h).map_err(storage)?.map(|v| v.value().to_vec()) else {
+                continue;
+            };
+            let mut row = ScopeRow::decode(&v)?;
+            row.erasures += n;
+            scopes
+                .insert(&h, row.encode().as_slice())
+                .map_err(storage)?;
+        }
+        meta.insert(ERASED_IDS_KEY, [1u8].as_slice())
+            .map_err(storage)?;
+    }
+    txn.commit().map_err(storage)
+}
+
 /// Sums the scope rows into the store-wide counters.
 fn count(db: &Database) -> Result<Totals> {
     let txn = db.begin_read().map_err(storage)?;
@@ -522,7 +568,7 @@ fn count(db: &Database) -> Result<Totals> {
     let mut t = Totals::default();
     for item in scopes.iter().map_err(storage)? {
         let (_, v) = item.map_err(storage)?;
-        let row: ScopeRow = decode(v.value(), "scope")?;
+        let row = ScopeRow::decode(v.value())?;
         t.entries += row.entries;
         t.bytes += row.bytes;
         t.scopes += u64::from(row.entries > 0);
@@ -697,7 +743,7 @@ fn scope_epoch(txn: &redb::ReadTransaction, scope: &MemoryScope) -> Result<u64> 
     match scopes.get(&scope_hash(scope)).map_err(storage)? {
         None => Ok(0),
         Some(v) => {
-            let row: ScopeRow = decode(v.value(), "scope")?;
+            let row = ScopeRow::decode(v.value())?;
             if row.app != scope.app().as_str() || row.user != scope.user().as_str() {
                 return Err(Error::Corrupt("scope key collision".into()));
             }
@@ -978,12 +1024,15 @@ impl MemoryStore for RedbMemoryStore {
         let txn = self.db.begin_read().map_err(storage)?;
         let epoch = scope_epoch(&txn, scope)?;
         let key = session_epoch_key(&scope_hash(scope), &session_hash(session));
-        let session_epoch = txn
+        let session_epoch = match txn
             .open_table(SESSION_EPOCHS)
             .map_err(storage)?
             .get(&key)
             .map_err(storage)?
-            .map_or(0, |v| v.value());
+        {
+            Some(v) => decode_session_epoch(v.value())?.0,
+            None => 0,
+        };
         Ok(ErasureFence {
             epoch,
             session_epoch,
@@ -1142,6 +1191,75 @@ impl MemoryStore for RedbMemoryStore {
         .await
     }
 
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        let deadline = self.deadline(opts);
+        let (after, limit) = request.prepare(self.config.limits.max_page_entries)?;
+        self.settled(deadline).await?;
+        let txn = self.db.begin_read().map_err(storage)?;
+        let h = scope_hash(scope);
+        let mut ids = Vec::new();
+        if !matches!(after, Some(ErasureCursor::Session(_))) {
+            use std::ops::Bound::{Excluded, Included};
+            let (lo, hi) = entry_range(&h);
+            let from = match &after {
+                Some(ErasureCursor::Entry(id)) => Excluded(entry_key(&h, id)),
+                _ => Included(lo),
+            };
+            let table = txn.open_table(ERASED_IDS).map_err(storage)?;
+            let range = (from.as_ref(), Included(&hi));
+            for item in table.range::<&[u8; 32]>(range).map_err(storage)? {
+                let (k, _) = item.map_err(storage)?;
+                let mut id = [0u8; 16];
+                id.copy_from_slice(&k.value()[16..]);
+                ids.push(EntryId::from_bytes(id));
+                if ids.len() > limit {
+                    break;
+                }
+            }
+        }
+        let mut sessions = Vec::new();
+        if ids.len() <= limit {
+            let (lo, hi) = entry_range(&h);
+            let table = txn.open_table(SESSION_EPOCHS).map_err(storage)?;
+            for item in table.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
+                let (_, v) = item.map_err(storage)?;
+                let (epoch, session) = decode_session_epoch(v.value())?;
+                sessions.push((session, epoch));
+            }
+            // Keyed by hash: put in id order for the page.
+            sessions.sort_unstable();
+        }
+        Ok(ErasurePage::cut(
+            ids.into_iter(),
+            sessions.into_iter(),
+            after.as_ref(),
+            limit,
+        ))
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        let at = self.moment(opts);
+        let scope = scope.clone();
+        let erasures = Box::new(erasures.clone());
+        self.submit(|reply| Op::ImportErasures {
+            scope,
+            erasures,
+            at,
+            reply,
+        })
+        .await
+    }
+
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         use std::ops::Bound::{Included, Unbounded};
         let deadline = self.deadline(opts);
@@ -1206,5 +1324,89 @@ impl MemoryStore for RedbMemoryStore {
 
     fn release_scope(&self, scope: &MemoryScope) {
         RedbMemoryStore::release_scope(self, scope);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use hippocamp_memory::event::Event;
+    use hippocamp_memory::{ImportedEntry, MemoryEntry, WriteOptions};
+
+    /// A store written by a build that kept erased entries only by
+    /// session: opened now, those entries are recorded by id once (a
+    /// restore does not bring them back) and counted in their scope row;
+    /// a second open changes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn erased_entries_of_earlier_builds_are_recorded_by_id_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let scope = MemoryScope::parse("app", "u").unwrap();
+        let session = SessionId::new("s").unwrap();
+        let c = CallOptions::default();
+        let erased: MemoryEntry = {
+            let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+            let events = [Event::text("e1", "user", 1, "an old fact")];
+            let r = store
+                .add_events(&scope, &session, &events, &WriteOptions::default())
+                .await
+                .unwrap();
+            let e = store
+                .get_entry(&scope, &r.added[0].entry_id, &c)
+                .await
+                .unwrap();
+            store.delete_session(&scope, &session, &c).await.unwrap();
+            e
+        };
+        // Back to what an earlier build left: no id records, no count.
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                txn.open_table(ERASED_IDS)
+                    .unwrap()
+                    .retain(|_, ()| false)
+                    .unwrap();
+                txn.open_table(META)
+                    .unwrap()
+                    .remove(ERASED_IDS_KEY)
+                    .unwrap();
+                let mut scopes = txn.open_table(SCOPES).unwrap();
+                let h = scope_hash(&scope);
+                let mut row = ScopeRow::decode(scopes.get(&h).unwrap().unwrap().value()).unwrap();
+                assert!(row.erasures >= 2, "{row:?}");
+                row.erasures = 0;
+                scopes.insert(&h, row.encode().as_slice()).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        for _ in 0..2 {
+            let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+            let page = store
+                .export_erasures(&scope, &ErasureRequest::default(), &c)
+                .await
+                .unwrap();
+            assert_eq!(page.records.entries, vec![erased.id]);
+            let r = store
+                .import_entries(
+                    &scope,
+                    &[ImportedEntry {
+                        entry: erased.clone(),
+                        history: Vec::new(),
+                    }],
+                    &WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!((r.erased, r.imported), (1, 0));
+            drop(store);
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_read().unwrap();
+            let scopes = txn.open_table(SCOPES).unwrap();
+            let row = ScopeRow::decode(scopes.get(&scope_hash(&scope)).unwrap().unwrap().value())
+                .unwrap();
+            // The session's record and the id's.
+            assert_eq!(row.erasures, 2);
+        }
     }
 }

@@ -28,6 +28,7 @@ use hippocamp_core::{
 use hippocamp_memory::entry::{
     EntryUpdate, PreparedEntry, Revision, UpdateOutcome, apply_update, check_deletes, check_revise,
 };
+use hippocamp_memory::erasure::{ErasureImport, ImportedErasures, check_import_epoch};
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport, PlanTerms};
 use hippocamp_memory::import::{ImportReport, PreparedImport};
 use hippocamp_memory::mem::check_epoch;
@@ -44,11 +45,12 @@ use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
-    ENTRIES, ERASED, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS, RevisionRecord,
-    SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS, WAL_SEQ_KEY, decode,
-    decode_obligations, encode, encode_entry, encode_obligations, encode_vector, entry_key,
-    entry_range, expiry_key, log_record, revision_key, revision_of, revision_range, scope_hash,
-    session_epoch_key, session_hash, session_key, session_range, user_key,
+    ENTRIES, ERASED, ERASED_IDS, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS,
+    RevisionRecord, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS,
+    WAL_SEQ_KEY, decode, decode_obligations, decode_session_epoch, encode, encode_entry,
+    encode_obligations, encode_session_epoch, encode_vector, entry_key, entry_range, expiry_key,
+    log_record, revision_key, revision_of, revision_range, scope_hash, session_epoch_key,
+    session_hash, session_key, session_range, user_key,
 };
 use crate::pipeline::{Applier, MAX_PENDING_BYTES, MAX_PENDING_GROUPS, Overlay, Progress};
 use hippocamp_durable::WalStorage;
@@ -171,6 +173,12 @@ pub(crate) enum Op {
         at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<ImportReport>>,
     },
+    ImportErasures {
+        scope: MemoryScope,
+        erasures: Box<ImportedErasures>,
+        at: Moment,
+        reply: oneshot::Sender<hippocamp_core::Result<ErasureImport>>,
+    },
 }
 
 impl Op {
@@ -251,6 +259,10 @@ enum Reply {
         oneshot::Sender<hippocamp_core::Result<ImportReport>>,
         hippocamp_core::Result<ImportReport>,
     ),
+    ErasuresImported(
+        oneshot::Sender<hippocamp_core::Result<ErasureImport>>,
+        hippocamp_core::Result<ErasureImport>,
+    ),
 }
 
 impl Reply {
@@ -263,6 +275,7 @@ impl Reply {
             Reply::Swept(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Updated(_, r @ Ok(_)) => *r = Err(e.clone()),
             Reply::Imported(_, r @ Ok(_)) => *r = Err(e.clone()),
+            Reply::ErasuresImported(_, r @ Ok(_)) => *r = Err(e.clone()),
             _ => {}
         }
     }
@@ -277,6 +290,7 @@ impl Reply {
             Reply::Swept(tx, r) => drop(tx.send(r)),
             Reply::Updated(tx, r) => drop(tx.send(r)),
             Reply::Imported(tx, r) => drop(tx.send(r)),
+            Reply::ErasuresImported(tx, r) => drop(tx.send(r)),
         }
     }
 }
@@ -298,11 +312,12 @@ struct Direct<'t> {
     sessions: Table<'t, &'static [u8; 48], ()>,
     vectors: Table<'t, &'static [u8; 32], &'static [u8]>,
     erased: Table<'t, &'static [u8; 48], ()>,
+    erased_ids: Table<'t, &'static [u8; 32], ()>,
     obligations: Table<'t, &'static [u8; 32], &'static [u8]>,
     expiry: Table<'t, &'static [u8; 40], ()>,
     revisions: Table<'t, &'static [u8; 36], &'static [u8]>,
     users: Table<'t, &'static str, ()>,
-    session_epochs: Table<'t, &'static [u8; 32], u64>,
+    session_epochs: Table<'t, &'static [u8; 32], &'static [u8]>,
     /// Analyses the text of an add that came without its terms (a staged
     /// group logs it unanalysed instead).
     analyzer: &'t Analyzer,
@@ -319,7 +334,7 @@ struct Staged<'t> {
     scopes: OnceCell<ReadOnlyTable<&'static [u8; 16], &'static [u8]>>,
     entries: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     erased: OnceCell<ReadOnlyTable<&'static [u8; 48], ()>>,
-    session_epochs: OnceCell<ReadOnlyTable<&'static [u8; 32], u64>>,
+    session_epochs: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     obligations: OnceCell<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     revisions: OnceCell<ReadOnlyTable<&'static [u8; 36], &'static [u8]>>,
     /// After the tables, so they are dropped first.
@@ -427,6 +442,7 @@ impl<'t> Tx<'t> {
             sessions: txn.open_table(SESSIONS).map_err(Error::storage)?,
             vectors: txn.open_table(VECTORS).map_err(Error::storage)?,
             erased: txn.open_table(ERASED).map_err(Error::storage)?,
+            erased_ids: txn.open_table(ERASED_IDS).map_err(Error::storage)?,
             obligations: txn.open_table(OBLIGATIONS).map_err(Error::storage)?,
             expiry: txn.open_table(EXPIRY).map_err(Error::storage)?,
             revisions: txn.open_table(REVISIONS).map_err(Error::storage)?,
@@ -486,7 +502,7 @@ impl<'t> Tx<'t> {
     }
 
     fn row(&self, h: &[u8; 16], scope: &MemoryScope) -> Result<ScopeRow, Fail> {
-        let decoded = |v: &[u8]| decode::<ScopeRow>(v, "scope");
+        let decoded = |v: &[u8]| ScopeRow::decode(v);
         let found = match &self.t {
             Tables::Direct(d) => d.scopes.get(h)?.map(|v| decoded(v.value())),
             Tables::Staged(s) => s.read_with(|o| &o.scopes, SCOPES, &s.scopes, h, decoded)?,
@@ -713,8 +729,9 @@ impl<'t> Tx<'t> {
             let key = session_key(h, &session_hash(&s), id);
             self.d()?.sessions.remove(&key)?;
             self.log.push(Mutation::DelSession(key.to_vec()));
-            self.remember_erased(&key)?;
+            self.remember_erased_of_session(&key, row)?;
         }
+        self.remember_erased(&key, row)?;
         self.drop_revisions(&key)?;
         row.entries = row.entries.saturating_sub(1);
         row.bytes = row.bytes.saturating_sub(rec.storage_bytes);
@@ -784,29 +801,80 @@ impl<'t> Tx<'t> {
     fn session_epoch(&self, h: &[u8; 16], sh: &[u8; 16]) -> Result<u64, Fail> {
         let key = session_epoch_key(h, sh);
         let found = match &self.t {
-            Tables::Direct(d) => d.session_epochs.get(&key)?.map(|v| v.value()),
+            Tables::Direct(d) => d
+                .session_epochs
+                .get(&key)?
+                .map(|v| decode_session_epoch(v.value())),
             Tables::Staged(s) => table(&s.session_epochs, s, SESSION_EPOCHS)?
                 .get(&key)?
-                .map(|v| v.value()),
+                .map(|v| decode_session_epoch(v.value())),
         };
-        Ok(found.unwrap_or(0))
+        Ok(found.transpose().txn()?.map_or(0, |(e, _)| e))
+    }
+
+    /// Sets `session`'s erasure epoch to `epoch` (a new record in `row`
+    /// when it had none).
+    fn set_session_epoch(
+        &mut self,
+        h: &[u8; 16],
+        session: &SessionId,
+        epoch: u64,
+        row: &mut ScopeRow,
+    ) -> Result<(), Fail> {
+        let key = session_epoch_key(h, &session_hash(session));
+        let v = encode_session_epoch(epoch, session);
+        if self
+            .d()?
+            .session_epochs
+            .insert(&key, v.as_slice())?
+            .is_none()
+        {
+            row.erasures += 1;
+        }
+        self.log.push(Mutation::PutSessionEpoch(key.to_vec(), v));
+        Ok(())
     }
 
     /// Advances the session's erasure epoch, in the erasure's own
     /// transaction.
-    fn advance_session_epoch(&mut self, h: &[u8; 16], sh: &[u8; 16]) -> Result<(), Fail> {
-        let next = self.session_epoch(h, sh)? + 1;
-        let key = session_epoch_key(h, sh);
-        self.d()?.session_epochs.insert(&key, next)?;
-        self.log.push(Mutation::PutSessionEpoch(key.to_vec(), next));
+    fn advance_session_epoch(
+        &mut self,
+        h: &[u8; 16],
+        session: &SessionId,
+        row: &mut ScopeRow,
+    ) -> Result<(), Fail> {
+        let next = self.session_epoch(h, &session_hash(session))? + 1;
+        self.set_session_epoch(h, session, next, row)
+    }
+
+    /// Remembers an erased entry of a session (its session-index key): an
+    /// event of that session that would make it again is skipped.
+    fn remember_erased_of_session(
+        &mut self,
+        key: &[u8; 48],
+        row: &mut ScopeRow,
+    ) -> Result<(), Fail> {
+        if self.d()?.erased.insert(key, ())?.is_none() {
+            row.erasures += 1;
+        }
+        self.log.push(Mutation::PutErased(key.to_vec()));
         Ok(())
     }
 
-    /// Remembers an erased entry of a session (its session-index key).
-    fn remember_erased(&mut self, key: &[u8; 48]) -> Result<(), Fail> {
-        self.d()?.erased.insert(key, ())?;
-        self.log.push(Mutation::PutErased(key.to_vec()));
+    /// Remembers an erased entry (its `entries` key), counting a new
+    /// record in its scope's row: a restore does not bring it back.
+    fn remember_erased(&mut self, key: &[u8; 32], row: &mut ScopeRow) -> Result<(), Fail> {
+        if self.d()?.erased_ids.insert(key, ())?.is_none() {
+            row.erasures += 1;
+        }
+        self.log.push(Mutation::PutErasedId(key.to_vec()));
         Ok(())
+    }
+
+    /// Whether the entry under `key` was erased (a restore's check). Only
+    /// erasures and imports write records, and they never run staged.
+    fn was_erased(&self, key: &[u8; 32]) -> Result<bool, Fail> {
+        Ok(self.dr()?.erased_ids.get(key)?.is_some())
     }
 
     /// What ingesting `p` would do against the transaction's state.
@@ -873,7 +941,7 @@ impl<'t> Tx<'t> {
         check_scope_quota(
             self.limits,
             row.entries,
-            row.bytes,
+            row.held_bytes(),
             1,
             prepared.storage_bytes,
         )
@@ -935,7 +1003,14 @@ impl<'t> Tx<'t> {
         }
         let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
         let add_entries = new.len() as u64;
-        check_scope_quota(self.limits, row.entries, row.bytes, add_entries, add_bytes).op()?;
+        check_scope_quota(
+            self.limits,
+            row.entries,
+            row.held_bytes(),
+            add_entries,
+            add_bytes,
+        )
+        .op()?;
         self.check_global(add_entries, add_bytes)?;
         deadline.check(Stage::Commit).op()?;
         for p in new {
@@ -982,20 +1057,18 @@ impl<'t> Tx<'t> {
         }
         let keys: Vec<[u8; 32]> = ids.iter().map(|id| entry_key(&h, id)).collect();
         self.check_deletes(&keys, at.now_ms)?;
+        let mut row = self.row(&h, scope)?;
         // Advanced in the same transaction as the deletes (even for a
         // session that holds nothing): a write admitted before this
         // erasure can never land after it commits.
-        self.advance_session_epoch(&h, &session_hash(session))?;
-        let mut row = self.row(&h, scope)?;
+        self.advance_session_epoch(&h, session, &mut row)?;
         let mut n = 0;
         for id in ids {
             if self.remove(&h, scope, &mut row, &id)? {
                 n += 1;
             }
         }
-        if n > 0 {
-            self.put_row(&h, &row)?;
-        }
+        self.put_row(&h, &row)?;
         Ok(n)
     }
 
@@ -1026,6 +1099,13 @@ impl<'t> Tx<'t> {
             self.log
                 .push(Mutation::DelObligationsIn(lo.to_vec(), hi.to_vec()));
         }
+        let mut keys = Vec::new();
+        for item in self.dr()?.entries.range::<&[u8; 32]>(&lo..=&hi)? {
+            keys.push(*item?.0.value());
+        }
+        for key in &keys {
+            self.remember_erased(key, &mut row)?;
+        }
         self.d()?
             .entries
             .retain_in::<&[u8; 32], _>(&lo..=&hi, |_, _| false)?;
@@ -1037,7 +1117,7 @@ impl<'t> Tx<'t> {
             keys.push(*item?.0.value());
         }
         for key in &keys {
-            self.remember_erased(key)?;
+            self.remember_erased_of_session(key, &mut row)?;
         }
         self.d()?
             .sessions
@@ -1116,7 +1196,7 @@ impl Tx<'_> {
         let mut deleted = 0;
         for (h, ids) in by_scope {
             let row: ScopeRow = match self.dr()?.scopes.get(&h)? {
-                Some(v) => decode(v.value(), "scope").txn()?,
+                Some(v) => ScopeRow::decode(v.value()).txn()?,
                 None => {
                     return Err(Fail::Txn(Error::Corrupt(
                         "an expiring entry has no scope".into(),
@@ -1167,7 +1247,7 @@ impl Tx<'_> {
         check_scope_quota(
             self.limits,
             row.entries.saturating_sub(1),
-            row.bytes.saturating_sub(old_bytes),
+            row.held_bytes().saturating_sub(old_bytes),
             1,
             bytes,
         )
@@ -1214,6 +1294,37 @@ impl Tx<'_> {
         })
     }
 
+    /// Restores an export's erasures (see `hippocamp_memory::erasure`).
+    fn import_erasures(
+        &mut self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        at: Moment,
+    ) -> Result<ErasureImport, Fail> {
+        let h = scope_hash(scope);
+        let mut row = self.row(&h, scope)?;
+        let held = row.entries > 0 || row.erasures > 0;
+        let adopted_epoch = check_import_epoch(erasures.epoch, row.epoch, held).op()?;
+        at.deadline.check(Stage::Commit).op()?;
+        if adopted_epoch {
+            row.epoch = erasures.epoch;
+        }
+        let before = row.erasures;
+        for id in &erasures.records.entries {
+            self.remember_erased(&entry_key(&h, id), &mut row)?;
+        }
+        for r in &erasures.records.sessions {
+            if r.epoch > self.session_epoch(&h, &session_hash(&r.session))? {
+                self.set_session_epoch(&h, &r.session, r.epoch, &mut row)?;
+            }
+        }
+        self.put_row(&h, &row)?;
+        Ok(ErasureImport {
+            adopted_epoch,
+            added: row.erasures - before,
+        })
+    }
+
     /// Restores entries under their own ids (see `hippocamp_memory::import`).
     fn import_entries(
         &mut self,
@@ -1229,14 +1340,7 @@ impl Tx<'_> {
         let mut new = Vec::new();
         for (p, terms, vector) in items {
             let e = &p.entry;
-            let erased = match &e.provenance.session_id {
-                Some(s) => self
-                    .dr()?
-                    .erased
-                    .get(&session_key(&h, &session_hash(s), &e.id))?
-                    .is_some(),
-                None => false,
-            };
+            let erased = self.was_erased(&entry_key(&h, &e.id))?;
             if e.obligations.expired(at.now_ms) {
                 report.expired += 1;
             } else if erased {
@@ -1249,7 +1353,14 @@ impl Tx<'_> {
         }
         let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
         let add_entries = new.len() as u64;
-        check_scope_quota(self.limits, row.entries, row.bytes, add_entries, add_bytes).op()?;
+        check_scope_quota(
+            self.limits,
+            row.entries,
+            row.held_bytes(),
+            add_entries,
+            add_bytes,
+        )
+        .op()?;
         self.check_global(add_entries, add_bytes)?;
         at.deadline.check(Stage::Commit).op()?;
         for (p, terms, vector) in new {
@@ -1758,6 +1869,15 @@ impl Writer {
                 let r = tx.import_entries(&scope, items, fence, at);
                 Self::collect(fatal, r, |r| Reply::Imported(reply, r))
             }
+            Op::ImportErasures {
+                scope,
+                erasures,
+                at,
+                reply,
+            } => {
+                let r = tx.import_erasures(&scope, &erasures, at);
+                Self::collect(fatal, r, |r| Reply::ErasuresImported(reply, r))
+            }
         }
     }
 
@@ -1790,6 +1910,7 @@ impl Writer {
             Op::Sweep { reply, .. } => Reply::Swept(reply, Err(e)),
             Op::UpdateEntry { reply, .. } => Reply::Updated(reply, Err(e)),
             Op::ImportEntries { reply, .. } => Reply::Imported(reply, Err(e)),
+            Op::ImportErasures { reply, .. } => Reply::ErasuresImported(reply, Err(e)),
         }
     }
 }

@@ -289,6 +289,25 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         Ok(r)
     }
 
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &crate::erasure::ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<crate::erasure::ErasurePage> {
+        // Ids and counters only: nothing that names a scope to check.
+        self.inner.export_erasures(scope, request, opts).await
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &crate::erasure::ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<crate::erasure::ErasureImport> {
+        self.inner.import_erasures(scope, erasures, opts).await
+    }
+
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         let page = self.inner.list_apps(request, opts).await?;
         for name in &page.names {

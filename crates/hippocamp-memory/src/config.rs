@@ -111,7 +111,11 @@ impl MemoryConfig {
             obligations: true,
             listing: true,
             global_quota: true,
-            limits: self.limits.describe_all(),
+            limits: {
+                let mut l = self.limits.describe_all();
+                l.push(crate::erasure::describe());
+                l
+            },
             routing: None,
         }
     }

@@ -215,6 +215,8 @@ macro_rules! memory_conformance_tests {
             apps_and_users_are_indexed,
             a_session_erasure_fences_writes_admitted_before_it,
             a_delivery_racing_a_session_erasure_never_writes_it_back,
+            erasures_leave_records_that_are_listed_and_counted,
+            imported_erasures_fence_a_fresh_scope,
         );
         #[test]
         fn model_test() {

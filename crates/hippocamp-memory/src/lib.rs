@@ -33,6 +33,7 @@ pub mod checked;
 pub mod config;
 pub mod embedding;
 pub mod entry;
+pub mod erasure;
 pub mod event;
 pub mod import;
 pub mod list;

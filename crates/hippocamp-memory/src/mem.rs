@@ -25,6 +25,10 @@ use crate::entry::{
     EntryUpdate, MemoryEntry, NewEntry, PreparedEntry, Revision, UpdateOutcome, apply_update,
     check_revise, check_update, prepare_entry,
 };
+use crate::erasure::{
+    ErasureCursor, ErasureImport, ErasurePage, ErasureRequest, ImportedErasures,
+    check_import_epoch, erasure_records_bytes,
+};
 use crate::event::{Decision, Event, IngestReport, plan_events};
 use crate::import::{ImportReport, ImportedEntry, prepare_import};
 use crate::list::{
@@ -60,9 +64,13 @@ pub fn list_page(data: &ScopeData, list: &PreparedList, now_ms: u64) -> EntryPag
 struct Shell {
     epoch: u64,
     data: ScopeData,
-    /// The (session, entry id) of every erased entry of a session: an event
-    /// that would make one again is skipped (erasure is sticky).
+    /// The (session, entry id) of every erased entry of a session: an
+    /// event of that session that would make one again is skipped
+    /// (erasure is sticky; a new session id starts over on purpose).
     erased: HashSet<(SessionId, EntryId)>,
+    /// The id of every erased entry, with or without a session: a restore
+    /// does not bring one back, and an export carries them.
+    erased_ids: HashSet<EntryId>,
     /// The kept revisions of every corrected entry, oldest first, the
     /// current one last (none for an entry never corrected).
     history: HashMap<EntryId, Vec<Revision>>,
@@ -73,6 +81,15 @@ struct Shell {
 impl Shell {
     fn session_epoch(&self, session: &SessionId) -> u64 {
         self.session_epochs.get(session).copied().unwrap_or(0)
+    }
+
+    /// The bytes the scope holds against its quota: its entries and its
+    /// erasure records.
+    fn held_bytes(&self) -> u64 {
+        erasure_records_bytes(
+            self.data.bytes(),
+            (self.erased.len() + self.erased_ids.len() + self.session_epochs.len()) as u64,
+        )
     }
 
     /// What ingesting `p` would do here.
@@ -91,7 +108,22 @@ impl Shell {
         if let Some(s) = &entry.provenance.session_id {
             self.erased.insert((s.clone(), entry.id));
         }
+        self.erased_ids.insert(entry.id);
         Some(bytes)
+    }
+
+    /// One page of the scope's erasure records after `after`.
+    fn records(&self, after: Option<&ErasureCursor>, limit: usize) -> ErasurePage {
+        let mut ids: Vec<EntryId> = self.erased_ids.iter().copied().collect();
+        ids.sort_unstable();
+        let mut sessions: Vec<(&SessionId, &u64)> = self.session_epochs.iter().collect();
+        sessions.sort_unstable();
+        ErasurePage::cut(
+            ids.into_iter(),
+            sessions.into_iter().map(|(s, e)| (s.clone(), *e)),
+            after,
+            limit,
+        )
     }
 }
 
@@ -276,7 +308,7 @@ impl MemoryStore for InMemoryStore {
         check_scope_quota(
             limits,
             s.data.len(),
-            s.data.bytes(),
+            s.held_bytes(),
             1,
             prepared.storage_bytes,
         )?;
@@ -337,7 +369,7 @@ impl MemoryStore for InMemoryStore {
         let (new, report) = plan.resolve(|p| s.decide(p));
         let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
         let add_entries = new.len() as u64;
-        check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
+        check_scope_quota(limits, s.data.len(), s.held_bytes(), add_entries, add_bytes)?;
         let reservation = self.quota.reserve(add_entries, add_bytes)?;
         deadline.check(Stage::Commit)?;
         reservation.commit();
@@ -637,7 +669,7 @@ impl MemoryStore for InMemoryStore {
         check_scope_quota(
             limits,
             s.data.len().saturating_sub(1),
-            s.data.bytes() - old_bytes,
+            s.held_bytes() - old_bytes,
             1,
             bytes,
         )?;
@@ -720,13 +752,7 @@ impl MemoryStore for InMemoryStore {
                 continue;
             }
             let v = vectors.next();
-            let erased = p
-                .entry
-                .provenance
-                .session_id
-                .as_ref()
-                .is_some_and(|sid| s.erased.contains(&(sid.clone(), p.entry.id)));
-            if erased {
+            if s.erased_ids.contains(&p.entry.id) {
                 report.erased += 1;
             } else if s.data.get(&p.entry.id).is_some() {
                 report.existing += 1;
@@ -736,7 +762,7 @@ impl MemoryStore for InMemoryStore {
         }
         let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
         let add_entries = new.len() as u64;
-        check_scope_quota(limits, s.data.len(), s.data.bytes(), add_entries, add_bytes)?;
+        check_scope_quota(limits, s.data.len(), s.held_bytes(), add_entries, add_bytes)?;
         let reservation = self.quota.reserve(add_entries, add_bytes)?;
         deadline.check(Stage::Commit)?;
         reservation.commit();
@@ -756,6 +782,53 @@ impl MemoryStore for InMemoryStore {
         }
         self.reindex(scope, &s);
         Ok(report)
+    }
+
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        let deadline = self.deadline(opts);
+        let (after, limit) = request.prepare(self.config.limits.max_page_entries)?;
+        let Some(shell) = self.find(scope) else {
+            return Ok(ErasurePage::default());
+        };
+        let s = Self::read(&shell, deadline).await?;
+        Ok(s.records(after.as_ref(), limit))
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        let deadline = self.deadline(opts);
+        let shell = self.find_or_create(scope);
+        let mut s = Self::write(&shell, deadline).await?;
+        let held = !s.data.is_empty() || !s.erased_ids.is_empty() || !s.session_epochs.is_empty();
+        let adopted_epoch = check_import_epoch(erasures.epoch, s.epoch, held)?;
+        deadline.check(Stage::Commit)?;
+        if adopted_epoch {
+            s.epoch = erasures.epoch;
+        }
+        let mut added = 0;
+        for id in &erasures.records.entries {
+            added += u64::from(s.erased_ids.insert(*id));
+        }
+        for r in &erasures.records.sessions {
+            let e = s.session_epochs.entry(r.session.clone()).or_default();
+            if r.epoch > *e {
+                added += u64::from(*e == 0);
+                *e = r.epoch;
+            }
+        }
+        Ok(ErasureImport {
+            adopted_epoch,
+            added,
+        })
     }
 
     async fn list_apps(&self, request: &NamesRequest, _opts: &CallOptions) -> Result<NamePage> {

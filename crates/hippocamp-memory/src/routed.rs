@@ -300,6 +300,32 @@ impl MemoryStore for RoutedMemory {
         self.inner.import_entries(scope, entries, &opts).await
     }
 
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &crate::erasure::ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<crate::erasure::ErasurePage> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Read).await?;
+        self.inner
+            .export_erasures(scope, request, &forwarded(opts, deadline))
+            .await
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &crate::erasure::ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<crate::erasure::ErasureImport> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Write).await?;
+        self.inner
+            .import_erasures(scope, erasures, &forwarded(opts, deadline))
+            .await
+    }
+
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         // The store's index of scopes, not any one scope: no worker to enter.
         self.inner.list_apps(request, opts).await

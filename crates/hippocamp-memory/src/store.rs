@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Obligations, Revision, UpdateOutcome};
+use crate::erasure::{ErasureImport, ErasurePage, ErasureRequest, ImportedErasures};
 use crate::event::{Event, IngestReport};
 use crate::import::{ImportReport, ImportedEntry};
 pub use crate::list::{
@@ -608,6 +609,37 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         })
     }
 
+    /// One page of the scope's erasure records (see [`crate::erasure`]),
+    /// for an export.
+    async fn export_erasures(
+        &self,
+        _scope: &MemoryScope,
+        _request: &ErasureRequest,
+        _opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        Err(Error::Unsupported {
+            operation: "export_erasures",
+            backend: "this store",
+        })
+    }
+
+    /// Restores an export's erasures before its entries, in one step: a
+    /// scope never held takes the export's epoch, one held at another
+    /// epoch is refused (`StaleEpoch`: erased since the export;
+    /// `FutureEpoch`: the export comes from elsewhere), and the records
+    /// are added to the scope's (session epochs only ever rise).
+    async fn import_erasures(
+        &self,
+        _scope: &MemoryScope,
+        _erasures: &ImportedErasures,
+        _opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        Err(Error::Unsupported {
+            operation: "import_erasures",
+            backend: "this store",
+        })
+    }
+
     /// One page of the apps that hold memory, from the store's own index
     /// of scopes (not a scan of entries), in byte order.
     async fn list_apps(&self, _request: &NamesRequest, _opts: &CallOptions) -> Result<NamePage> {
@@ -824,6 +856,26 @@ pub trait MemoryLayer: Send + Sync + fmt::Debug {
         self.inner().import_entries(scope, entries, opts).await
     }
 
+    /// See [`MemoryStore::export_erasures`].
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        self.inner().export_erasures(scope, request, opts).await
+    }
+
+    /// See [`MemoryStore::import_erasures`].
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        self.inner().import_erasures(scope, erasures, opts).await
+    }
+
     /// See [`MemoryStore::list_apps`].
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         self.inner().list_apps(request, opts).await
@@ -981,6 +1033,22 @@ impl<L: MemoryLayer> MemoryStore for L {
         opts: &WriteOptions,
     ) -> Result<ImportReport> {
         MemoryLayer::import_entries(self, scope, entries, opts).await
+    }
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        MemoryLayer::export_erasures(self, scope, request, opts).await
+    }
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        MemoryLayer::import_erasures(self, scope, erasures, opts).await
     }
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {
         MemoryLayer::list_apps(self, request, opts).await

@@ -48,6 +48,9 @@ use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::{
     PreparedEntry, apply_update, check_revise, check_update, prepare_entry,
 };
+use hippocamp_memory::erasure::{
+    ErasureCursor, ErasureImport, ErasurePage, ErasureRequest, ImportedErasures, check_import_epoch,
+};
 use hippocamp_memory::event::{Decision, plan_events};
 use hippocamp_memory::import::prepare_import;
 use hippocamp_memory::list::{
@@ -172,6 +175,8 @@ struct ScopeRow {
     epoch: u64,
     version: i64,
     entries: u64,
+    /// Erasure records (erased entry ids, erased sessions' epochs).
+    erasures: u64,
 }
 
 impl ScopeRow {
@@ -181,7 +186,13 @@ impl ScopeRow {
             epoch: u(row.get(1)),
             version: row.get(2),
             entries: u(row.get(3)),
+            erasures: u(row.get(4)),
         }
+    }
+
+    /// Whether the scope holds entries or erasure records.
+    fn held(&self) -> bool {
+        self.entries > 0 || self.erasures > 0
     }
 }
 
@@ -192,6 +203,8 @@ struct Delta {
     bytes: i64,
     len: i64,
     epoch: Option<u64>,
+    /// Erasure records added.
+    erasures: i64,
 }
 
 impl Delta {
@@ -327,7 +340,7 @@ async fn read_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Optio
     // Prepared once per connection: one round trip per call, not two.
     let statement = c
         .prepare_cached(
-            "SELECT id, epoch, version, entries FROM memory_scopes WHERE app = $1 AND usr = $2",
+            "SELECT id, epoch, version, entries, erasures FROM memory_scopes WHERE app = $1 AND usr = $2",
         )
         .await
         .map_err(db_error)?;
@@ -346,7 +359,7 @@ async fn lock_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Scope
         .query_one(
             "INSERT INTO memory_scopes (app, usr) VALUES ($1, $2) \
              ON CONFLICT (app, usr) DO UPDATE SET version = memory_scopes.version \
-             RETURNING id, epoch, version, entries",
+             RETURNING id, epoch, version, entries, erasures",
             &[&scope.app().as_str(), &scope.user().as_str()],
         )
         .await
@@ -354,7 +367,8 @@ async fn lock_scope(c: &impl GenericClient, scope: &MemoryScope) -> Result<Scope
     Ok(ScopeRow::of(&row))
 }
 
-/// The erased entries of `session` among `ids`.
+/// The erased entries of `session` among `ids` (what an event of the
+/// session may not make again).
 async fn erased_among(
     c: &impl GenericClient,
     scope_id: i64,
@@ -365,6 +379,26 @@ async fn erased_among(
         .query(
             "SELECT id FROM memory_erased WHERE scope_id = $1 AND session = $2 AND id = ANY($3)",
             &[&scope_id, &session.as_str(), &ids],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| r.get::<_, &str>(0).parse().ok())
+        .collect())
+}
+
+/// The erased entries among `ids`, whatever their session (what a restore
+/// may not write back).
+async fn erased_ids_among(
+    c: &impl GenericClient,
+    scope_id: i64,
+    ids: &[String],
+) -> Result<HashSet<EntryId>> {
+    let rows = c
+        .query(
+            "SELECT id FROM memory_erased_ids WHERE scope_id = $1 AND id = ANY($2)",
+            &[&scope_id, &ids],
         )
         .await
         .map_err(db_error)?;
@@ -386,34 +420,48 @@ async fn session_epoch(c: &impl GenericClient, scope_id: i64, session: &SessionI
     Ok(row.map_or(0, |r| u(r.get::<_, i64>(0))))
 }
 
-/// Advances the erasure epoch of `session`, in the erasure's transaction.
+/// Advances the erasure epoch of `session`, in the erasure's
+/// transaction; whether that made a new erasure record.
 async fn advance_session_epoch(
     c: &impl GenericClient,
     scope_id: i64,
     session: &SessionId,
-) -> Result<()> {
-    c.execute(
-        "INSERT INTO memory_session_epochs (scope_id, session, epoch) VALUES ($1, $2, 1) \
-         ON CONFLICT (scope_id, session) DO UPDATE SET epoch = memory_session_epochs.epoch + 1",
-        &[&scope_id, &session.as_str()],
-    )
-    .await
-    .map_err(db_error)?;
-    Ok(())
+) -> Result<bool> {
+    let row = c
+        .query_one(
+            "INSERT INTO memory_session_epochs (scope_id, session, epoch) VALUES ($1, $2, 1) \
+             ON CONFLICT (scope_id, session) DO UPDATE SET epoch = memory_session_epochs.epoch + 1 \
+             RETURNING epoch",
+            &[&scope_id, &session.as_str()],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.get::<_, i64>(0) == 1)
 }
 
-/// Deletes `ids`' rows and history, remembering those of sessions as
-/// erased; returns what they took from the scope's counters.
+/// Deletes `ids`' rows and history, remembering each as erased; returns
+/// what they took from (and added to) the scope's counters.
 async fn erase_rows(c: &impl GenericClient, scope_id: i64, ids: &[EntryId]) -> Result<Delta> {
     let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    c.execute(
-        "INSERT INTO memory_erased (scope_id, session, id) \
-         SELECT scope_id, session, id FROM memory_entries \
-         WHERE scope_id = $1 AND id = ANY($2) AND session IS NOT NULL ON CONFLICT DO NOTHING",
-        &[&scope_id, &ids],
-    )
-    .await
-    .map_err(db_error)?;
+    let of_sessions = c
+        .execute(
+            "INSERT INTO memory_erased (scope_id, session, id) \
+             SELECT scope_id, session, id FROM memory_entries \
+             WHERE scope_id = $1 AND id = ANY($2) AND session IS NOT NULL ON CONFLICT DO NOTHING",
+            &[&scope_id, &ids],
+        )
+        .await
+        .map_err(db_error)?;
+    let by_id = c
+        .execute(
+            "INSERT INTO memory_erased_ids (scope_id, id) \
+             SELECT scope_id, id FROM memory_entries \
+             WHERE scope_id = $1 AND id = ANY($2) ON CONFLICT DO NOTHING",
+            &[&scope_id, &ids],
+        )
+        .await
+        .map_err(db_error)?;
+    let records = of_sessions + by_id;
     c.execute(
         "DELETE FROM memory_revisions WHERE scope_id = $1 AND id = ANY($2)",
         &[&scope_id, &ids],
@@ -427,7 +475,10 @@ async fn erase_rows(c: &impl GenericClient, scope_id: i64, ids: &[EntryId]) -> R
         )
         .await
         .map_err(db_error)?;
-    let mut d = Delta::default();
+    let mut d = Delta {
+        erasures: i64::try_from(records).unwrap_or(i64::MAX),
+        ..Delta::default()
+    };
     for r in rows {
         d.entries -= 1;
         d.bytes -= r.get::<_, i64>(0);
@@ -483,6 +534,12 @@ struct Write<'c> {
 }
 
 impl Write<'_> {
+    /// The bytes the scope holds against its quota: its entries' and its
+    /// erasure records'.
+    fn held_bytes(&self) -> u64 {
+        hippocamp_memory::erasure::erasure_records_bytes(self.data().bytes(), self.row.erasures)
+    }
+
     fn data(&self) -> &ScopeData {
         // `begin` always leaves a copy in the cell.
         static EMPTY: std::sync::OnceLock<ScopeData> = std::sync::OnceLock::new();
@@ -526,13 +583,15 @@ impl Write<'_> {
         self.tx
             .execute(
                 "UPDATE memory_scopes SET version = version + 1, entries = entries + $2, \
-                 bytes = bytes + $3, total_len = total_len + $4, epoch = $5 WHERE id = $1",
+                 bytes = bytes + $3, total_len = total_len + $4, epoch = $5, \
+                 erasures = erasures + $6 WHERE id = $1",
                 &[
                     &self.row.id,
                     &delta.entries,
                     &delta.bytes,
                     &delta.len,
                     &epoch,
+                    &delta.erasures,
                 ],
             )
             .await
@@ -925,13 +984,16 @@ impl PgMemoryStore {
         w: Write<'_>,
         ids: Vec<EntryId>,
         epoch: Option<u64>,
-        commit_anyway: bool,
+        session_records: Option<i64>,
         deadline: Deadline,
     ) -> Result<u64> {
         let mut delta = erase_rows(&w.tx, w.row.id, &ids).await?;
         delta.epoch = epoch;
+        delta.erasures += session_records.unwrap_or(0);
         let removed = u(-delta.entries);
-        if removed == 0 && epoch.is_none() && !commit_anyway {
+        // A session's erasure commits even when it removed nothing: its
+        // epoch advanced.
+        if removed == 0 && epoch.is_none() && session_records.is_none() {
             return Ok(0);
         }
         w.commit(delta, &self.config, deadline, |data| {
@@ -1010,7 +1072,7 @@ impl MemoryStore for PgMemoryStore {
         check_scope_quota(
             limits,
             w.data().len(),
-            w.data().bytes(),
+            w.held_bytes(),
             1,
             prepared.storage_bytes,
         )?;
@@ -1091,7 +1153,7 @@ impl MemoryStore for PgMemoryStore {
         check_scope_quota(
             limits,
             w.data().len(),
-            w.data().bytes(),
+            w.held_bytes(),
             new.len() as u64,
             add_bytes,
         )?;
@@ -1198,7 +1260,7 @@ impl MemoryStore for PgMemoryStore {
         if w.data().get(id).is_none() {
             return Ok(0);
         }
-        self.erase(w, vec![*id], None, false, deadline).await
+        self.erase(w, vec![*id], None, None, deadline).await
     }
 
     async fn delete_session(
@@ -1215,8 +1277,9 @@ impl MemoryStore for PgMemoryStore {
         // Advanced in the erasure's transaction, even for a session that
         // holds nothing: a delivery in flight on any server, admitted
         // before, is refused when it takes the scope's row lock.
-        advance_session_epoch(&w.tx, w.row.id, session).await?;
-        self.erase(w, ids, None, true, deadline).await
+        let new_record = advance_session_epoch(&w.tx, w.row.id, session).await?;
+        self.erase(w, ids, None, Some(i64::from(new_record)), deadline)
+            .await
     }
 
     async fn delete_user(&self, scope: &MemoryScope, opts: &CallOptions) -> Result<Erasure> {
@@ -1228,7 +1291,7 @@ impl MemoryStore for PgMemoryStore {
         // The epoch advances in the erasure's transaction, even for a
         // scope with no entries, so work queued before it stays fenced.
         let epoch = w.row.epoch + 1;
-        let deleted = self.erase(w, ids, Some(epoch), false, deadline).await?;
+        let deleted = self.erase(w, ids, Some(epoch), None, deadline).await?;
         Ok(Erasure { deleted, epoch })
     }
 
@@ -1353,7 +1416,7 @@ impl MemoryStore for PgMemoryStore {
             sweep.more |= ids.len() > left;
             ids.truncate(left);
             if !ids.is_empty() {
-                sweep.deleted += self.erase(w, ids, None, false, deadline).await?;
+                sweep.deleted += self.erase(w, ids, None, None, deadline).await?;
             }
             if sweep.more {
                 break;
@@ -1408,7 +1471,7 @@ impl MemoryStore for PgMemoryStore {
         check_scope_quota(
             limits,
             w.data().len().saturating_sub(1),
-            w.data().bytes() - old_bytes,
+            w.held_bytes() - old_bytes,
             1,
             bytes,
         )?;
@@ -1460,10 +1523,9 @@ impl MemoryStore for PgMemoryStore {
         .await
         .map_err(db_error)?;
         let delta = Delta {
-            entries: 0,
             bytes: i(bytes) - i(old_bytes),
             len: i64::from(row.doc_len) - i64::from(old_len),
-            epoch: None,
+            ..Delta::default()
         };
         let stored = entry.clone();
         let id = *id;
@@ -1540,16 +1602,7 @@ impl MemoryStore for PgMemoryStore {
         let w = self.begin(&mut client, scope, deadline).await?;
         check_epoch(opts.epoch, w.row.epoch)?;
         let ids: Vec<String> = prepared.iter().map(|p| p.entry.id.to_string()).collect();
-        let erased: HashSet<(String, String)> =
-            w.tx.query(
-                "SELECT session, id FROM memory_erased WHERE scope_id = $1 AND id = ANY($2)",
-                &[&w.row.id, &ids],
-            )
-            .await
-            .map_err(db_error)?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
+        let erased = erased_ids_among(&w.tx, w.row.id, &ids).await?;
         let mut report = ImportReport::default();
         let mut new = Vec::new();
         for (p, t) in prepared.into_iter().zip(terms) {
@@ -1558,10 +1611,7 @@ impl MemoryStore for PgMemoryStore {
                 continue;
             }
             let v = vectors.next();
-            let was_erased = p.entry.provenance.session_id.as_ref().is_some_and(|sid| {
-                erased.contains(&(sid.as_str().to_owned(), p.entry.id.to_string()))
-            });
-            if was_erased {
+            if erased.contains(&p.entry.id) {
                 report.erased += 1;
             } else if w.data().get(&p.entry.id).is_some() {
                 report.existing += 1;
@@ -1573,7 +1623,7 @@ impl MemoryStore for PgMemoryStore {
         check_scope_quota(
             limits,
             w.data().len(),
-            w.data().bytes(),
+            w.held_bytes(),
             new.len() as u64,
             add_bytes,
         )?;
@@ -1620,6 +1670,118 @@ impl MemoryStore for PgMemoryStore {
         })
         .await?;
         Ok(report)
+    }
+
+    async fn export_erasures(
+        &self,
+        scope: &MemoryScope,
+        request: &ErasureRequest,
+        opts: &CallOptions,
+    ) -> Result<ErasurePage> {
+        let deadline = self.deadline(opts);
+        let (after, limit) = request.prepare(self.config.limits.max_page_entries)?;
+        let client = self.db.client(deadline).await?;
+        let Some(row) = read_scope(&client, scope).await? else {
+            return Ok(ErasurePage::default());
+        };
+        let most = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let mut ids = Vec::new();
+        if !matches!(after, Some(ErasureCursor::Session(_))) {
+            let from = match &after {
+                Some(ErasureCursor::Entry(id)) => Some(id.to_string()),
+                _ => None,
+            };
+            for r in client
+                .query(
+                    "SELECT id FROM memory_erased_ids WHERE scope_id = $1 \
+                     AND ($2::TEXT IS NULL OR id > $2) ORDER BY id LIMIT $3",
+                    &[&row.id, &from, &most],
+                )
+                .await
+                .map_err(db_error)?
+            {
+                ids.push(
+                    r.get::<_, &str>(0)
+                        .parse::<EntryId>()
+                        .map_err(|_| Error::Corrupt("an erased entry id is malformed".into()))?,
+                );
+            }
+        }
+        let mut sessions = Vec::new();
+        if ids.len() <= limit {
+            let from = match &after {
+                Some(ErasureCursor::Session(s)) => Some(s.as_str().to_owned()),
+                _ => None,
+            };
+            for r in client
+                .query(
+                    "SELECT session, epoch FROM memory_session_epochs WHERE scope_id = $1 \
+                     AND ($2::TEXT IS NULL OR session > $2) ORDER BY session LIMIT $3",
+                    &[&row.id, &from, &most],
+                )
+                .await
+                .map_err(db_error)?
+            {
+                let session = SessionId::new(r.get::<_, String>(0))
+                    .map_err(|_| Error::Corrupt("an erased session id is malformed".into()))?;
+                sessions.push((session, u(r.get(1))));
+            }
+        }
+        Ok(ErasurePage::cut(
+            ids.into_iter(),
+            sessions.into_iter(),
+            after.as_ref(),
+            limit,
+        ))
+    }
+
+    async fn import_erasures(
+        &self,
+        scope: &MemoryScope,
+        erasures: &ImportedErasures,
+        opts: &CallOptions,
+    ) -> Result<ErasureImport> {
+        let deadline = self.deadline(opts);
+        let mut client = self.db.client(deadline).await?;
+        let w = self.begin(&mut client, scope, deadline).await?;
+        let adopted_epoch = check_import_epoch(erasures.epoch, w.row.epoch, w.row.held())?;
+        let ids: Vec<String> = erasures
+            .records
+            .entries
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut added =
+            w.tx.execute(
+                "INSERT INTO memory_erased_ids (scope_id, id) SELECT $1, unnest($2::TEXT[]) \
+                 ON CONFLICT DO NOTHING",
+                &[&w.row.id, &ids],
+            )
+            .await
+            .map_err(db_error)?;
+        for r in &erasures.records.sessions {
+            let before = session_epoch(&w.tx, w.row.id, &r.session).await?;
+            if r.epoch > before {
+                w.tx.execute(
+                    "INSERT INTO memory_session_epochs (scope_id, session, epoch) VALUES ($1, $2, $3) \
+                     ON CONFLICT (scope_id, session) DO UPDATE SET epoch = $3",
+                    &[&w.row.id, &r.session.as_str(), &i(r.epoch)],
+                )
+                .await
+                .map_err(db_error)?;
+                added += u64::from(before == 0);
+            }
+        }
+        let delta = Delta {
+            epoch: adopted_epoch.then_some(erasures.epoch),
+            erasures: i(added),
+            ..Delta::default()
+        };
+        w.commit(delta, &self.config, deadline, |_| {}).await?;
+        Ok(ErasureImport {
+            adopted_epoch,
+            added,
+        })
     }
 
     async fn list_apps(&self, request: &NamesRequest, opts: &CallOptions) -> Result<NamePage> {

@@ -281,4 +281,27 @@ CREATE TABLE session_epochs (
 );
 "#,
     },
+    Migration {
+        version: 9,
+        name: "erasure records by entry id, counted",
+        sql: r#"
+-- Every erased entry (by id, session, user or sweep), with or without a
+-- session: a restore does not write one back, and an export lists them
+-- (memory_erased keeps skipping an erased session's events). The scope's
+-- row counts its erasure records (rows of both tables and its sessions'
+-- epochs): each counts against its byte quota.
+CREATE TABLE memory_erased_ids (
+    scope_id BIGINT NOT NULL REFERENCES memory_scopes (id),
+    id TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope_id, id)
+);
+INSERT INTO memory_erased_ids (scope_id, id)
+    SELECT DISTINCT scope_id, id FROM memory_erased;
+ALTER TABLE memory_scopes ADD COLUMN erasures BIGINT NOT NULL DEFAULT 0;
+UPDATE memory_scopes s SET erasures =
+    (SELECT count(*) FROM memory_erased e WHERE e.scope_id = s.id)
+    + (SELECT count(*) FROM memory_erased_ids e WHERE e.scope_id = s.id)
+    + (SELECT count(*) FROM memory_session_epochs e WHERE e.scope_id = s.id);
+"#,
+    },
 ];

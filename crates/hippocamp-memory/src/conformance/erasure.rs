@@ -9,6 +9,7 @@ use hippocamp_core::{Error, MemoryScope, SessionId};
 
 use super::{StoreFactory, c, default_store, scope, sid};
 use crate::entry::Obligations;
+use crate::erasure::{ErasureRecords, ErasureRequest, ImportedErasures, SessionEpoch};
 use crate::event::Event;
 use crate::list::ListRequest;
 use crate::store::{ErasureFence, MemoryStore, WriteOptions};
@@ -219,4 +220,225 @@ pub async fn a_delivery_racing_a_session_erasure_never_writes_it_back(f: &dyn St
             .session_epoch,
         1
     );
+}
+
+async fn records(store: &dyn MemoryStore, s: &MemoryScope) -> ErasureRecords {
+    let mut all = ErasureRecords::default();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .export_erasures(
+                s,
+                &ErasureRequest {
+                    cursor,
+                    limit: Some(2),
+                },
+                &c(),
+            )
+            .await
+            .unwrap();
+        assert!(page.records.len() <= 2);
+        all.entries.extend(page.records.entries);
+        all.sessions.extend(page.records.sessions);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return all,
+        }
+    }
+}
+
+/// Every erasure leaves a record, an entry's id whether or not it came
+/// from a session, a session's epoch: an export lists them page by page,
+/// an import of an erased entry counts it as erased, and each counts
+/// against the scope's byte quota (an erasure is never refused for it,
+/// the next write is).
+#[allow(clippy::many_single_char_names)] // f, s, n: the suite's names
+pub async fn erasures_leave_records_that_are_listed_and_counted(f: &dyn StoreFactory) {
+    let max = 2_000;
+    let store = f
+        .open(crate::MemoryConfig {
+            limits: hippocamp_core::MemoryLimits {
+                max_bytes_per_scope: max,
+                ..hippocamp_core::MemoryLimits::default()
+            },
+            ..crate::MemoryConfig::default()
+        })
+        .await;
+    assert!(store.capabilities().limits.iter().any(
+        |l| l.name == "erasure_record_bytes" && l.value == crate::erasure::ERASURE_RECORD_BYTES
+    ));
+    let s = scope("app", "records");
+    // A note without a session, deleted by id: recorded too.
+    let note = store
+        .add_entry(&s, crate::NewEntry::new("a note"), &WriteOptions::default())
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(store.delete_entry(&s, &note.id, &c()).await.unwrap(), 1);
+    store
+        .add_events(&s, &sid("chat"), &events("m", 2), &WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delete_session(&s, &sid("chat"), &c()).await.unwrap(),
+        2
+    );
+    let got = records(&*store, &s).await;
+    assert_eq!(got.entries.len(), 3, "{got:?}");
+    assert!(got.entries.contains(&note.id));
+    let mut sorted = got.entries.clone();
+    sorted.sort_unstable();
+    assert_eq!(got.entries, sorted, "ids come in order");
+    assert_eq!(got.sessions.len(), 1);
+    assert_eq!(
+        (got.sessions[0].session.as_str(), got.sessions[0].epoch),
+        ("chat", 1)
+    );
+    // A restore of the deleted note does not bring it back.
+    let imported = store
+        .import_entries(
+            &s,
+            &[crate::ImportedEntry {
+                entry: note.clone(),
+                history: Vec::new(),
+            }],
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((imported.erased, imported.imported), (1, 0));
+    assert!(matches!(
+        store.get_entry(&s, &note.id, &c()).await,
+        Err(Error::NotFound(_))
+    ));
+    // Records count against the byte quota: a scope holding them fits
+    // fewer entries than one that does not.
+    let fill = |s: MemoryScope| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut n = 0u64;
+            loop {
+                let r = store
+                    .add_entry(
+                        &s,
+                        crate::NewEntry::new(format!("filler {n:03}")),
+                        &WriteOptions::default(),
+                    )
+                    .await;
+                match r {
+                    Ok(_) => n += 1,
+                    Err(Error::QuotaExceeded { .. }) => return n,
+                    Err(e) => panic!("{e}"),
+                }
+                assert!(n < 100);
+            }
+        }
+    };
+    let with_records = fill(s.clone()).await;
+    let without = fill(scope("app", "no-records")).await;
+    assert!(with_records < without, "{with_records} vs {without}");
+    // Erasing never fails for it; the records grow, the entries go.
+    store.delete_user(&s, &c()).await.unwrap();
+    let after = records(&*store, &s).await;
+    assert_eq!(
+        after.entries.len(),
+        3 + usize::try_from(with_records).unwrap()
+    );
+}
+
+/// An export's erasures restored: a scope never held here takes the
+/// export's epoch and its records (so the export's erased entries stay
+/// erased); a scope held at another epoch is refused, typed.
+pub async fn imported_erasures_fence_a_fresh_scope(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let fresh = scope("app", "fresh");
+    let gone = crate::entry::prepare_entry(
+        &fresh,
+        crate::NewEntry::new("erased elsewhere"),
+        &hippocamp_core::MemoryLimits::default(),
+    )
+    .unwrap()
+    .entry;
+    let records = ErasureRecords {
+        entries: vec![gone.id],
+        sessions: vec![SessionEpoch {
+            session: sid("old"),
+            epoch: 2,
+        }],
+    };
+    let done = store
+        .import_erasures(
+            &fresh,
+            &ImportedErasures {
+                epoch: 3,
+                records: records.clone(),
+            },
+            &c(),
+        )
+        .await
+        .unwrap();
+    assert!(done.adopted_epoch);
+    assert_eq!(done.added, 2);
+    let fence = store
+        .erasure_fence(&fresh, &sid("old"), &c())
+        .await
+        .unwrap();
+    assert_eq!((fence.epoch, fence.session_epoch), (3, 2));
+    let mut gone_at_3 = gone.clone();
+    gone_at_3.epoch = 3;
+    let r = store
+        .import_entries(
+            &fresh,
+            &[crate::ImportedEntry {
+                entry: gone_at_3,
+                history: Vec::new(),
+            }],
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.erased, 1);
+    // Again: idempotent, nothing new.
+    let again = store
+        .import_erasures(&fresh, &ImportedErasures { epoch: 3, records }, &c())
+        .await
+        .unwrap();
+    assert_eq!((again.adopted_epoch, again.added), (false, 0));
+    // An older export: erased since.
+    let err = store
+        .import_erasures(
+            &fresh,
+            &ImportedErasures {
+                epoch: 1,
+                records: ErasureRecords::default(),
+            },
+            &c(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::StaleEpoch { .. }), "{err}");
+    // A scope that holds data at a lower epoch: the export comes from
+    // elsewhere, refused.
+    let held = scope("app", "held");
+    store
+        .add_entry(
+            &held,
+            crate::NewEntry::new("here"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let err = store
+        .import_erasures(
+            &held,
+            &ImportedErasures {
+                epoch: 2,
+                records: ErasureRecords::default(),
+            },
+            &c(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::FutureEpoch { .. }), "{err}");
+    assert_eq!(store.erasure_epoch(&held, &c()).await.unwrap(), 0);
 }
