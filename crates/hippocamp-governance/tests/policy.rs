@@ -153,6 +153,8 @@ async fn every_operation(store: &dyn MemoryStore) -> Vec<(&'static str, Option<A
     out.push(("delete_user", Some(Action::Erase), r.is_ok()));
     let r = store.erasure_epoch(&s, &c).await;
     out.push(("erasure_epoch", None, r.is_ok()));
+    let r = store.erasure_fence(&s, &session, &c).await;
+    out.push(("erasure_fence", None, r.is_ok()));
     let r = store.list_entries(&s, &ListRequest::default(), &c).await;
     out.push(("list_entries", Some(Action::List), r.is_ok()));
     let r = store
@@ -179,6 +181,20 @@ async fn every_operation(store: &dyn MemoryStore) -> Vec<(&'static str, Option<A
     ));
     let r = store.import_entries(&s, &[], &w).await;
     out.push(("import_entries", Some(Action::Ingest), r.is_ok()));
+    let r = store
+        .export_erasures(
+            &s,
+            &hippocamp_memory::erasure::ErasureRequest::default(),
+            &c,
+        )
+        .await;
+    out.push(("export_erasures", Some(Action::Export), r.is_ok()));
+    let at_now = hippocamp_memory::erasure::ImportedErasures {
+        epoch: 1,
+        records: hippocamp_memory::erasure::ErasureRecords::default(),
+    };
+    let r = store.import_erasures(&s, &at_now, &c).await;
+    out.push(("import_erasures", Some(Action::Restore), r.is_ok()));
     let names = hippocamp_memory::NamesRequest::default();
     let r = store.list_apps(&names, &c).await;
     out.push(("list_apps", Some(Action::List), r.is_ok()));
@@ -216,7 +232,7 @@ async fn every_operation_on_data_consults_the_policy_with_its_scope_and_caller()
         assert!(!what.contains("tea"), "{name} leaked content: {what}");
     }
     let names: Vec<&str> = calls.iter().map(|(n, _, _)| *n).collect();
-    assert_eq!(names.len(), 21, "every MemoryStore method is listed");
+    assert_eq!(names.len(), 24, "every MemoryStore method is listed");
 }
 
 #[tokio::test]
