@@ -210,6 +210,28 @@ impl<S: MemoryStore> PolicyChecked<S> {
     }
 }
 
+/// A restored entry's obligations: the policy's (`wanted`), the file's
+/// expiry when earlier, and the file's retention and hold only when the
+/// policy lets the caller keep them (`keep_own`).
+fn restored_obligations(file: Obligations, wanted: Obligations, keep_own: bool) -> Obligations {
+    let expires_at_ms = match (file.expires_at_ms, wanted.expires_at_ms) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if keep_own {
+        Obligations {
+            expires_at_ms,
+            retain_until_ms: file.retain_until_ms.max(wanted.retain_until_ms),
+            legal_hold: file.legal_hold || wanted.legal_hold,
+        }
+    } else {
+        Obligations {
+            expires_at_ms,
+            ..wanted
+        }
+    }
+}
+
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
@@ -427,21 +449,37 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         opts: &WriteOptions,
     ) -> Result<ImportReport> {
         // A restore writes entries as an ingestion does (consent and the
-        // policy's refusal apply); they keep the obligations they were
-        // exported with.
+        // policy's refusal apply), and they get the obligations of the
+        // policy in force: a file cannot make the store keep anything
+        // longer than the policy says. Its own retention or hold is kept
+        // only when the policy lets this caller keep data (`retain`; the
+        // static policy: the command line, not a token); its expiry is
+        // kept when earlier.
         let r = Resource::new("entries", format!("{} restored entries", entries.len()));
-        let (_, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
-        self.ask_retain(
-            scope,
-            entries.iter().map(|e| e.entry.obligations),
-            &opts.call,
-        )
-        .await?;
+        let (grant, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
+        let keeps = entries.iter().any(|e| {
+            e.entry.obligations.retain_until_ms.is_some() || e.entry.obligations.legal_hold
+        });
+        let keep_own = keeps
+            && self
+                .ask_retain(scope, entries.iter().map(|e| e.entry.obligations), &call)
+                .await
+                .is_ok();
+        let policy = Self::granted(&WriteOptions::new(call), grant, call);
+        let governed: Vec<ImportedEntry> = entries
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                let wanted = policy.obligations_for(&e.entry.metadata);
+                e.entry.obligations = restored_obligations(e.entry.obligations, wanted, keep_own);
+                e
+            })
+            .collect();
         let opts = WriteOptions {
             call,
             ..opts.clone()
         };
-        self.inner.import_entries(scope, entries, &opts).await
+        self.inner.import_entries(scope, &governed, &opts).await
     }
 
     async fn export_erasures(

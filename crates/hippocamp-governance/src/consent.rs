@@ -53,8 +53,16 @@ pub struct Consent {
     pub consent_id: String,
     /// What it covers.
     pub scope: ConsentScope,
-    /// When it was recorded (ms since the Unix epoch).
+    /// When this deployment recorded it (ms since the Unix epoch).
     pub recorded_at_ms: u64,
+    /// It came from a restore, not from the user here: the file's claim
+    /// of when it was recorded is `claimed_at_ms`, never this store's own
+    /// record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
+    /// A restored consent's recording time as the restored file claims it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_at_ms: Option<u64>,
 }
 
 impl NewConsent {
@@ -66,6 +74,19 @@ impl NewConsent {
             consent_id: self.consent_id,
             scope: self.scope,
             recorded_at_ms: now_ms,
+            restored: false,
+            claimed_at_ms: None,
+        })
+    }
+
+    /// The consent a restore records at `now_ms` from a file that claims
+    /// it was recorded at `claimed_at_ms`: marked as restored, the claim
+    /// kept apart from this deployment's own time.
+    pub fn restored(self, claimed_at_ms: u64, now_ms: u64) -> Result<Consent> {
+        Ok(Consent {
+            restored: true,
+            claimed_at_ms: Some(claimed_at_ms),
+            ..self.recorded(now_ms)?
         })
     }
 
@@ -86,43 +107,62 @@ impl NewConsent {
     }
 }
 
-/// Where consents are kept.
+/// Where consents are kept. A withdrawal leaves a record of when it
+/// happened (the consent's id and content go): a restore never records
+/// again a consent the user withdrew here.
 #[async_trait]
 pub trait ConsentStore: Send + Sync + fmt::Debug {
-    /// Records (or replaces) the scope's consent; returns it.
-    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent>;
+    /// Records (or replaces) the scope's consent, already checked
+    /// ([`NewConsent::recorded`], [`NewConsent::restored`]); returns it.
+    async fn record(&self, scope: &MemoryScope, consent: Consent) -> Result<Consent>;
     /// The scope's consent, if any.
     async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>>;
-    /// Withdraws the scope's consent; returns what was withdrawn.
-    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>>;
+    /// Withdraws the scope's consent at `now_ms` (remembering when);
+    /// returns what was withdrawn.
+    async fn remove(&self, scope: &MemoryScope, now_ms: u64) -> Result<Option<Consent>>;
+    /// When a consent of the scope was last withdrawn, if ever.
+    async fn withdrawn_at(&self, scope: &MemoryScope) -> Result<Option<u64>>;
+
+    /// Records the consent a caller gives at `now_ms`.
+    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
+        self.record(scope, consent.recorded(now_ms)?).await
+    }
 }
 
 /// Consents in memory (the ephemeral profile, tests).
 #[derive(Debug, Default)]
 pub struct InMemoryConsents {
     map: RwLock<HashMap<MemoryScope, Consent>>,
+    withdrawn: RwLock<HashMap<MemoryScope, u64>>,
 }
 
 #[async_trait]
 impl ConsentStore for InMemoryConsents {
-    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        let c = consent.recorded(now_ms)?;
-        self.map.write().insert(scope.clone(), c.clone());
-        Ok(c)
+    async fn record(&self, scope: &MemoryScope, consent: Consent) -> Result<Consent> {
+        self.map.write().insert(scope.clone(), consent.clone());
+        Ok(consent)
     }
 
     async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
         Ok(self.map.read().get(scope).cloned())
     }
 
-    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
-        Ok(self.map.write().remove(scope))
+    async fn remove(&self, scope: &MemoryScope, now_ms: u64) -> Result<Option<Consent>> {
+        let gone = self.map.write().remove(scope);
+        self.withdrawn.write().insert(scope.clone(), now_ms);
+        Ok(gone)
+    }
+
+    async fn withdrawn_at(&self, scope: &MemoryScope) -> Result<Option<u64>> {
+        Ok(self.withdrawn.read().get(scope).copied())
     }
 }
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// `len(app) app user` → the consent's JSON.
 const CONSENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("consents");
+/// `len(app) app user` → when its consent was last withdrawn (ms).
+const WITHDRAWN: TableDefinition<&[u8], u64> = TableDefinition::new("withdrawn");
 const FORMAT: u32 = 1;
 
 fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
@@ -165,7 +205,11 @@ impl RedbConsents {
                 "format",
                 FORMAT,
                 "the consent store",
-                |txn| txn.open_table(CONSENTS).map(drop).map_err(storage),
+                |txn| {
+                    txn.open_table(CONSENTS).map_err(storage)?;
+                    // Made on every open: stores created before it have none.
+                    txn.open_table(WITHDRAWN).map(drop).map_err(storage)
+                },
             )
         };
         let db = hippocamp_durable::db::open(&dir.join("consents.redb"), init)?;
@@ -191,9 +235,8 @@ fn decode(bytes: &[u8]) -> Result<Consent> {
 
 #[async_trait]
 impl ConsentStore for RedbConsents {
-    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        let c = consent.recorded(now_ms)?;
-        let bytes = serde_json::to_vec(&c)
+    async fn record(&self, scope: &MemoryScope, consent: Consent) -> Result<Consent> {
+        let bytes = serde_json::to_vec(&consent)
             .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
         let k = key(scope);
         // Inline: consent changes are rare, and one fsync on the caller's
@@ -202,7 +245,7 @@ impl ConsentStore for RedbConsents {
             t.insert(k.as_slice(), bytes.as_slice()).map_err(storage)?;
             Ok(())
         })?;
-        Ok(c)
+        Ok(consent)
     }
 
     async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
@@ -214,13 +257,31 @@ impl ConsentStore for RedbConsents {
             .transpose()
     }
 
-    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
+    async fn remove(&self, scope: &MemoryScope, now_ms: u64) -> Result<Option<Consent>> {
         let k = key(scope);
-        self.write(|t| {
-            t.remove(k.as_slice())
+        let txn = self.db.begin_write().map_err(storage)?;
+        let gone = {
+            let mut t = txn.open_table(CONSENTS).map_err(storage)?;
+            let gone = t
+                .remove(k.as_slice())
                 .map_err(storage)?
                 .map(|v| decode(v.value()))
-                .transpose()
-        })
+                .transpose()?;
+            txn.open_table(WITHDRAWN)
+                .map_err(storage)?
+                .insert(k.as_slice(), now_ms)
+                .map_err(storage)?;
+            gone
+        };
+        txn.commit().map_err(storage)?;
+        Ok(gone)
+    }
+
+    async fn withdrawn_at(&self, scope: &MemoryScope) -> Result<Option<u64>> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let t = txn.open_table(WITHDRAWN).map_err(storage)?;
+        Ok(t.get(key(scope).as_slice())
+            .map_err(storage)?
+            .map(|v| v.value()))
     }
 }

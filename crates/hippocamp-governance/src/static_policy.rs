@@ -248,6 +248,12 @@ fn after(now: u64, ms: Option<u64>) -> Option<u64> {
 #[async_trait]
 impl Policy for StaticPolicy {
     async fn decide(&self, q: &Question<'_>) -> Result<Decision> {
+        // Keeping data longer than the app's lifetimes (a restored file's
+        // retention or hold, a library caller's own), in any app: the
+        // operator on the machine may, a remote token may not.
+        if q.action == Action::Retain && q.caller.kind == hippocamp_core::CallerKind::Token {
+            return Ok(Decision::deny("retention_not_granted"));
+        }
         let Some(scope) = q.scope else {
             return Ok(Decision::Allow);
         };

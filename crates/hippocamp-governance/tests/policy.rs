@@ -489,14 +489,29 @@ async fn consents_are_durable_and_validated() {
     let store = RedbConsents::open(dir.path()).unwrap();
     let got = store.get(&s).await.unwrap().unwrap();
     assert_eq!(got.consent_id, "form-7");
+    assert_eq!(store.withdrawn_at(&s).await.unwrap(), None);
     assert_eq!(
-        store.remove(&s).await.unwrap().unwrap().consent_id,
+        store.remove(&s, 77).await.unwrap().unwrap().consent_id,
         "form-7"
     );
     assert!(store.get(&s).await.unwrap().is_none());
     drop(store);
     let store = RedbConsents::open(dir.path()).unwrap();
     assert!(store.get(&s).await.unwrap().is_none());
+    // The withdrawal is remembered across a restart.
+    assert_eq!(store.withdrawn_at(&s).await.unwrap(), Some(77));
+    // A restored consent says so, and keeps the file's time apart.
+    let r = NewConsent {
+        consent_id: "form-8".into(),
+        scope: ConsentScope::Memory,
+    }
+    .restored(5, 90)
+    .unwrap();
+    store.record(&s, r.clone()).await.unwrap();
+    let got = store.get(&s).await.unwrap().unwrap();
+    assert_eq!(got, r);
+    assert!(got.restored);
+    assert_eq!((got.recorded_at_ms, got.claimed_at_ms), (90, Some(5)));
 }
 
 /// Allows everything but keeping data longer than its lifetimes.
@@ -597,10 +612,6 @@ async fn a_write_that_keeps_data_longer_asks_retain() {
             )
             .await
             .map(drop),
-        strict
-            .import_entries(&other, &[moved], &WriteOptions::new(caller()))
-            .await
-            .map(drop),
     ] {
         assert!(
             matches!(&r, Err(Error::PolicyDenied { reason }) if reason == "no_retention"),
@@ -612,8 +623,130 @@ async fn a_write_that_keeps_data_longer_asks_retain() {
         0,
         "nothing was written"
     );
+    // A restore is not refused for it: the entry comes back with the
+    // policy's obligations, without the file's retention.
+    let r = strict
+        .import_entries(
+            &other,
+            std::slice::from_ref(&moved),
+            &WriteOptions::new(caller()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.imported, 1);
+    let back = inner
+        .get_entry(&other, &moved.entry.id, &caller())
+        .await
+        .unwrap();
+    assert_eq!(back.obligations, hippocamp_memory::Obligations::default());
     strict
         .add_entry(&s, NewEntry::new("plain"), &WriteOptions::new(caller()))
         .await
         .unwrap();
+}
+
+/// A restore cannot hold or retain what the policy does not (H1 of the
+/// 2026-12-07 review): under the static policy a token's restore gets
+/// the app's lifetimes whatever the file says, its holds and retentions
+/// dropped (the refusal is audited), so the user can still be erased; the
+/// operator's command line keeps them. A file's expiry is kept when
+/// earlier than the policy's.
+#[tokio::test]
+async fn a_restored_file_cannot_hold_or_retain_beyond_the_policy() {
+    let consents: Arc<dyn ConsentStore> = Arc::new(InMemoryConsents::default());
+    let policy = static_policy("[policy.apps.app]\nttl_ms = 1000000\n", consents);
+    let inner = Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
+    let audit = Arc::new(hippocamp_governance::InMemoryAudit::default());
+    let store = PolicyChecked::new(inner.clone(), policy, hippocamp_core::time::system_clock())
+        .with_audit(audit.clone());
+    let s = scope();
+    let forged = |content: &str, o: hippocamp_memory::Obligations| {
+        let mut e = hippocamp_memory::entry::prepare_entry(
+            &s,
+            NewEntry::new(content),
+            &hippocamp_core::MemoryLimits::default(),
+        )
+        .unwrap()
+        .entry;
+        e.obligations = o;
+        hippocamp_memory::ImportedEntry {
+            entry: e,
+            history: vec![],
+        }
+    };
+    let held = forged(
+        "held forever",
+        hippocamp_memory::Obligations {
+            expires_at_ms: None,
+            retain_until_ms: Some(1 << 62),
+            legal_hold: true,
+        },
+    );
+    let soon = forged(
+        "gone soon",
+        hippocamp_memory::Obligations {
+            expires_at_ms: Some(u64::MAX / 8),
+            ..hippocamp_memory::Obligations::default()
+        },
+    );
+    let token = CallOptions::default().on_behalf_of(Caller::token("attacker"));
+    let r = store
+        .import_entries(&s, &[held.clone(), soon.clone()], &WriteOptions::new(token))
+        .await
+        .unwrap();
+    assert_eq!(r.imported, 2);
+    let got = inner
+        .get_entry(&s, &held.entry.id, &caller())
+        .await
+        .unwrap();
+    assert!(!got.obligations.legal_hold);
+    assert_eq!(got.obligations.retain_until_ms, None);
+    let ttl = got.obligations.expires_at_ms.unwrap();
+    let now = hippocamp_core::time::now_ms();
+    assert!(ttl > now && ttl <= now + 1_000_000, "the app's lifetime");
+    // The user can be erased.
+    assert_eq!(store.delete_user(&s, &token).await.unwrap().deleted, 2);
+    let refused = hippocamp_governance::AuditLog::page(&*audit, None, None)
+        .await
+        .unwrap();
+    assert!(
+        refused
+            .records
+            .iter()
+            .any(|r| r.outcome.contains("retention_not_granted")),
+        "{refused:?}"
+    );
+    // The operator keeps them; the earlier expiry of a file is kept.
+    let cli = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let other = MemoryScope::parse("app", "operator").unwrap();
+    let moved = |e: &hippocamp_memory::ImportedEntry| hippocamp_memory::ImportedEntry {
+        entry: hippocamp_memory::MemoryEntry {
+            scope: other.clone(),
+            ..e.entry.clone()
+        },
+        history: vec![],
+    };
+    let early = forged(
+        "early",
+        hippocamp_memory::Obligations {
+            expires_at_ms: Some(now + 5_000),
+            ..hippocamp_memory::Obligations::default()
+        },
+    );
+    store
+        .import_entries(
+            &other,
+            &[moved(&held), moved(&early)],
+            &WriteOptions::new(cli),
+        )
+        .await
+        .unwrap();
+    let got = inner.get_entry(&other, &held.entry.id, &cli).await.unwrap();
+    assert!(got.obligations.legal_hold);
+    let got = inner
+        .get_entry(&other, &early.entry.id, &cli)
+        .await
+        .unwrap();
+    assert_eq!(got.obligations.expires_at_ms, Some(now + 5_000));
+    drop(soon);
 }

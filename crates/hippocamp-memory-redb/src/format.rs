@@ -118,9 +118,30 @@ pub(crate) struct RevisionRecord {
     pub(crate) metadata_json: String,
     pub(crate) digest: [u8; 32],
     pub(crate) written_at_ms: u64,
+    /// It came from a restore: written after the other fields, only when
+    /// true, so records of earlier builds read as false.
+    #[serde(skip)]
+    pub(crate) restored: bool,
 }
 
 impl RevisionRecord {
+    /// Its bytes (see `restored`).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        let mut bytes = encode(self)?;
+        if self.restored {
+            bytes.push(1);
+        }
+        Ok(bytes)
+    }
+
+    /// A record from its bytes.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let (mut rec, rest): (Self, _) = postcard::take_from_bytes(bytes)
+            .map_err(|e| Error::Corrupt(format!("undecodable revision record: {e}")))?;
+        rec.restored = rest == [1];
+        Ok(rec)
+    }
+
     pub(crate) fn new(scope: &MemoryScope, r: &Revision) -> Result<Self> {
         Ok(Self {
             app: scope.app().as_str().to_owned(),
@@ -130,6 +151,7 @@ impl RevisionRecord {
                 .map_err(|e| Error::Corrupt(format!("cannot encode metadata: {e}")))?,
             digest: *r.digest.as_bytes(),
             written_at_ms: r.written_at_ms,
+            restored: r.restored,
         })
     }
 
@@ -151,6 +173,7 @@ impl RevisionRecord {
                 .map_err(|e| Error::Corrupt(format!("stored metadata is not JSON: {e}")))?,
             digest,
             written_at_ms: self.written_at_ms,
+            restored: self.restored,
         })
     }
 }
@@ -681,7 +704,7 @@ pub(crate) fn revision_of(
         None => Ok((1, None)),
         Some(item) => {
             let (k, v) = item.map_err(Error::storage)?;
-            let rec: RevisionRecord = decode(v.value(), "revision")?;
+            let rec = RevisionRecord::decode(v.value())?;
             let mut rev = [0u8; 4];
             rev.copy_from_slice(&k.value()[32..]);
             Ok((u32::from_be_bytes(rev), Some(rec.written_at_ms)))
@@ -702,7 +725,7 @@ pub(crate) fn revisions_of(
         .map_err(Error::storage)?
     {
         let (k, v) = item.map_err(Error::storage)?;
-        let rec: RevisionRecord = decode(v.value(), "revision")?;
+        let rec = RevisionRecord::decode(v.value())?;
         let mut rev = [0u8; 4];
         rev.copy_from_slice(&k.value()[32..]);
         out.push(rec.into_revision(scope, u32::from_be_bytes(rev))?);

@@ -706,7 +706,7 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
     let (rlo, rhi) = revision_range(&scope_hash(scope));
     for item in revisions.range::<&[u8; 36]>(&rlo..=&rhi).map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        let rec: crate::format::RevisionRecord = decode(v.value(), "revision")?;
+        let rec = crate::format::RevisionRecord::decode(v.value())?;
         let mut key = [0u8; 32];
         key.copy_from_slice(&k.value()[..32]);
         let mut rev = [0u8; 4];

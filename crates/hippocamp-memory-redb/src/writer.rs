@@ -47,7 +47,7 @@ use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
     ENTRIES, ERASED, ERASED_IDS, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS,
     RevisionRecord, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS,
-    WAL_SEQ_KEY, decode, decode_obligations, decode_session_epoch, encode, encode_entry,
+    WAL_SEQ_KEY, decode, decode_obligations, decode_session_epoch, encode_entry,
     encode_obligations, encode_session_epoch, encode_vector, entry_key, entry_range, expiry_key,
     log_record, revision_key, revision_of, revision_range, scope_hash, session_epoch_key,
     session_hash, session_key, session_range, user_key,
@@ -408,6 +408,11 @@ impl Staged<'_> {
         Ok(table(cell, self, def)?.get(key)?.map(|v| f(v.value())))
     }
 }
+
+/// The session hash under which restored erasure records sit in `erased`:
+/// no session's hash (a SHA-256 prefix) is all ones in practice, and one
+/// that were would only skip what an export said was erased.
+const ANY_SESSION: [u8; 16] = [0xFF; 16];
 
 /// An operation that only runs on a write transaction met a staged group:
 /// the writer routes every such operation to a direct one, so this is a
@@ -789,7 +794,7 @@ impl<'t> Tx<'t> {
         r: &Revision,
     ) -> Result<(), Fail> {
         let k = revision_key(key, r.revision);
-        let v = encode(&RevisionRecord::new(scope, r).txn()?).txn()?;
+        let v = RevisionRecord::new(scope, r).txn()?.encode().txn()?;
         self.d()?.revisions.insert(&k, v.as_slice())?;
         self.log.push(Mutation::PutRevision(k.to_vec(), v));
         Ok(())
@@ -877,23 +882,31 @@ impl<'t> Tx<'t> {
         Ok(self.dr()?.erased_ids.get(key)?.is_some())
     }
 
-    /// What ingesting `p` would do against the transaction's state.
+    /// What ingesting `p` would do against the transaction's state (`erasures`:
+    /// whether the scope holds erasure records at all).
     fn decide(
         &mut self,
         h: &[u8; 16],
         scope: &MemoryScope,
         p: &PreparedEntry,
+        erasures: bool,
     ) -> Result<Decision, Fail> {
-        if let Some(s) = &p.entry.provenance.session_id {
-            let key = session_key(h, &self.session_hash(s), &p.entry.id);
-            // Only erasures write erased markers, and they never run
-            // staged: the snapshot has them all.
-            let erased = match &self.t {
-                Tables::Direct(d) => d.erased.get(&key)?.is_some(),
-                Tables::Staged(s) => table(&s.erased, s, ERASED)?.get(&key)?.is_some(),
-            };
-            if erased {
-                return Ok(Decision::Erased);
+        if let (Some(s), true) = (&p.entry.provenance.session_id, erasures) {
+            // Erased from this session, or (restored from an export) from
+            // any. Only erasures and imports write these, and they never
+            // run staged: the snapshot has them all.
+            let keys = [
+                session_key(h, &self.session_hash(s), &p.entry.id),
+                session_key(h, &ANY_SESSION, &p.entry.id),
+            ];
+            for key in &keys {
+                let erased = match &self.t {
+                    Tables::Direct(d) => d.erased.get(key)?.is_some(),
+                    Tables::Staged(s) => table(&s.erased, s, ERASED)?.get(key)?.is_some(),
+                };
+                if erased {
+                    return Ok(Decision::Erased);
+                }
             }
         }
         Ok(match self.existing(h, scope, &p.entry.id)? {
@@ -988,7 +1001,9 @@ impl<'t> Tx<'t> {
             check_epoch(Some(admitted), self.session_epoch(&h, &sh)?).op()?;
         }
         let mut failure = None;
-        let (new, report) = plan.resolve(|p| match self.decide(&h, scope, p) {
+        // A scope without erasure records has no erased entry to look up.
+        let erasures = row.erasures > 0;
+        let (new, report) = plan.resolve(|p| match self.decide(&h, scope, p, erasures) {
             Ok(d) => d,
             Err(f) => {
                 failure.get_or_insert(f);
@@ -1309,19 +1324,26 @@ impl Tx<'_> {
         if adopted_epoch {
             row.epoch = erasures.epoch;
         }
-        let before = row.erasures;
+        let mut added = 0;
         for id in &erasures.records.entries {
+            let before = row.erasures;
             self.remember_erased(&entry_key(&h, id), &mut row)?;
+            added += row.erasures - before;
+            // Erased before the export, from whichever session: an event
+            // of any session that would make it again is skipped here too.
+            self.remember_erased_of_session(&session_key(&h, &ANY_SESSION, id), &mut row)?;
         }
         for r in &erasures.records.sessions {
-            if r.epoch > self.session_epoch(&h, &session_hash(&r.session))? {
+            let before = self.session_epoch(&h, &session_hash(&r.session))?;
+            if r.epoch > before {
                 self.set_session_epoch(&h, &r.session, r.epoch, &mut row)?;
+                added += u64::from(before == 0);
             }
         }
         self.put_row(&h, &row)?;
         Ok(ErasureImport {
             adopted_epoch,
-            added: row.erasures - before,
+            added,
         })
     }
 

@@ -139,6 +139,10 @@ pub struct Revision {
     /// When it was written: the entry's timestamp for revision 1, the
     /// correction's time after.
     pub written_at_ms: u64,
+    /// It came from a restore: its content and time are what the restored
+    /// file claims, not this store's own record of a correction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 impl Revision {
@@ -150,6 +154,7 @@ impl Revision {
             metadata: entry.metadata.clone(),
             digest: entry.digest,
             written_at_ms: entry.revised_at_ms.unwrap_or(entry.timestamp_ms),
+            restored: false,
         }
     }
 }

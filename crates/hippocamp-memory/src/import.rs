@@ -2,10 +2,14 @@
 //! validation every store runs on it ([`prepare_import`]).
 //!
 //! An import writes entries under their original ids, with their
-//! timestamps, obligations, revision and history, so an export restored
-//! into an empty store reads back equal. It is idempotent: an id the
-//! scope already holds is left as it is, and an entry of an erased
-//! session stays erased (a restore never undoes an erasure).
+//! timestamps, obligations, revision and history (each earlier revision
+//! marked `restored`: the file's claim, not this store's record), so an
+//! export restored into an empty store reads back equal but for those
+//! marks. It is idempotent: an id the scope already holds is left as it
+//! is, and an id the scope erased stays erased (`erased` in the report).
+//! The restore around it (`hippocamp_services::restore`) refuses what an
+//! erasure since the export covers, and the policy gives the entries
+//! their obligations.
 
 use std::collections::HashSet;
 
@@ -181,12 +185,22 @@ fn check_history(
             return Err(bad(Field::History, i, "a revision's digest does not match"));
         }
     }
+    let current = |r: &Revision| Revision {
+        restored: r.restored,
+        ..Revision::of(entry)
+    };
     match history.last() {
         None => Ok(history),
-        Some(last) if *last == Revision::of(entry) => {
+        Some(last) if *last == current(last) => {
             // An entry at revision 1 keeps no history of its own.
             if entry.revision == 1 {
                 history.clear();
+            }
+            // What the file says of earlier revisions is its claim: kept,
+            // and marked so (`entry_history` tells it from this store's
+            // own corrections).
+            for r in &mut history {
+                r.restored = true;
             }
             Ok(history)
         }

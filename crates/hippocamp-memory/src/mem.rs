@@ -71,6 +71,9 @@ struct Shell {
     /// The id of every erased entry, with or without a session: a restore
     /// does not bring one back, and an export carries them.
     erased_ids: HashSet<EntryId>,
+    /// Ids an export said were erased (restored here): an event of any
+    /// session that would make one again is skipped.
+    erased_anywhere: HashSet<EntryId>,
     /// The kept revisions of every corrected entry, oldest first, the
     /// current one last (none for an entry never corrected).
     history: HashMap<EntryId, Vec<Revision>>,
@@ -88,14 +91,22 @@ impl Shell {
     fn held_bytes(&self) -> u64 {
         erasure_records_bytes(
             self.data.bytes(),
-            (self.erased.len() + self.erased_ids.len() + self.session_epochs.len()) as u64,
+            (self.erased.len()
+                + self.erased_ids.len()
+                + self.erased_anywhere.len()
+                + self.session_epochs.len()) as u64,
         )
     }
 
     /// What ingesting `p` would do here.
     fn decide(&self, p: &PreparedEntry) -> Decision {
         match &p.entry.provenance.session_id {
-            Some(s) if self.erased.contains(&(s.clone(), p.entry.id)) => Decision::Erased,
+            Some(s)
+                if self.erased.contains(&(s.clone(), p.entry.id))
+                    || self.erased_anywhere.contains(&p.entry.id) =>
+            {
+                Decision::Erased
+            }
             _ => self.data.decide(p),
         }
     }
@@ -817,6 +828,7 @@ impl MemoryStore for InMemoryStore {
         let mut added = 0;
         for id in &erasures.records.entries {
             added += u64::from(s.erased_ids.insert(*id));
+            s.erased_anywhere.insert(*id);
         }
         for r in &erasures.records.sessions {
             let e = s.session_epochs.entry(r.session.clone()).or_default();

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use hippocamp_core::{Deadline, Error, MemoryScope, Result};
 use hippocamp_governance::audit::{check_page, page_of};
 use hippocamp_governance::{
-    AuditLog, AuditPage, AuditRecord, Consent, ConsentStore, NewAuditRecord, NewConsent,
+    AuditLog, AuditPage, AuditRecord, Consent, ConsentStore, NewAuditRecord,
 };
 
 use crate::db::{Client, Database, db_error};
@@ -42,9 +42,8 @@ fn decode_consent(json: &str) -> Result<Consent> {
 
 #[async_trait]
 impl ConsentStore for PgConsents {
-    async fn put(&self, scope: &MemoryScope, consent: NewConsent, now_ms: u64) -> Result<Consent> {
-        let c = consent.recorded(now_ms)?;
-        let json = serde_json::to_string(&c)
+    async fn record(&self, scope: &MemoryScope, consent: Consent) -> Result<Consent> {
+        let json = serde_json::to_string(&consent)
             .map_err(|e| Error::Corrupt(format!("cannot encode a consent: {e}")))?;
         client(&self.db)
             .await?
@@ -55,7 +54,7 @@ impl ConsentStore for PgConsents {
             )
             .await
             .map_err(db_error)?;
-        Ok(c)
+        Ok(consent)
     }
 
     async fn get(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
@@ -71,17 +70,40 @@ impl ConsentStore for PgConsents {
             .transpose()
     }
 
-    async fn remove(&self, scope: &MemoryScope) -> Result<Option<Consent>> {
-        client(&self.db)
-            .await?
+    async fn remove(&self, scope: &MemoryScope, now_ms: u64) -> Result<Option<Consent>> {
+        let mut c = client(&self.db).await?;
+        let tx = c.transaction().await.map_err(db_error)?;
+        let (app, usr) = (scope.app().as_str(), scope.user().as_str());
+        let gone = tx
             .query_opt(
                 "DELETE FROM consents WHERE app = $1 AND usr = $2 RETURNING record",
-                &[&scope.app().as_str(), &scope.user().as_str()],
+                &[&app, &usr],
             )
             .await
             .map_err(db_error)?
             .map(|r| decode_consent(r.get(0)))
-            .transpose()
+            .transpose()?;
+        tx.execute(
+            "INSERT INTO consent_withdrawals (app, usr, at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (app, usr) DO UPDATE SET at_ms = EXCLUDED.at_ms",
+            &[&app, &usr, &i64::try_from(now_ms).unwrap_or(i64::MAX)],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(gone)
+    }
+
+    async fn withdrawn_at(&self, scope: &MemoryScope) -> Result<Option<u64>> {
+        Ok(client(&self.db)
+            .await?
+            .query_opt(
+                "SELECT at_ms FROM consent_withdrawals WHERE app = $1 AND usr = $2",
+                &[&scope.app().as_str(), &scope.user().as_str()],
+            )
+            .await
+            .map_err(db_error)?
+            .map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)))
     }
 }
 

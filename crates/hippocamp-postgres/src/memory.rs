@@ -377,7 +377,9 @@ async fn erased_among(
 ) -> Result<HashSet<EntryId>> {
     let rows = c
         .query(
-            "SELECT id FROM memory_erased WHERE scope_id = $1 AND session = $2 AND id = ANY($3)",
+            // `''`: erased from any session (restored from an export).
+            "SELECT id FROM memory_erased WHERE scope_id = $1 AND (session = $2 OR session = '') \
+             AND id = ANY($3)",
             &[&scope_id, &session.as_str(), &ids],
         )
         .await
@@ -1759,6 +1761,16 @@ impl MemoryStore for PgMemoryStore {
             )
             .await
             .map_err(db_error)?;
+        // Erased before the export, from whichever session (`''`): an
+        // event of any session that would make one again is skipped.
+        let anywhere =
+            w.tx.execute(
+                "INSERT INTO memory_erased (scope_id, session, id) \
+                 SELECT $1, '', unnest($2::TEXT[]) ON CONFLICT DO NOTHING",
+                &[&w.row.id, &ids],
+            )
+            .await
+            .map_err(db_error)?;
         for r in &erasures.records.sessions {
             let before = session_epoch(&w.tx, w.row.id, &r.session).await?;
             if r.epoch > before {
@@ -1774,7 +1786,7 @@ impl MemoryStore for PgMemoryStore {
         }
         let delta = Delta {
             epoch: adopted_epoch.then_some(erasures.epoch),
-            erasures: i(added),
+            erasures: i(added + anywhere),
             ..Delta::default()
         };
         w.commit(delta, &self.config, deadline, |_| {}).await?;

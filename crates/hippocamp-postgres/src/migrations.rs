@@ -304,4 +304,18 @@ UPDATE memory_scopes s SET erasures =
     + (SELECT count(*) FROM memory_session_epochs e WHERE e.scope_id = s.id);
 "#,
     },
+    Migration {
+        version: 10,
+        name: "consent withdrawals",
+        sql: r#"
+-- When a scope's consent was last withdrawn: a restore never records
+-- again a consent the user withdrew.
+CREATE TABLE consent_withdrawals (
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    at_ms BIGINT NOT NULL,
+    PRIMARY KEY (app, usr)
+);
+"#,
+    },
 ];

@@ -52,9 +52,14 @@ async fn consent_is_shared_by_the_servers_and_kept_per_exact_scope() {
         a.get(&scope("alice")).await.unwrap(),
         Some(replaced.clone())
     );
-    assert_eq!(a.remove(&scope("alice")).await.unwrap(), Some(replaced));
+    assert_eq!(b.withdrawn_at(&scope("alice")).await.unwrap(), None);
+    assert_eq!(a.remove(&scope("alice"), 40).await.unwrap(), Some(replaced));
     assert_eq!(b.get(&scope("alice")).await.unwrap(), None);
-    assert_eq!(b.remove(&scope("alice")).await.unwrap(), None);
+    // The withdrawal is remembered, by every server.
+    assert_eq!(b.withdrawn_at(&scope("alice")).await.unwrap(), Some(40));
+    assert_eq!(b.remove(&scope("alice"), 50).await.unwrap(), None);
+    assert_eq!(a.withdrawn_at(&scope("alice")).await.unwrap(), Some(50));
+    assert_eq!(a.withdrawn_at(&scope("alicia")).await.unwrap(), None);
 }
 
 fn record(n: u64) -> NewAuditRecord {

@@ -376,9 +376,11 @@ fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> 
     let mut agent = s.config.sessions.describe();
     agent.extend(hippocamp_agent::builtin::fixed_limits());
     agent.extend(hippocamp_mcp::fixed_limits());
+    let mut http = s.config.http.describe();
+    http.extend(s.config.restore.describe());
     json(WithHttp {
         store,
-        http: s.config.http.describe(),
+        http,
         agent,
         policy: s.services.governance.policy.describe(),
     })

@@ -429,7 +429,7 @@ pub(crate) const ROUTES: &[Route] = &[
         path: "/v1/apps/{app}/users/{user}/restore",
         id: "restore",
         summary: "Restore an export of this same user (the JSON Lines of GET …/export as the body): consent, entries with their revisions, agent sessions; idempotent; artifact and legal-hold lines are counted, not restored",
-        permission: Some(Permission::MemoryWrite),
+        permission: Some(Permission::MemoryRestore),
         query: &[(
             "timeout_ms",
             "integer",

@@ -39,6 +39,10 @@ pub enum Permission {
     /// Delete entries, sessions and users.
     #[serde(rename = "memory:erase")]
     MemoryErase,
+    /// Restore an export into a user's memory (writes entries with their
+    /// history, consent and agent sessions: more than `memory:write`).
+    #[serde(rename = "memory:restore")]
+    MemoryRestore,
     /// Read artifacts.
     #[serde(rename = "artifacts:read")]
     ArtifactsRead,
@@ -55,10 +59,11 @@ pub enum Permission {
 
 impl Permission {
     /// Every permission, in order.
-    pub const ALL: [Permission; 7] = [
+    pub const ALL: [Permission; 8] = [
         Permission::MemoryRead,
         Permission::MemoryWrite,
         Permission::MemoryErase,
+        Permission::MemoryRestore,
         Permission::ArtifactsRead,
         Permission::ArtifactsWrite,
         Permission::ArtifactsDelete,
@@ -71,6 +76,7 @@ impl Permission {
             Permission::MemoryRead => "memory:read",
             Permission::MemoryWrite => "memory:write",
             Permission::MemoryErase => "memory:erase",
+            Permission::MemoryRestore => "memory:restore",
             Permission::ArtifactsRead => "artifacts:read",
             Permission::ArtifactsWrite => "artifacts:write",
             Permission::ArtifactsDelete => "artifacts:delete",

@@ -158,6 +158,8 @@ pub struct Config {
     pub memory_cache: MemoryCacheConfig,
     /// The audit log's own retention.
     pub audit: AuditConfig,
+    /// Bounds of a restore (`[restore]`).
+    pub restore: crate::restore::RestoreLimits,
     /// PostgreSQL (the distributed profile only).
     pub postgres: Option<crate::distributed::PostgresSection>,
     /// The S3-compatible object store (the distributed profile only).
@@ -311,6 +313,7 @@ impl Default for Config {
             sweeper: SweeperConfig::default(),
             memory_cache: MemoryCacheConfig::default(),
             audit: AuditConfig::default(),
+            restore: crate::restore::RestoreLimits::default(),
             postgres: None,
             s3: None,
         }
@@ -375,6 +378,19 @@ impl Config {
             ));
         }
         self.audit.validate()?;
+        self.restore.validate()?;
+        // Every export this configuration makes can be restored by it.
+        let longest = crate::export::max_line_bytes(self);
+        if self.restore.max_line_bytes < longest {
+            return Err(Error::config(
+                "restore.max_line_bytes",
+                Problem::Malformed(format!(
+                    "{} is below the longest line an export of this configuration can hold ({longest} bytes: \
+                     an entry or revision at the memory limits, or a page of session events)",
+                    self.restore.max_line_bytes
+                )),
+            ));
+        }
         self.agent
             .validate()
             .map_err(|e| Error::config("agent", Problem::Malformed(e.to_string())))?;

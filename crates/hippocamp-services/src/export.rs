@@ -1,32 +1,64 @@
 //! A user's export: everything hippocamp holds about one `(app, user)`
 //! scope, as JSON Lines, produced page by page so neither the server nor
-//! the CLI holds the scope in memory.
+//! the CLI holds the scope in memory (one page of entries, erasure
+//! records or session events at a time).
 //!
-//! Lines, in order (each a JSON object with a `kind`):
-//! `export` (format version, scope, time) · `consent` (if recorded) ·
-//! `legal_hold` (if the policy holds the user) · `entry` (each live
-//! entry, with its obligations, and its kept revisions when it was
-//! corrected) · `session` (each agent session with its events) ·
-//! `artifact` (each artifact version's record, never its bytes; the
-//! user's scope and each of their sessions' scopes) · `end` (counts, so a
-//! truncated export is recognisable). Consent comes before the entries so
-//! that a restore (`crate::restore`) records it before it writes them.
+//! Lines, in order (each a JSON object with a `kind`), format version 2:
+//! - `export`: format version, scope, time, and the erasure epochs the
+//!   export was made at: memory's (`epoch`) and the agent sessions'
+//!   (`sessions_epoch`). A restore refuses what a later erasure covers.
+//! - `consent` (if recorded) · `legal_hold` (if the policy holds the user).
+//! - `erasures`: pages of the memory store's erasure records (erased entry
+//!   ids, erased sessions' epochs), so a restore elsewhere keeps them.
+//! - `entry` (each live entry, with its obligations), followed by one
+//!   `revision` line per kept revision when it was corrected (oldest first).
+//! - `session` (each agent session's summary and erasure epoch), followed
+//!   by `session_events` lines: its events, a page per line.
+//! - `artifact` (each artifact version's record, never its bytes; the
+//!   user's scope and each of their sessions' scopes).
+//! - `end` (counts, so a truncated export is recognisable).
+//!
+//! Consent comes before the entries so that a restore (`crate::restore`)
+//! records it before it writes them; erasures come before them so the
+//! restore refuses what was erased. Every line is at most
+//! [`max_line_bytes`] of the configuration, which the restore of the same
+//! configuration accepts (checked when the configuration is loaded).
 
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, PageRequest};
 use hippocamp_core::{CallOptions, Error, MemoryScope, Result, SessionId};
 use hippocamp_memory::ExportRequest;
-use hippocamp_sessions::Session;
+use hippocamp_memory::erasure::ErasureRequest;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::Services;
+use crate::config::Config;
 
-/// The export format version.
-pub const EXPORT_VERSION: u32 = 1;
+/// The export format version this build writes.
+pub const EXPORT_VERSION: u32 = 2;
 
 /// Lines queued between the producer and the writer at most (each a
-/// record, at most one page of entries in flight).
+/// record, at most one page in flight).
 const QUEUE: usize = 64;
+
+/// The session id a fence is read under when only the scope's epoch is
+/// wanted (any valid id: the scope's half does not depend on it).
+const ANY_SESSION: &str = "export";
+
+/// The longest line an export of `config` can hold, in bytes: an entry
+/// or a revision at the memory limits (content escaped at worst six bytes
+/// a byte, metadata, provenance), a page of session events (bounded by
+/// `max_events_page_bytes`, or one event at most `max_event_bytes`), a
+/// page of erasure records, plus their envelopes.
+pub fn max_line_bytes(config: &Config) -> u64 {
+    let l = &config.memory.limits;
+    let envelope = 4 << 10;
+    let entry = l.max_content_bytes * 6 + l.max_metadata_bytes + (64 << 10) + envelope;
+    let s = &config.sessions;
+    let events = s.max_events_page_bytes.max(s.max_event_bytes) + envelope;
+    let erasures = l.max_page_entries * (256 * 6 + 64) + envelope;
+    entry.max(events).max(erasures)
+}
 
 /// What an export includes besides memory (the caller's authority
 /// decides: a token that may not read the user's artifacts gets no
@@ -69,6 +101,16 @@ async fn line(tx: &mpsc::Sender<Result<String>>, v: &Value) -> Result<()> {
         .map_err(|_| Error::Unavailable(GONE.into()))
 }
 
+/// Counts of what was written, for the `end` line.
+#[derive(Debug, Default)]
+struct Counts {
+    entries: u64,
+    revisions: u64,
+    erasures: u64,
+    sessions: u64,
+    session_events: u64,
+}
+
 async fn produce(
     s: &Services,
     scope: &MemoryScope,
@@ -76,17 +118,24 @@ async fn produce(
     include: Include,
     tx: &mpsc::Sender<Result<String>>,
 ) -> Result<()> {
-    // The first page is read before anything is sent, so a refusal (the
-    // policy, a bad scope) is the reader's first item, not a cut stream.
+    // The epochs and the first page are read before anything is sent, so
+    // a refusal (the policy, a bad scope) is the reader's first item, not
+    // a cut stream.
+    let any = SessionId::new(ANY_SESSION)?;
+    let sessions_epoch = s.sessions.fence(scope, &any, &call).await?.epoch;
     let mut request = ExportRequest::default();
-    let mut page = match &s.memory {
-        Some(m) => Some(m.export_entries(scope, &request, &call).await?),
-        None => None,
+    let (epoch, mut page) = match &s.memory {
+        Some(m) => (
+            m.erasure_epoch(scope, &call).await?,
+            Some(m.export_entries(scope, &request, &call).await?),
+        ),
+        None => (0, None),
     };
     let now = s.governance.clock.now_ms();
     line(
         tx,
-        &json!({"kind": "export", "version": EXPORT_VERSION, "scope": scope, "exported_at_ms": now}),
+        &json!({"kind": "export", "version": EXPORT_VERSION, "scope": scope,
+                "exported_at_ms": now, "epoch": epoch, "sessions_epoch": sessions_epoch}),
     )
     .await?;
     if let Some(c) = s.governance.consents.get(scope).await? {
@@ -101,27 +150,41 @@ async fn produce(
     {
         line(tx, &json!({"kind": "legal_hold", "by": "policy"})).await?;
     }
-    let mut entries = 0u64;
+    let mut n = Counts::default();
+    if let Some(m) = &s.memory {
+        let mut req = ErasureRequest::default();
+        loop {
+            let p = m.export_erasures(scope, &req, &call).await?;
+            if !p.records.is_empty() {
+                n.erasures += p.records.len() as u64;
+                line(tx, &json!({"kind": "erasures", "records": p.records})).await?;
+            }
+            match p.next_cursor {
+                Some(c) => req.cursor = Some(c),
+                None => break,
+            }
+        }
+    }
     while let Some(p) = page.take() {
         for e in &p.entries {
-            entries += 1;
-            let v = match (&s.memory, e.revision > 1) {
-                (Some(m), true) => {
-                    // Oldest first, as a restore takes them.
-                    let mut history = m.entry_history(scope, &e.id, &call).await?;
-                    history.reverse();
-                    json!({"kind": "entry", "entry": e, "history": history})
+            n.entries += 1;
+            line(tx, &json!({"kind": "entry", "entry": e})).await?;
+            if let (Some(m), true) = (&s.memory, e.revision > 1) {
+                // Oldest first, as a restore takes them.
+                let mut history = m.entry_history(scope, &e.id, &call).await?;
+                history.reverse();
+                for r in history {
+                    n.revisions += 1;
+                    line(tx, &json!({"kind": "revision", "id": e.id, "revision": r})).await?;
                 }
-                _ => json!({"kind": "entry", "entry": e}),
-            };
-            line(tx, &v).await?;
+            }
         }
         if let (Some(c), Some(m)) = (p.next_cursor, &s.memory) {
             request.cursor = Some(c);
             page = Some(m.export_entries(scope, &request, &call).await?);
         }
     }
-    let sessions = session_lines(s, scope, &call, tx).await?;
+    let sessions = session_lines(s, scope, &call, tx, &mut n).await?;
     let mut scopes = vec![ArtifactScope::user(
         scope.app().as_str(),
         scope.user().as_str(),
@@ -141,42 +204,53 @@ async fn produce(
     }
     line(
         tx,
-        &json!({"kind": "end", "entries": entries, "sessions": sessions.len(),
+        &json!({"kind": "end", "entries": n.entries, "revisions": n.revisions,
+            "erasures": n.erasures, "sessions": n.sessions,
+            "session_events": n.session_events,
             "artifact_versions": include.artifacts.then_some(versions)}),
     )
     .await
 }
 
-/// One line per agent session of the user, each read page by page (one
-/// session is held at a time, never the user's); returns their ids.
+/// Each agent session of the user: its summary and erasure epoch, then
+/// its events a page per line (one page is held at a time); returns their
+/// ids.
 async fn session_lines(
     s: &Services,
     scope: &MemoryScope,
     call: &CallOptions,
     tx: &mpsc::Sender<Result<String>>,
+    n: &mut Counts,
 ) -> Result<Vec<SessionId>> {
     let mut ids = Vec::new();
     let mut after = None;
     loop {
         let page = s.sessions.list(scope, after.as_ref(), None, call).await?;
         for info in page.items {
-            let mut events = Vec::new();
+            let fence = s.sessions.fence(scope, &info.id, call).await?;
+            n.sessions += 1;
+            line(
+                tx,
+                &json!({"kind": "session", "session": info,
+                        "session_epoch": fence.session_epoch}),
+            )
+            .await?;
             let mut from = Some(0);
             while let Some(at) = from {
                 let p = s.sessions.events(scope, &info.id, at, None, call).await?;
-                events.extend(p.events);
+                n.session_events += p.events.len() as u64;
+                line(
+                    tx,
+                    &json!({"kind": "session_events", "id": info.id, "from": at,
+                            "events": p.events}),
+                )
+                .await?;
                 from = p.next;
             }
-            let session = Session {
-                scope: scope.clone(),
-                info,
-                events,
-            };
-            line(tx, &json!({"kind": "session", "session": session})).await?;
-            ids.push(session.info.id);
+            ids.push(info.id);
         }
         match page.next {
-            Some(n) => after = Some(n),
+            Some(next) => after = Some(next),
             None => return Ok(ids),
         }
     }

@@ -99,6 +99,9 @@ pub struct Services {
     processor_options: hippocamp_outbox::ProcessorOptions,
     sweeper: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
     sweeper_options: SweeperConfig,
+    /// Restores running at once (`restore.max_concurrent`).
+    pub(crate) restores: Arc<tokio::sync::Semaphore>,
+    pub(crate) restore_limits: restore::RestoreLimits,
 }
 
 /// The governance every memory path goes through.
@@ -391,6 +394,10 @@ impl Services {
             processor_options: config.outbox_processor.clone(),
             sweeper: Arc::new(Mutex::new(None)),
             sweeper_options: config.sweeper.clone(),
+            restores: Arc::new(tokio::sync::Semaphore::new(
+                hippocamp_core::limits::to_usize(config.restore.max_concurrent),
+            )),
+            restore_limits: config.restore.clone(),
         })
     }
 
@@ -462,7 +469,8 @@ impl Services {
         scope: &MemoryScope,
         call: &CallOptions,
     ) -> Result<Withdrawal> {
-        let removed = self.governance.consents.remove(scope).await;
+        let now = self.governance.clock.now_ms();
+        let removed = self.governance.consents.remove(scope, now).await;
         self.governance
             .record(
                 AuditEvent::ConsentWithdrawn,

@@ -359,8 +359,13 @@ pub async fn imported_erasures_fence_a_fresh_scope(f: &dyn StoreFactory) {
     )
     .unwrap()
     .entry;
+    // A turn erased before the export, whatever its session.
+    let turn = hippocamp_core::EntryId::derive(
+        &fresh,
+        &hippocamp_core::IdempotencyKey::new("event:x1").unwrap(),
+    );
     let records = ErasureRecords {
-        entries: vec![gone.id],
+        entries: vec![gone.id, turn],
         sessions: vec![SessionEpoch {
             session: sid("old"),
             epoch: 2,
@@ -378,7 +383,7 @@ pub async fn imported_erasures_fence_a_fresh_scope(f: &dyn StoreFactory) {
         .await
         .unwrap();
     assert!(done.adopted_epoch);
-    assert_eq!(done.added, 2);
+    assert_eq!(done.added, 3);
     let fence = store
         .erasure_fence(&fresh, &sid("old"), &c())
         .await
@@ -398,6 +403,17 @@ pub async fn imported_erasures_fence_a_fresh_scope(f: &dyn StoreFactory) {
         .await
         .unwrap();
     assert_eq!(r.erased, 1);
+    // The turn sent again, in any session: skipped as erased.
+    let again = store
+        .add_events(
+            &fresh,
+            &sid("new"),
+            &[Event::text("x1", "user", 1, "a turn erased elsewhere")],
+            &WriteOptions::default().epoch(3),
+        )
+        .await
+        .unwrap();
+    assert!(again.added.is_empty(), "{again:?}");
     // Again: idempotent, nothing new.
     let again = store
         .import_erasures(&fresh, &ImportedErasures { epoch: 3, records }, &c())

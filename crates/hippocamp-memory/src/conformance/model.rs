@@ -98,6 +98,16 @@ enum Op {
         pick: usize,
         words: Vec<usize>,
     },
+    /// An export of the scope's live entries (with their histories) at
+    /// its epoch, kept for a later `Restore`.
+    Snapshot {
+        scope: usize,
+    },
+    /// The scope's last snapshot imported again: what an erasure since
+    /// covers is refused, whole (a later epoch) or by id.
+    Restore {
+        scope: usize,
+    },
 }
 
 fn words() -> impl Strategy<Value = Vec<usize>> {
@@ -116,7 +126,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (scope.clone(), 0usize..8).prop_map(|(scope, pick)| Op::DeleteEntry { scope, pick }),
         1 => (scope.clone(), 0u8..3).prop_map(|(scope, session)| Op::DeleteSession { scope, session }),
         1 => scope.clone().prop_map(|scope| Op::DeleteUser { scope }),
-        2 => (scope, 0usize..8, words()).prop_map(|(scope, pick, words)| Op::Update { scope, pick, words }),
+        2 => (scope.clone(), 0usize..8, words()).prop_map(|(scope, pick, words)| Op::Update { scope, pick, words }),
+        1 => scope.clone().prop_map(|scope| Op::Snapshot { scope }),
+        1 => scope.prop_map(|scope| Op::Restore { scope }),
     ]
 }
 
@@ -149,6 +161,8 @@ struct Model {
     /// Erased entries of a session: events that would make them again are
     /// skipped as erased.
     sticky: Vec<BTreeSet<(SessionId, EntryId)>>,
+    /// The last export of each scope: its epoch and entries.
+    snapshots: Vec<Option<(u64, Vec<crate::ImportedEntry>)>>,
 }
 
 // The model's own reading of obligations, written out here rather than
@@ -267,6 +281,7 @@ async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestC
         epochs: vec![0; SCOPES.len()],
         erased: vec![BTreeSet::new(); SCOPES.len()],
         sticky: vec![BTreeSet::new(); SCOPES.len()],
+        snapshots: vec![None; SCOPES.len()],
     };
     let c = CallOptions::default();
     for op in ops {
@@ -534,6 +549,63 @@ async fn apply(
                     }
                 }
             }
+        }
+        Op::Snapshot { scope } => {
+            let s = &scopes[scope];
+            let page = store
+                .export_entries(s, &crate::list::ExportRequest::default(), c)
+                .await
+                .map_err(fail)?;
+            prop_assert!(page.next_cursor.is_none());
+            let mut items = Vec::new();
+            for entry in page.entries {
+                let history = if entry.revision > 1 {
+                    let mut h = store.entry_history(s, &entry.id, c).await.map_err(fail)?;
+                    h.reverse();
+                    h
+                } else {
+                    Vec::new()
+                };
+                items.push(crate::ImportedEntry { entry, history });
+            }
+            model.snapshots[scope] = Some((model.epochs[scope], items));
+        }
+        Op::Restore { scope } => {
+            let Some((epoch, items)) = model.snapshots[scope].clone() else {
+                return Ok(());
+            };
+            let s = &scopes[scope];
+            let w = WriteOptions::default().epoch(epoch);
+            let got = store.import_entries(s, &items, &w).await;
+            if model.epochs[scope] > epoch {
+                // The user was erased since the export: nothing of it.
+                prop_assert!(matches!(got, Err(Error::StaleEpoch { .. })), "{got:?}");
+                return Ok(());
+            }
+            let report = got.map_err(fail)?;
+            let mut want = crate::ImportReport::default();
+            for item in items {
+                let e = item.entry;
+                if expired(&e.obligations, model.now) {
+                    want.expired += 1;
+                } else if model.erased[scope].contains(&e.id) {
+                    want.erased += 1;
+                } else if let std::collections::btree_map::Entry::Vacant(slot) =
+                    model.scopes[scope].entry(e.id)
+                {
+                    want.imported += 1;
+                    slot.insert(ModelEntry {
+                        content: e.content.clone(),
+                        session: e.provenance.session_id.clone(),
+                        provenance: e.provenance.clone(),
+                        obligations: e.obligations,
+                        revision: e.revision,
+                    });
+                } else {
+                    want.existing += 1;
+                }
+            }
+            prop_assert_eq!(report, want);
         }
         Op::Sweep => {
             let due: Vec<(usize, EntryId)> = (0..scopes.len())

@@ -406,7 +406,19 @@ pub async fn export_and_import_round_trip(f: &dyn StoreFactory) {
             .collect::<Vec<_>>(),
         before
             .values()
-            .map(|i| (without_epoch(i.entry.clone()), i.history.clone()))
+            .map(|i| {
+                // What the file said of earlier revisions is kept, marked
+                // as restored (the file's claim, not the store's record).
+                let history = i
+                    .history
+                    .iter()
+                    .map(|r| crate::Revision {
+                        restored: true,
+                        ..r.clone()
+                    })
+                    .collect::<Vec<_>>();
+                (without_epoch(i.entry.clone()), history)
+            })
             .collect::<Vec<_>>()
     );
     for word in ["owls", "voles", "mice", "white"] {
