@@ -220,16 +220,13 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         resume,
     } = cmd
     {
-        let store =
-            tokio::task::spawn_blocking(move || Services::filesystem_artifacts(&config)).await??;
-        let report = store
-            .repair(RepairOptions {
-                limit,
-                min_age_ms,
-                verify,
-                resume: resume.as_deref().map(parse_resume).transpose()?,
-            })
-            .await?;
+        let opts = RepairOptions {
+            limit,
+            min_age_ms,
+            verify,
+            resume: resume.as_deref().map(parse_resume).transpose()?,
+        };
+        let report = Services::repair_artifacts(&config, opts).await?;
         let next = report
             .next
             .as_ref()

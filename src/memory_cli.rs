@@ -194,7 +194,8 @@ async fn agent_services(
     services: &hippocamp_services::MemoryServices,
 ) -> anyhow::Result<hippocamp_agent::AgentServices> {
     let cfg = config.clone();
-    let sessions = tokio::task::spawn_blocking(move || Services::sessions(&cfg)).await??;
+    let m = services.clone();
+    let sessions = tokio::task::spawn_blocking(move || m.sessions(&cfg)).await??;
     Ok(hippocamp_agent::AgentServices {
         memory: Some(std::sync::Arc::clone(&services.memory)),
         ..hippocamp_agent::AgentServices::new(sessions)
@@ -499,7 +500,14 @@ async fn queue_local(
     queue_file(file, |values| async move {
         Ok(serde_json::to_value(
             outbox
-                .ingest_values(target, scope, session, values, None)
+                .ingest_values(
+                    target,
+                    scope,
+                    session,
+                    values,
+                    None,
+                    &CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli)),
+                )
                 .await?,
         )?)
     })

@@ -644,7 +644,14 @@ impl Runner {
                 // caught up by the next one.
                 let events = to_memory(history);
                 outbox
-                    .ingest(target, scope, session, &events, max_attempts)
+                    .ingest(
+                        target,
+                        scope,
+                        session,
+                        &events,
+                        max_attempts,
+                        &CallOptions::default().on_behalf_of(self.caller),
+                    )
                     .await
                     .map(|i| i.jobs.into_iter().map(|j| j.id).collect())
                     .map_err(|source| {

@@ -48,11 +48,7 @@ impl RoutedArtifacts {
     /// Routes `inner` with `config`.
     pub fn new(inner: Arc<dyn ArtifactStore>, config: RouterConfig) -> Result<Self> {
         let caps = inner.capabilities();
-        let default_timeout = caps
-            .limits
-            .iter()
-            .find(|l| l.name == "call_timeout_ms")
-            .map_or(Duration::from_secs(30), |l| Duration::from_millis(l.value));
+        let default_timeout = caps.call_timeout();
         let adapter = Arc::new(Adapter {
             inner: Arc::clone(&inner),
             volatile: !caps.durable,

@@ -277,6 +277,19 @@ pub struct ArtifactCapabilities {
     pub routing: Option<hippocamp_router::RouterStats>,
 }
 
+impl ArtifactCapabilities {
+    /// The deadline a call without one gets: the `call_timeout_ms` limit
+    /// (30 s when a store reports none).
+    pub fn call_timeout(&self) -> std::time::Duration {
+        self.limits
+            .iter()
+            .find(|l| l.name == "call_timeout_ms")
+            .map_or(std::time::Duration::from_secs(30), |l| {
+                std::time::Duration::from_millis(l.value)
+            })
+    }
+}
+
 /// Content-free state of a store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArtifactStatus {

@@ -113,7 +113,14 @@ pub async fn admission(dir: &Path, samples: usize) -> Result<AdmissionBench> {
         let raw_t = started.elapsed();
         let started = Instant::now();
         let r = outbox
-            .ingest(&target, &scope, &session, &events, None)
+            .ingest(
+                &target,
+                &scope,
+                &session,
+                &events,
+                None,
+                &hippocamp_core::CallOptions::default(),
+            )
             .await?;
         let adm_t = started.elapsed();
         if r.new_events != JOB_EVENTS as u64 {
@@ -258,7 +265,16 @@ async fn outbox_round(dir: &Path, config: &MemoryConfig, work: &Work) -> Result<
     let outbox = outbox_over(&dir.join("outbox"), memory, config)?;
     let target = target()?;
     for (scope, session, evs) in work.iter() {
-        outbox.ingest(&target, scope, session, evs, None).await?;
+        outbox
+            .ingest(
+                &target,
+                scope,
+                session,
+                evs,
+                None,
+                &hippocamp_core::CallOptions::default(),
+            )
+            .await?;
     }
     let options = ProcessorOptions {
         workers: 2,

@@ -184,8 +184,27 @@ impl MemoryScope {
         &self.user
     }
 
-    /// An opaque, stable 16-hex-character hash of the scope, safe to log and
-    /// to use as a metrics label (it reveals neither app nor user).
+    /// An opaque, stable 16-hex-character hash of the scope, keyed by a
+    /// deployment's secret ([`ScopeKey`]): what the audit log and the
+    /// request log carry. Without the key it cannot be matched to a user
+    /// id by hashing candidates.
+    pub fn keyed_hash(&self, key: &ScopeKey) -> String {
+        use hmac::{KeyInit as _, Mac as _};
+        // A 32-byte key is always accepted.
+        let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(&key.0) else {
+            return self.log_hash();
+        };
+        mac.update(b"hippocamp-scope\0");
+        mac.update(self.app.as_str().as_bytes());
+        mac.update(&[0]);
+        mac.update(self.user.as_str().as_bytes());
+        hex::encode(&mac.finalize().into_bytes()[..8])
+    }
+
+    /// The unkeyed hash earlier builds wrote (16 hex characters of
+    /// SHA-256 over app and user): anyone who knows a user id can match
+    /// it, so it is kept only to read old records by; new ones are keyed
+    /// ([`Self::keyed_hash`]).
     pub fn log_hash(&self) -> String {
         let mut h = Sha256::new();
         h.update(b"hippocamp-scope-log\0");
@@ -193,6 +212,36 @@ impl MemoryScope {
         h.update([0]);
         h.update(self.user.as_str().as_bytes());
         hex::encode(&h.finalize()[..8])
+    }
+}
+
+/// A deployment's secret for scope hashes (32 random bytes), created on
+/// first start and kept in the governance store: the hashes in the audit
+/// log and the request log are keyed with it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ScopeKey([u8; 32]);
+
+impl ScopeKey {
+    /// A new random key.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    /// A key from its stored bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// Its bytes, to store.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ScopeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the secret.
+        f.write_str("ScopeKey(..)")
     }
 }
 
@@ -412,6 +461,21 @@ mod tests {
         texts.sort();
         let sorted: Vec<String> = ids.iter().map(ToString::to_string).collect();
         assert_eq!(sorted, texts);
+    }
+
+    #[test]
+    fn keyed_hashes_differ_by_key_and_scope_and_hide_both() {
+        let (k1, k2) = (ScopeKey::random(), ScopeKey::random());
+        let s = scope("secret-app", "alice");
+        let h = s.keyed_hash(&k1);
+        assert_eq!(h.len(), 16);
+        assert!(h.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(h, s.keyed_hash(&k1), "stable under one key");
+        assert_ne!(h, s.keyed_hash(&k2), "another deployment's key");
+        assert_ne!(h, scope("secret-app", "bob").keyed_hash(&k1));
+        // Without the key, hashing the candidate user id does not find it.
+        assert_ne!(h, s.log_hash());
+        assert_eq!(format!("{k1:?}"), "ScopeKey(..)");
     }
 
     #[test]

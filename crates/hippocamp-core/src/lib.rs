@@ -27,7 +27,7 @@ pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
 pub use fence::{ErasureFence, check_epoch, check_fence};
 pub use filter::Filter;
 pub use ident::{
-    AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, SessionId, UserId,
+    AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, ScopeKey, SessionId, UserId,
     erasure_confirmation,
 };
 pub use json::{JsonLimits, Metadata};

@@ -1,5 +1,11 @@
 //! [`GovernedArtifacts`]: the artifact store every caller is handed, which
-//! applies the policy's artifact terms ([`ArtifactTerms`]) on every path.
+//! asks the policy before every operation on artifacts (as
+//! [`crate::PolicyChecked`] does for memory: `put_artifact` for a put,
+//! which the static policy gates on a consent covering artifacts when the
+//! app requires one; `get` and `list` for reads; `delete` for deletions,
+//! which are audited) and applies the policy's artifact terms
+//! ([`ArtifactTerms`]) on every path. An app-scoped artifact has no user:
+//! it is asked without a scope.
 //!
 //! On the same terms as memory entries: a version whose lifetime (the
 //! app's `artifact_ttl_ms` after it was stored) has come is never returned
@@ -15,24 +21,37 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hippocamp_artifacts::{
-    ArtifactCapabilities, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope, ArtifactStatus,
-    ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions, ScopePage,
-    Selector,
+    ArtifactCapabilities, ArtifactLayer, ArtifactMeta, ArtifactName, ArtifactRead, ArtifactScope,
+    ArtifactStatus, ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions,
+    ScopePage, Selector,
 };
 use hippocamp_core::{CallOptions, Clock, Error, MemoryScope, Result};
 // The same report as a memory sweep: versions deleted, whether more were due.
 use hippocamp_memory::Sweep;
 
 use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
-use crate::policy::{ArtifactTerms, Policy};
+use crate::gate::Gate;
+use crate::policy::{Action, ArtifactTerms, Policy, Resource};
 
-/// Applies the policy's artifact terms to `inner`.
+/// Asks the policy before every operation on `inner` and applies its
+/// artifact terms.
 #[derive(Debug, Clone)]
 pub struct GovernedArtifacts<S> {
     inner: S,
     policy: Arc<dyn Policy>,
     clock: Arc<dyn Clock>,
     audit: Option<Arc<dyn AuditLog>>,
+    gate: Gate,
+}
+
+/// The memory scope an artifact scope belongs to (none for an app's).
+fn owner(scope: &ArtifactScope) -> Option<MemoryScope> {
+    match scope {
+        ArtifactScope::App { .. } => None,
+        ArtifactScope::User { app, user } | ArtifactScope::Session { app, user, .. } => {
+            Some(MemoryScope::new(app.clone(), user.clone()))
+        }
+    }
 }
 
 fn terms(policy: &dyn Policy, scope: &ArtifactScope) -> ArtifactTerms {
@@ -47,7 +66,9 @@ fn terms(policy: &dyn Policy, scope: &ArtifactScope) -> ArtifactTerms {
 impl<S: ArtifactStore> GovernedArtifacts<S> {
     /// Wraps `inner`; lifetimes are measured with `clock`.
     pub fn new(inner: S, policy: Arc<dyn Policy>, clock: Arc<dyn Clock>) -> Self {
+        let timeout = inner.capabilities().call_timeout();
         Self {
+            gate: Gate::new(Arc::clone(&policy), Arc::clone(&clock), timeout),
             inner,
             policy,
             clock,
@@ -55,16 +76,31 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
         }
     }
 
-    /// Records refusals by a hold in `audit`.
+    /// Records denials, deletions and refusals by a hold in `audit`.
     #[must_use]
     pub fn with_audit(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.gate = self.gate.with_audit(Arc::clone(&audit));
         self.audit = Some(audit);
         self
     }
 
-    /// The wrapped store.
-    pub fn inner(&self) -> &S {
-        &self.inner
+    /// Asks the policy about `action` on `scope`'s artifacts.
+    async fn ask(
+        &self,
+        action: Action,
+        scope: &ArtifactScope,
+        what: impl Into<String>,
+        opts: &CallOptions,
+    ) -> Result<CallOptions> {
+        let r = Resource::new("artifact", what);
+        let (_, call) = match scope {
+            ArtifactScope::App { app } => self.gate.ask_app(action, app, r, opts).await?,
+            ArtifactScope::User { app, user } | ArtifactScope::Session { app, user, .. } => {
+                let owner = MemoryScope::new(app.clone(), user.clone());
+                self.gate.ask(action, Some(&owner), r, opts).await?
+            }
+        };
+        Ok(call)
     }
 
     /// Whether `meta` has expired now under `t` (inclusive: at the exact
@@ -199,7 +235,13 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
 
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
+impl<S: ArtifactStore> ArtifactLayer for GovernedArtifacts<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
     fn capabilities(&self) -> ArtifactCapabilities {
         self.inner.capabilities()
     }
@@ -213,7 +255,14 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
     ) -> Result<ArtifactMeta> {
         // A version's lifetime runs from when it was stored: nothing to
         // attach here.
-        self.inner.put(scope, name, body, opts).await
+        let call = self
+            .ask(Action::PutArtifact, scope, name.as_str(), &opts.call)
+            .await?;
+        let opts = PutOptions {
+            call,
+            ..opts.clone()
+        };
+        self.inner.put(scope, name, body, &opts).await
     }
 
     async fn get(
@@ -224,7 +273,8 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         range: Option<ByteRange>,
         opts: &CallOptions,
     ) -> Result<ArtifactRead> {
-        let read = self.inner.get(scope, name, selector, range, opts).await?;
+        let call = self.ask(Action::Get, scope, name.as_str(), opts).await?;
+        let read = self.inner.get(scope, name, selector, range, &call).await?;
         // An expired version's stream is dropped unread.
         let meta = self.live(scope, read.meta.clone())?;
         Ok(ArtifactRead { meta, ..read })
@@ -237,7 +287,8 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         selector: Selector,
         opts: &CallOptions,
     ) -> Result<ArtifactMeta> {
-        let meta = self.inner.head(scope, name, selector, opts).await?;
+        let call = self.ask(Action::Get, scope, name.as_str(), opts).await?;
+        let meta = self.inner.head(scope, name, selector, &call).await?;
         self.live(scope, meta)
     }
 
@@ -249,7 +300,21 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         opts: &CallOptions,
     ) -> Result<Vec<u64>> {
         self.refuse_held(scope, opts).await?;
-        self.inner.delete(scope, name, selector, opts).await
+        let call = self.ask(Action::Delete, scope, name.as_str(), opts).await?;
+        let result = self.inner.delete(scope, name, selector, &call).await;
+        let n = result.as_ref().ok().map(|v| v.len() as u64);
+        let outcome = NewAuditRecord::outcome_of(&result);
+        self.gate
+            .record(
+                AuditEvent::ArtifactErasure,
+                "artifact",
+                owner(scope).as_ref(),
+                opts.caller(),
+                outcome,
+                n,
+            )
+            .await;
+        result
     }
 
     async fn list_names(
@@ -258,14 +323,17 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         page: &PageRequest<ArtifactName>,
         opts: &CallOptions,
     ) -> Result<Page<ArtifactName, ArtifactName>> {
-        let mut out = self.inner.list_names(scope, page, opts).await?;
+        let call = self
+            .ask(Action::List, scope, "a page of names", opts)
+            .await?;
+        let mut out = self.inner.list_names(scope, page, &call).await?;
         let t = terms(&*self.policy, scope);
         if t.ttl_ms.is_some() {
             // Versions of a name are stored in order, so a name whose
             // latest version expired has none left alive.
             let mut kept = Vec::with_capacity(out.items.len());
             for name in out.items {
-                match self.inner.head(scope, &name, Selector::Latest, opts).await {
+                match self.inner.head(scope, &name, Selector::Latest, &call).await {
                     Ok(m) if !self.expired(t, &m) => kept.push(name),
                     Ok(_) | Err(Error::NotFound(_)) => {}
                     Err(e) => return Err(e),
@@ -283,7 +351,8 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         page: &PageRequest<u64>,
         opts: &CallOptions,
     ) -> Result<Page<ArtifactMeta, u64>> {
-        let mut out = self.inner.list_versions(scope, name, page, opts).await?;
+        let call = self.ask(Action::List, scope, name.as_str(), opts).await?;
+        let mut out = self.inner.list_versions(scope, name, page, &call).await?;
         let t = terms(&*self.policy, scope);
         out.items.retain(|m| !self.expired(t, m));
         Ok(out)
@@ -295,7 +364,9 @@ impl<S: ArtifactStore> ArtifactStore for GovernedArtifacts<S> {
         limit: Option<u64>,
         opts: &CallOptions,
     ) -> Result<ScopePage> {
-        self.inner.list_scopes(cursor, limit, opts).await
+        let r = Resource::fixed("artifacts", "the scopes that hold artifacts");
+        let (_, call) = self.gate.ask(Action::List, None, r, opts).await?;
+        self.inner.list_scopes(cursor, limit, &call).await
     }
 
     async fn status(&self) -> Result<ArtifactStatus> {

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::Path;
 
 use async_trait::async_trait;
-use hippocamp_core::{Caller, Error, Field, MemoryScope, Problem, Result};
+use hippocamp_core::{Caller, Error, Field, MemoryScope, Problem, Result, ScopeKey};
 use hippocamp_durable::DirLock;
 use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -36,6 +36,13 @@ pub enum AuditEvent {
     Expiry,
     /// A user's artifacts were erased.
     ArtifactErasure,
+    /// An entry was corrected (a new revision, or none when it changed
+    /// nothing: the count says).
+    Correction,
+    /// A user's data left the system in an export.
+    Export,
+    /// An export was restored into a user.
+    Restore,
 }
 
 /// One record to append.
@@ -69,10 +76,16 @@ pub struct AuditRecord {
     pub event: AuditEvent,
     /// What it was done to.
     pub target: String,
-    /// The scope's log hash (the first 8 bytes of SHA-256 over app and
-    /// user, as in the server's logs), when there is a scope.
+    /// The scope's hash, when there is a scope: keyed with the
+    /// deployment's secret (`keyed`, as in the server's request log), or,
+    /// in records written before the key, the unkeyed hash earlier builds
+    /// wrote (which anyone who knows a user id can match).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_hash: Option<String>,
+    /// Whether `scope_hash` is keyed (false: a record of an earlier
+    /// build).
+    #[serde(default)]
+    pub keyed: bool,
     /// The caller's kind (`token`, `cli`, `outbox`, `sweeper`...).
     pub caller: String,
     /// The token's public id, for a token.
@@ -111,8 +124,9 @@ impl NewAuditRecord {
     }
 
     /// The stored record this becomes as number `seq` at `at_ms` (its
-    /// outcome cut to a bound): every log stamps through here.
-    pub fn stamp(self, seq: u64, at_ms: u64) -> AuditRecord {
+    /// outcome cut to a bound, its scope hashed with `key`): every log
+    /// stamps through here.
+    pub fn stamp(self, seq: u64, at_ms: u64, key: &ScopeKey) -> AuditRecord {
         let mut outcome = self.outcome;
         if outcome.len() > MAX_OUTCOME_BYTES {
             let mut cut = MAX_OUTCOME_BYTES;
@@ -126,7 +140,8 @@ impl NewAuditRecord {
             at_ms,
             event: self.event,
             target: self.target.to_owned(),
-            scope_hash: self.scope.as_ref().map(MemoryScope::log_hash),
+            scope_hash: self.scope.as_ref().map(|s| s.keyed_hash(key)),
+            keyed: true,
             caller: self.caller.kind.as_str().to_owned(),
             token_id: self
                 .caller
@@ -164,6 +179,10 @@ pub trait AuditLog: Send + Sync + fmt::Debug {
     /// Removes the records stamped before `before_ms`; how many.
     async fn prune(&self, before_ms: u64) -> Result<u64>;
 
+    /// The deployment's secret its scope hashes are keyed with (created
+    /// with the log, kept in it).
+    fn scope_key(&self) -> ScopeKey;
+
     /// Appends as `append` does, logging a failure instead of returning
     /// it: what a record describes already happened (or was refused), so
     /// the operation's own answer stands.
@@ -188,11 +207,23 @@ pub fn page_of(records: impl Iterator<Item = AuditRecord>, limit: usize) -> Audi
     }
 }
 
-/// The log in memory (the ephemeral profile, tests).
-#[derive(Debug, Default)]
+/// The log in memory (the ephemeral profile, tests), its key drawn when
+/// it is made.
+#[derive(Debug)]
 pub struct InMemoryAudit {
     records: Mutex<Vec<AuditRecord>>,
     next: Mutex<u64>,
+    key: ScopeKey,
+}
+
+impl Default for InMemoryAudit {
+    fn default() -> Self {
+        Self {
+            records: Mutex::default(),
+            next: Mutex::default(),
+            key: ScopeKey::random(),
+        }
+    }
 }
 
 #[async_trait]
@@ -200,8 +231,14 @@ impl AuditLog for InMemoryAudit {
     async fn append(&self, record: NewAuditRecord, at_ms: u64) -> Result<()> {
         let mut next = self.next.lock();
         *next += 1;
-        self.records.lock().push(record.stamp(*next, at_ms));
+        self.records
+            .lock()
+            .push(record.stamp(*next, at_ms, &self.key));
         Ok(())
+    }
+
+    fn scope_key(&self) -> ScopeKey {
+        self.key
     }
 
     async fn page(&self, cursor: Option<&str>, limit: Option<u64>) -> Result<AuditPage> {
@@ -226,6 +263,8 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
 const FORMAT: u32 = 1;
 const LAST_SEQ: &str = "last_seq";
+/// The deployment's scope-hash key, made on first open.
+const SCOPE_KEY: &str = "scope_key";
 
 fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::storage(e)
@@ -237,6 +276,7 @@ pub struct RedbAudit {
     db: Database,
     /// Serialises appends, so numbers follow commit order.
     writer: Mutex<()>,
+    key: ScopeKey,
     _lock: DirLock,
 }
 
@@ -259,12 +299,42 @@ impl RedbAudit {
         };
         let db = hippocamp_durable::db::open(&dir.join("audit.redb"), init)?;
         init(&db)?;
+        let key = scope_key(&db)?;
         Ok(Self {
             db,
             writer: Mutex::new(()),
+            key,
             _lock: lock,
         })
     }
+}
+
+/// The log's scope-hash key, made (and committed) on first open.
+fn scope_key(db: &Database) -> Result<ScopeKey> {
+    let txn = db.begin_write().map_err(storage)?;
+    let key = {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let found = meta
+            .get(SCOPE_KEY)
+            .map_err(storage)?
+            .map(|v| <[u8; 32]>::try_from(v.value()));
+        match found {
+            Some(Ok(k)) => ScopeKey::from_bytes(k),
+            Some(Err(_)) => {
+                return Err(Error::Corrupt(
+                    "the audit log's scope key is malformed".into(),
+                ));
+            }
+            None => {
+                let k = ScopeKey::random();
+                meta.insert(SCOPE_KEY, k.as_bytes().as_slice())
+                    .map_err(storage)?;
+                k
+            }
+        }
+    };
+    txn.commit().map_err(storage)?;
+    Ok(key)
 }
 
 fn decode(bytes: &[u8]) -> Result<AuditRecord> {
@@ -293,7 +363,7 @@ impl AuditLog for RedbAudit {
             meta.insert(LAST_SEQ, seq.to_le_bytes().as_slice())
                 .map_err(storage)?;
             let mut t = txn.open_table(RECORDS).map_err(storage)?;
-            let bytes = serde_json::to_vec(&record.stamp(seq, at_ms))
+            let bytes = serde_json::to_vec(&record.stamp(seq, at_ms, &self.key))
                 .map_err(|e| Error::Corrupt(format!("cannot encode an audit record: {e}")))?;
             t.insert(seq, bytes.as_slice()).map_err(storage)?;
         }
@@ -339,5 +409,9 @@ impl AuditLog for RedbAudit {
         }
         txn.commit().map_err(storage)?;
         Ok(n)
+    }
+
+    fn scope_key(&self) -> ScopeKey {
+        self.key
     }
 }

@@ -20,10 +20,9 @@
 //! through here, so none escapes the log.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use hippocamp_core::{CallOptions, Clock, Deadline, EntryId, MemoryScope, Result, SessionId};
+use hippocamp_core::{CallOptions, Clock, EntryId, MemoryScope, Result, SessionId};
 use hippocamp_memory::{
     AddOutcome, Capabilities, EntryPage, EntryUpdate, Erasure, Event, ImportReport, ImportedEntry,
     IngestReport, ListRequest, MemoryEntry, MemoryStore, NamePage, NamesRequest, NewEntry,
@@ -32,16 +31,14 @@ use hippocamp_memory::{
 };
 
 use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
-use crate::policy::{Action, Grant, Policy, Question, Resource, consult};
+use crate::gate::Gate;
+use crate::policy::{Action, Grant, Policy, Resource};
 
 /// Asks `policy` before every operation on `inner`'s data.
 #[derive(Debug, Clone)]
 pub struct PolicyChecked<S> {
     inner: S,
-    policy: Arc<dyn Policy>,
-    clock: Arc<dyn Clock>,
-    default_timeout: Duration,
-    audit: Option<Arc<dyn AuditLog>>,
+    gate: Gate,
 }
 
 impl<S: MemoryStore> PolicyChecked<S> {
@@ -50,22 +47,17 @@ impl<S: MemoryStore> PolicyChecked<S> {
         let default_timeout = inner.capabilities().call_timeout();
         Self {
             inner,
-            policy,
-            clock,
-            default_timeout,
-            audit: None,
+            gate: Gate::new(policy, clock, default_timeout),
         }
     }
 
     /// Records denials, erasures, holds and sweeps in `audit`.
     #[must_use]
     pub fn with_audit(mut self, audit: Arc<dyn AuditLog>) -> Self {
-        self.audit = Some(audit);
+        self.gate = self.gate.with_audit(audit);
         self
     }
 
-    /// Appends one record; a failure to record is logged, not returned
-    /// (the operation it describes already happened or was refused).
     async fn record(
         &self,
         event: AuditEvent,
@@ -75,16 +67,9 @@ impl<S: MemoryStore> PolicyChecked<S> {
         outcome: String,
         count: Option<u64>,
     ) {
-        let Some(audit) = &self.audit else { return };
-        let r = NewAuditRecord {
-            event,
-            target,
-            scope: scope.cloned(),
-            caller,
-            outcome,
-            count,
-        };
-        audit.record(r, self.clock.now_ms()).await;
+        self.gate
+            .record(event, target, scope, caller, outcome, count)
+            .await;
     }
 
     /// Records how a deletion of `target` ended, and passes it on.
@@ -109,16 +94,9 @@ impl<S: MemoryStore> PolicyChecked<S> {
 
     /// The policy.
     pub fn policy(&self) -> &Arc<dyn Policy> {
-        &self.policy
+        self.gate.policy()
     }
 
-    /// The wrapped store.
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
-
-    /// Starts the call's clock, asks the policy, and returns the grant
-    /// with the options to forward (the same deadline, the same caller).
     async fn ask(
         &self,
         action: Action,
@@ -126,37 +104,7 @@ impl<S: MemoryStore> PolicyChecked<S> {
         resource: Resource,
         opts: &CallOptions,
     ) -> Result<(Grant, CallOptions)> {
-        let deadline: Deadline = opts.deadline(self.default_timeout);
-        let question = Question {
-            action,
-            scope,
-            resource,
-            caller: opts.caller(),
-            now_ms: self.clock.now_ms(),
-        };
-        let grant = match consult(&*self.policy, &question, deadline).await {
-            Ok(g) => g,
-            Err(e) => {
-                let outcome = match &e {
-                    hippocamp_core::Error::PolicyDenied { reason } => {
-                        format!("policy_denied:{reason}")
-                    }
-                    other => other.code().to_owned(),
-                };
-                let event = if matches!(e, hippocamp_core::Error::LegalHold) {
-                    AuditEvent::Hold
-                } else {
-                    AuditEvent::Denial
-                };
-                self.record(event, action.as_str(), scope, opts.caller(), outcome, None)
-                    .await;
-                return Err(e);
-            }
-        };
-        Ok((
-            grant,
-            CallOptions::until(deadline).on_behalf_of(opts.caller()),
-        ))
+        self.gate.ask(action, scope, resource, opts).await
     }
 
     /// Asks `Retain` when a write brings obligations of its own that keep
@@ -258,8 +206,8 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
                 &opts.call,
             )
             .await?;
-        self.ask_retain(scope, [opts.obligations], &opts.call)
-            .await?;
+        // The deadline the first question started, not a fresh one.
+        self.ask_retain(scope, [opts.obligations], &call).await?;
         self.inner
             .add_entry(scope, entry, &Self::granted(opts, grant, call))
             .await
@@ -274,8 +222,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
     ) -> Result<IngestReport> {
         let r = Resource::events(events.len(), session, false);
         let (grant, call) = self.ask(Action::Ingest, Some(scope), r, &opts.call).await?;
-        self.ask_retain(scope, [opts.obligations], &opts.call)
-            .await?;
+        self.ask_retain(scope, [opts.obligations], &call).await?;
         self.inner
             .add_events(scope, session, events, &Self::granted(opts, grant, call))
             .await
@@ -398,7 +345,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         // Users the policy holds now keep everything, whatever their
         // entries' own obligations said when they were written.
         let mut spare = spare.to_vec();
-        spare.extend(self.policy.held_scopes());
+        spare.extend(self.gate.policy().held_scopes());
         let sweep = self.inner.sweep_expired(max, &spare, &call).await?;
         if sweep.deleted > 0 {
             let n = Some(sweep.deleted);
@@ -422,13 +369,27 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         update: &EntryUpdate,
         opts: &WriteOptions,
     ) -> Result<UpdateOutcome> {
+        // A correction writes new content: consent applies, and the new
+        // metadata's obligations with it (a shorter lifetime is taken, a
+        // longer one never: `Obligations::corrected`).
         let r = Resource::entry(*entry);
-        let (_, call) = self.ask(Action::Update, Some(scope), r, &opts.call).await?;
-        let opts = WriteOptions {
-            call,
-            ..opts.clone()
-        };
-        self.inner.update_entry(scope, entry, update, &opts).await
+        let (grant, call) = self.ask(Action::Update, Some(scope), r, &opts.call).await?;
+        let result = self
+            .inner
+            .update_entry(scope, entry, update, &Self::granted(opts, grant, call))
+            .await;
+        let changed = result.as_ref().ok().map(|o| u64::from(o.changed));
+        let outcome = NewAuditRecord::outcome_of(&result);
+        self.record(
+            AuditEvent::Correction,
+            "entry",
+            Some(scope),
+            opts.call.caller(),
+            outcome,
+            changed,
+        )
+        .await;
+        result
     }
 
     async fn entry_history(

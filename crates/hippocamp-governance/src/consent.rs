@@ -28,9 +28,14 @@ pub enum ConsentScope {
 }
 
 impl ConsentScope {
-    /// Whether it covers memory.
+    /// Whether it covers memory (entries and agent sessions).
     pub fn covers_memory(self) -> bool {
         matches!(self, ConsentScope::Memory | ConsentScope::All)
+    }
+
+    /// Whether it covers artifacts.
+    pub fn covers_artifacts(self) -> bool {
+        matches!(self, ConsentScope::Artifacts | ConsentScope::All)
     }
 }
 

@@ -16,7 +16,9 @@ pub mod artifacts;
 pub mod audit;
 pub mod checked;
 pub mod consent;
+pub mod gate;
 pub mod policy;
+pub mod sessions;
 pub mod static_policy;
 
 pub use artifacts::GovernedArtifacts;
@@ -27,7 +29,9 @@ pub use checked::PolicyChecked;
 pub use consent::{
     Consent, ConsentScope, ConsentStore, InMemoryConsents, NewConsent, RedbConsents,
 };
+pub use gate::Gate;
 pub use policy::{
     Action, ArtifactTerms, Decision, Grant, Policy, PolicyInfo, Question, Resource, consult,
 };
+pub use sessions::GovernedSessions;
 pub use static_policy::{AppPolicy, MetadataRule, PolicyConfig, StaticPolicy};

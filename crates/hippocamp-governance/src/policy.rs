@@ -53,11 +53,15 @@ pub enum Action {
     /// Restore an export's record of erasures into a scope (before its
     /// entries, which are asked `Ingest` as any write).
     Restore,
+    /// Append an event to an agent session (the runner's conversation).
+    Append,
+    /// Store an artifact version.
+    PutArtifact,
 }
 
 impl Action {
     /// Every action, in declaration order.
-    pub const ALL: [Action; 11] = [
+    pub const ALL: [Action; 13] = [
         Action::Ingest,
         Action::Search,
         Action::Get,
@@ -69,6 +73,8 @@ impl Action {
         Action::Retain,
         Action::Prune,
         Action::Restore,
+        Action::Append,
+        Action::PutArtifact,
     ];
 
     /// The snake_case name.
@@ -85,6 +91,8 @@ impl Action {
             Action::Retain => "retain",
             Action::Prune => "prune",
             Action::Restore => "restore",
+            Action::Append => "append",
+            Action::PutArtifact => "put_artifact",
         }
     }
 }
@@ -222,8 +230,12 @@ impl Resource {
 pub struct Question<'a> {
     /// What is asked for.
     pub action: Action,
-    /// The exact scope; `None` only for store-wide work (the sweeper).
+    /// The exact scope; `None` for an app's own artifacts and store-wide
+    /// work (the sweeper).
     pub scope: Option<&'a MemoryScope>,
+    /// The app asked about: the scope's, or the app whose own artifacts
+    /// are asked about; `None` only for store-wide work.
+    pub app: Option<&'a AppName>,
     /// What it is about.
     pub resource: Resource,
     /// Who asks (from the caller's authority, never from request data).
@@ -282,6 +294,21 @@ pub struct PolicyInfo {
     pub legal_holds: Vec<String>,
     /// Apps with a TTL or retention.
     pub lifetimes: Vec<AppLifetime>,
+}
+
+impl PolicyInfo {
+    /// What a caller confined to `app` is shown (`None`: a caller of
+    /// every app sees everything): that app's terms only, and no held
+    /// user's name (a hold is the operator's; `GET /v1/status` and an
+    /// admin token's capabilities list them).
+    #[must_use]
+    pub fn seen_from(mut self, app: Option<&AppName>) -> Self {
+        let Some(app) = app else { return self };
+        self.consent_required.retain(|a| a == app.as_str());
+        self.lifetimes.retain(|l| l.app == app.as_str());
+        self.legal_holds.clear();
+        self
+    }
 }
 
 /// An app's lifetimes, as reported.

@@ -11,6 +11,7 @@
 //! consent_required = true      # ingestion needs a recorded consent
 //! erase_on_withdrawal = true   # withdrawing it erases the user's memory
 //! legal_holds = ["user-17"]    # these users' data cannot be erased
+//! suspended = false            # true: every operation on the app's data is refused
 //!
 //! [[policy.apps.support.rules]]
 //! match = { kind = "chit_chat" }   # a metadata filter
@@ -26,7 +27,7 @@ use hippocamp_memory::{ObligationRules, Obligations};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::consent::ConsentStore;
+use crate::consent::{ConsentScope, ConsentStore};
 use crate::policy::{
     Action, AppLifetime, ArtifactTerms, Decision, Grant, Policy, PolicyInfo, Question,
 };
@@ -94,6 +95,12 @@ pub struct AppPolicy {
     /// legal holds above hold the users' artifacts too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_ttl_ms: Option<u64>,
+    /// The app is suspended: every operation on its data (memory, agent
+    /// sessions, artifacts; reads, writes and erasures alike) is refused
+    /// (`app_suspended`) until this is lifted. An operator's freeze, e.g.
+    /// during an incident.
+    #[serde(default)]
+    pub suspended: bool,
 }
 
 /// Lifetimes for entries whose metadata matches a filter.
@@ -134,6 +141,7 @@ struct Compiled {
     holds: HashSet<String>,
     rules: Vec<(Filter, Option<u64>, Option<u64>)>,
     artifact_ttl_ms: Option<u64>,
+    suspended: bool,
 }
 
 impl PolicyConfig {
@@ -214,6 +222,7 @@ impl PolicyConfig {
                     holds: p.legal_holds.iter().cloned().collect(),
                     rules,
                     artifact_ttl_ms: p.artifact_ttl_ms,
+                    suspended: p.suspended,
                 },
             );
         }
@@ -241,6 +250,58 @@ impl StaticPolicy {
     }
 }
 
+impl StaticPolicy {
+    /// `Ok(consent id)` when `app` needs no consent (`None`) or `scope`
+    /// has one that `covers`; else the denial.
+    async fn consented(
+        &self,
+        app: &Compiled,
+        scope: &MemoryScope,
+        covers: fn(ConsentScope) -> bool,
+    ) -> Result<std::result::Result<Option<String>, Decision>> {
+        if !app.consent_required {
+            return Ok(Ok(None));
+        }
+        Ok(match self.consents.get(scope).await? {
+            Some(c) if covers(c.scope) => Ok(Some(c.consent_id)),
+            _ => Err(Decision::deny("consent_required")),
+        })
+    }
+}
+
+impl Compiled {
+    /// The obligations a write in this app gets at `now` (`held`: the
+    /// user is under a legal hold).
+    fn grant(&self, held: bool, now: u64) -> Grant {
+        let app = self;
+        let obligations = Obligations {
+            expires_at_ms: after(now, app.ttl_ms),
+            retain_until_ms: after(now, app.retention_ms),
+            legal_hold: held,
+        };
+        let by_metadata = ObligationRules::new(
+            app.rules
+                .iter()
+                .map(|(f, ttl, ret)| {
+                    (
+                        f.clone(),
+                        Obligations {
+                            expires_at_ms: after(now, ttl.or(app.ttl_ms)),
+                            retain_until_ms: after(now, ret.or(app.retention_ms)),
+                            legal_hold: held,
+                        },
+                    )
+                })
+                .collect(),
+        );
+        Grant {
+            obligations,
+            by_metadata,
+            consent_id: None,
+        }
+    }
+}
+
 fn after(now: u64, ms: Option<u64>) -> Option<u64> {
     ms.map(|ms| now.saturating_add(ms))
 }
@@ -254,52 +315,49 @@ impl Policy for StaticPolicy {
         if q.action == Action::Retain && q.caller.kind == hippocamp_core::CallerKind::Token {
             return Ok(Decision::deny("retention_not_granted"));
         }
-        let Some(scope) = q.scope else {
+        let Some(app) = q.app.and_then(|a| self.apps.get(a.as_str())) else {
             return Ok(Decision::Allow);
         };
-        let Some(app) = self.apps.get(scope.app().as_str()) else {
+        // A suspended app's data is out of reach on every path, its own
+        // artifacts included.
+        if app.suspended {
+            return Ok(Decision::deny("app_suspended"));
+        }
+        let Some(scope) = q.scope else {
             return Ok(Decision::Allow);
         };
         let held = app.holds.contains(scope.user().as_str());
         match q.action {
-            Action::Ingest => {
-                let consent_id = if app.consent_required {
-                    match self.consents.get(scope).await? {
-                        Some(c) if c.scope.covers_memory() => Some(c.consent_id),
-                        _ => return Ok(Decision::deny("consent_required")),
-                    }
-                } else {
-                    None
+            // Writes of memory (entries, corrections) and of the agent's
+            // conversation need a consent covering memory; a correction
+            // gets the obligations of its new metadata like a new entry.
+            Action::Ingest | Action::Update | Action::Append => {
+                if q.action == Action::Update && held {
+                    return Ok(Decision::deny("legal_hold"));
+                }
+                let consent_id = match self
+                    .consented(app, scope, ConsentScope::covers_memory)
+                    .await?
+                {
+                    Ok(id) => id,
+                    Err(denied) => return Ok(denied),
                 };
-                let obligations = Obligations {
-                    expires_at_ms: after(q.now_ms, app.ttl_ms),
-                    retain_until_ms: after(q.now_ms, app.retention_ms),
-                    legal_hold: held,
-                };
-                let by_metadata = ObligationRules::new(
-                    app.rules
-                        .iter()
-                        .map(|(f, ttl, ret)| {
-                            (
-                                f.clone(),
-                                Obligations {
-                                    expires_at_ms: after(q.now_ms, ttl.or(app.ttl_ms)),
-                                    retain_until_ms: after(q.now_ms, ret.or(app.retention_ms)),
-                                    legal_hold: held,
-                                },
-                            )
-                        })
-                        .collect(),
-                );
                 Ok(Decision::AllowWith(Grant {
-                    obligations,
-                    by_metadata,
                     consent_id,
+                    ..app.grant(held, q.now_ms)
                 }))
             }
-            Action::Delete | Action::Erase | Action::Update if held => {
-                Ok(Decision::deny("legal_hold"))
+            // An artifact write needs a consent covering artifacts.
+            Action::PutArtifact => {
+                match self
+                    .consented(app, scope, ConsentScope::covers_artifacts)
+                    .await?
+                {
+                    Ok(_) => Ok(Decision::Allow),
+                    Err(denied) => Ok(denied),
+                }
             }
+            Action::Delete | Action::Erase if held => Ok(Decision::deny("legal_hold")),
             _ => Ok(Decision::Allow),
         }
     }

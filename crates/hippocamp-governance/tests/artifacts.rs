@@ -162,7 +162,7 @@ async fn versions_expire_at_the_exact_moment_and_holds_refuse_deletion() {
         [Some(2), Some(1)],
         "each sweep that removed something is audited"
     );
-    let inner = store.inner();
+    let inner = hippocamp_artifacts::ArtifactLayer::inner(&store);
     assert!(
         inner
             .list_names(&alice, &PageRequest::default(), &c())

@@ -38,7 +38,11 @@ async fn appends_pages_and_prunes(log: &dyn AuditLog) {
         [1, 2]
     );
     let r = &first.records[0];
-    assert_eq!(r.scope_hash.as_deref(), Some(scope().log_hash().as_str()));
+    // Keyed per deployment: the same user's records cannot be linked
+    // across logs, or to the plain hash a request log writes.
+    let keyed = scope().keyed_hash(&log.scope_key());
+    assert_eq!(r.scope_hash.as_deref(), Some(keyed.as_str()));
+    assert_ne!(keyed, scope().log_hash());
     assert_eq!(
         (r.caller.as_str(), r.token_id.as_deref()),
         ("token", Some("abc123def456"))
@@ -76,13 +80,25 @@ async fn the_in_memory_log_appends_pages_and_prunes() {
 #[tokio::test]
 async fn the_durable_log_appends_pages_prunes_and_survives_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    {
+    let key = {
         let log = RedbAudit::open(dir.path()).unwrap();
         appends_pages_and_prunes(&log).await;
-    }
+        log.scope_key()
+    };
     let log = RedbAudit::open(dir.path()).unwrap();
     let page = log.page(None, None).await.unwrap();
     assert_eq!(page.records.len(), 1);
+    // The key is the log's: a reopen hashes a scope as before, another
+    // log (another deployment) differently.
+    assert_eq!(
+        scope().keyed_hash(&log.scope_key()),
+        scope().keyed_hash(&key)
+    );
+    let other = tempfile::tempdir().unwrap();
+    assert_ne!(
+        scope().keyed_hash(&RedbAudit::open(other.path()).unwrap().scope_key()),
+        scope().keyed_hash(&key)
+    );
     assert_eq!(page.records[0].outcome, "after");
     log.append(record("again"), 70).await.unwrap();
     assert_eq!(log.page(None, None).await.unwrap().records[1].seq, 7);
@@ -169,7 +185,7 @@ async fn the_policy_wrapper_records_governance_events_without_content() {
     );
     assert_eq!(
         records[2].scope_hash.as_deref(),
-        Some(scope().log_hash().as_str())
+        Some(scope().keyed_hash(&audit.scope_key()).as_str())
     );
     assert_eq!(records[2].count, Some(1));
     assert_eq!(records[3].caller, "sweeper");

@@ -1117,6 +1117,7 @@ impl MemoryStore for RedbMemoryStore {
             .await?
             .pop();
         let (scope, id, fence) = (scope.clone(), *id, opts.epoch);
+        let granted = opts.obligations_for(&update.metadata);
         self.submit(|reply| Op::UpdateEntry {
             scope,
             id,
@@ -1124,6 +1125,7 @@ impl MemoryStore for RedbMemoryStore {
             terms,
             vector,
             fence,
+            granted,
             at,
             reply,
         })

@@ -163,6 +163,8 @@ pub(crate) enum Op {
         terms: TermFreqs,
         vector: Option<Vec<f32>>,
         fence: Option<u64>,
+        /// The obligations the policy gives the new metadata.
+        granted: Obligations,
         at: Moment,
         reply: oneshot::Sender<hippocamp_core::Result<UpdateOutcome>>,
     },
@@ -750,6 +752,35 @@ impl<'t> Tx<'t> {
         Ok(true)
     }
 
+    /// Replaces an entry's stored obligations (and its place in the
+    /// expiry index), in a direct transaction.
+    fn replace_obligations(
+        &mut self,
+        key: &[u8; 32],
+        old: Obligations,
+        new: Obligations,
+    ) -> Result<(), Fail> {
+        if let Some(at) = old.expires_at_ms {
+            let k = expiry_key(at, key);
+            self.d()?.expiry.remove(&k)?;
+            self.log.push(Mutation::DelExpiry(k.to_vec()));
+        }
+        if new.is_empty() {
+            self.d()?.obligations.remove(key)?;
+            self.log.push(Mutation::DelObligations(key.to_vec()));
+            return Ok(());
+        }
+        let bytes = encode_obligations(&new).txn()?;
+        self.d()?.obligations.insert(key, bytes.as_slice())?;
+        self.log.push(Mutation::PutObligations(key.to_vec(), bytes));
+        if let Some(at) = new.expires_at_ms {
+            let k = expiry_key(at, key);
+            self.d()?.expiry.insert(&k, ())?;
+            self.log.push(Mutation::PutExpiry(k.to_vec()));
+        }
+        Ok(())
+    }
+
     /// Adds a scope to the `users` index (`present`) or removes it.
     fn index_user(&mut self, row: &ScopeRow, present: bool) -> Result<(), Fail> {
         let key = user_key(&row.app, &row.user);
@@ -1237,9 +1268,9 @@ impl Tx<'_> {
         scope: &MemoryScope,
         id: &EntryId,
         update: &EntryUpdate,
-        terms: TermFreqs,
-        vector: Option<Vec<f32>>,
+        (terms, vector): (TermFreqs, Option<Vec<f32>>),
         fence: Option<u64>,
+        granted: Obligations,
         at: Moment,
     ) -> Result<UpdateOutcome, Fail> {
         let h = scope_hash(scope);
@@ -1249,7 +1280,7 @@ impl Tx<'_> {
             Some(e) if !e.obligations.expired(at.now_ms) => e,
             _ => return Err(Fail::Op(Error::NotFound("entry"))),
         };
-        let Some((entry, bytes)) = apply_update(&current, update, at.now_ms) else {
+        let Some((entry, bytes)) = apply_update(&current, update, granted, at.now_ms) else {
             return Ok(UpdateOutcome {
                 entry: current,
                 changed: false,
@@ -1272,6 +1303,9 @@ impl Tx<'_> {
         let rec = encode_entry(&entry, bytes, &terms).txn()?;
         self.d()?.entries.insert(&key, rec.as_slice())?;
         self.log.push(Mutation::PutEntry(key.to_vec(), rec));
+        if entry.obligations != current.obligations {
+            self.replace_obligations(&key, current.obligations, entry.obligations)?;
+        }
         if let Some(v) = &vector {
             let b = encode_vector(v);
             self.d()?.vectors.insert(&key, b.as_slice())?;
@@ -1875,10 +1909,11 @@ impl Writer {
                 terms,
                 vector,
                 fence,
+                granted,
                 at,
                 reply,
             } => {
-                let r = tx.update_entry(&scope, &id, &update, terms, vector, fence, at);
+                let r = tx.update_entry(&scope, &id, &update, (terms, vector), fence, granted, at);
                 Self::collect(fatal, r, |r| Reply::Updated(reply, r))
             }
             Op::ImportEntries {

@@ -210,6 +210,7 @@ macro_rules! memory_conformance_tests {
             export_pages_through_every_live_entry_once,
             a_sweep_spares_the_scopes_it_is_told_to,
             corrections_are_revisions_under_the_same_id,
+            a_correction_takes_the_shorter_lifetime_it_is_granted,
             history_is_bounded_and_erased_with_the_entry,
             export_and_import_round_trip,
             apps_and_users_are_indexed,

@@ -192,13 +192,16 @@ pub fn check_update(mut update: EntryUpdate, limits: &MemoryLimits) -> Result<En
 }
 
 /// A correction applied to `current` at `now_ms`, after
-/// [`check_update`]: the new revision and its size, or `None` when it
-/// changes nothing (so repeating a correction is idempotent). The caller
+/// [`check_update`], with the obligations the policy `granted` for its
+/// new metadata ([`Obligations::corrected`]): the new revision and its
+/// size, or `None` when it changes nothing (so repeating a correction is
+/// idempotent). The caller
 /// checks that the entry is live and may be revised
 /// ([`check_revise`]).
 pub fn apply_update(
     current: &MemoryEntry,
     update: &EntryUpdate,
+    granted: Obligations,
     now_ms: u64,
 ) -> Option<(MemoryEntry, u64)> {
     if current.content == update.content && current.metadata == update.metadata {
@@ -210,6 +213,7 @@ pub fn apply_update(
         digest: Sha256Digest::of(update.content.as_bytes()),
         revision: current.revision.saturating_add(1),
         revised_at_ms: Some(now_ms),
+        obligations: current.obligations.corrected(granted),
         ..current.clone()
     };
     let bytes = entry.storage_bytes();
@@ -250,6 +254,25 @@ pub struct Obligations {
 }
 
 impl Obligations {
+    /// The obligations of an entry corrected under `granted` (what the
+    /// policy gives its new metadata): the earlier expiry, the later
+    /// retention, either hold. A correction can bring a shorter lifetime
+    /// (metadata moved into a class with a short TTL) and never lengthens
+    /// one or lifts a retention or a hold; with nothing granted (a store
+    /// alone), the entry keeps its own.
+    #[must_use]
+    pub fn corrected(self, granted: Obligations) -> Obligations {
+        let expires_at_ms = match (self.expires_at_ms, granted.expires_at_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Obligations {
+            expires_at_ms,
+            retain_until_ms: self.retain_until_ms.max(granted.retain_until_ms),
+            legal_hold: self.legal_hold || granted.legal_hold,
+        }
+    }
+
     /// Whether there is nothing to enforce.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()

@@ -668,7 +668,8 @@ impl MemoryStore for InMemoryStore {
             .get_live(id, now)
             .cloned()
             .ok_or(Error::NotFound("entry"))?;
-        let Some((entry, bytes)) = apply_update(&current, &update, now) else {
+        let granted = opts.obligations_for(&update.metadata);
+        let Some((entry, bytes)) = apply_update(&current, &update, granted, now) else {
             return Ok(UpdateOutcome {
                 entry: current,
                 changed: false,

@@ -167,7 +167,9 @@ impl Outbox {
     /// store would (skips are reported now), the scope's erasure epoch is
     /// captured, and what the session's watermark does not cover becomes
     /// jobs. Returns once the admission is durable; delivery happens in
-    /// the background.
+    /// the background. The target's policy is asked on behalf of `call`'s
+    /// caller (the token or the command line that handed the events in);
+    /// delivery asks again as the outbox (`CallerKind::Outbox`).
     pub async fn ingest(
         &self,
         target: &TargetName,
@@ -175,6 +177,7 @@ impl Outbox {
         session: &SessionId,
         events: &[Event],
         max_attempts: Option<u32>,
+        call: &CallOptions,
     ) -> Result<Ingested> {
         let max = self.max_events;
         if events.len() as u64 > max {
@@ -208,15 +211,10 @@ impl Outbox {
         let (stored, skipped) = plan(scope, session, events, &t.limits)?;
         // The target's policy decides now whether these may be queued at
         // all (delivery asks it again).
-        t.store
-            .admit_events(scope, session, events, &CallOptions::default())
-            .await?;
+        t.store.admit_events(scope, session, events, call).await?;
         let mut tries = 0;
         let admitted = loop {
-            let fence = t
-                .store
-                .erasure_fence(scope, session, &CallOptions::default())
-                .await?;
+            let fence = t.store.erasure_fence(scope, session, call).await?;
             let sub = Submission {
                 target: target.clone(),
                 scope: scope.clone(),
@@ -259,6 +257,7 @@ impl Outbox {
         session: &SessionId,
         values: Vec<serde_json::Value>,
         max_attempts: Option<u32>,
+        call: &CallOptions,
     ) -> Result<Ingested> {
         if values.is_empty() {
             return Err(Error::invalid(Field::Events, Problem::Empty));
@@ -271,7 +270,7 @@ impl Outbox {
                 skipped: Vec::new(),
             }
         } else {
-            self.ingest(target, scope, session, &events, max_attempts)
+            self.ingest(target, scope, session, &events, max_attempts, call)
                 .await?
         };
         for skip in &mut r.skipped {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use hippocamp_core::{CallOptions, Error, Result};
+use hippocamp_core::{CallOptions, Caller, CallerKind, Error, Result};
 use hippocamp_memory::embedding::{Pacer, paced};
 use hippocamp_memory::{ErasureFence, WriteOptions};
 use tokio::sync::{Notify, mpsc};
@@ -344,6 +344,9 @@ async fn deliver_batch(
                     epoch: item.epoch,
                     session_epoch: item.session_epoch,
                 };
+                // Delivered on the outbox's own behalf: the policy is asked
+                // again, knowing who asks.
+                let call = call.on_behalf_of(Caller::of(CallerKind::Outbox));
                 memory
                     .add_events(
                         &item.scope,

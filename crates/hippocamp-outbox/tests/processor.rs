@@ -103,7 +103,14 @@ async fn admitted_events_are_delivered_in_the_background() {
     let mut evs = events(3);
     evs.push(Event::text("secret", "user", 9, "my password=hunter2"));
     let r = o
-        .ingest(&target(), &scope(), &session(), &evs, None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &evs,
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!((r.new_events, r.jobs.len()), (3, 1));
@@ -115,14 +122,28 @@ async fn admitted_events_are_delivered_in_the_background() {
     assert_eq!(hits(&*memory).await, 3);
     // The whole session again, grown: only the new event is work.
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(4),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(r.new_events, 1);
     settled(&o, &r.jobs[0].id).await;
     assert_eq!(hits(&*memory).await, 4);
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(4),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(r.new_events, 0);
@@ -139,7 +160,14 @@ async fn nothing_is_delivered_before_its_target_is_registered() {
     // making a fresh outbox over the same job store.
     register(&o, Arc::clone(&memory));
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(2),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let restarted = Outbox::new(Arc::clone(o.store()));
@@ -166,7 +194,14 @@ async fn an_erasure_cancels_queued_work_and_nothing_comes_back() {
     let memory = Erasing::new(Arc::clone(&inner), o.clone());
     // Queued (no processor yet), then the user is erased.
     let queued = o
-        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(3),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let erasure = memory
@@ -182,7 +217,14 @@ async fn an_erasure_cancels_queued_work_and_nothing_comes_back() {
     let p = Processor::start(&o, fast()).unwrap();
     // Submitting the same session again: covered, nothing new.
     let again = o
-        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(3),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(again.new_events, 0);
@@ -190,7 +232,14 @@ async fn an_erasure_cancels_queued_work_and_nothing_comes_back() {
     // resubmission and queued copies both stay erased.
     let s2 = SessionId::new("s2").unwrap();
     let r = o
-        .ingest(&target(), &scope(), &s2, &events(2), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &s2,
+            &events(2),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     settled(&o, &r.jobs[0].id).await;
@@ -275,7 +324,14 @@ async fn a_lost_claim_is_delivered_again_and_stored_once() {
     };
     let p = Processor::start(&o, options).unwrap();
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(3),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let st = settled(&o, &r.jobs[0].id).await;
@@ -305,7 +361,14 @@ async fn a_failing_store_is_retried_then_the_job_fails() {
     register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
     let p = Processor::start(&o, fast()).unwrap();
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(2),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let st = settled(&o, &r.jobs[0].id).await;
@@ -336,7 +399,14 @@ async fn a_claimed_job_whose_user_is_erased_writes_nothing() {
     )
     .unwrap();
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(2),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     // The first call is in flight (hanging) when the user is erased: its
@@ -379,7 +449,14 @@ async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
     )
     .unwrap();
     let r = o
-        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(3),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     while memory.calls.load(Ordering::SeqCst) == 0 {
@@ -401,7 +478,14 @@ async fn a_session_erased_while_its_batch_is_in_flight_keeps_nothing() {
     assert_eq!(hits(&*memory).await, 0);
     // Queued again, the session's events stay dropped (their watermark).
     let again = o
-        .ingest(&target(), &scope(), &session(), &events(3), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(3),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(again.new_events, 0, "{again:?}");
@@ -429,7 +513,14 @@ async fn a_refused_session_erasure_cancels_no_queued_work() {
         .unwrap();
     // Queued while no processor runs, then the erasure is refused.
     let queued = o
-        .ingest(&target(), &scope(), &session(), &events(4), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(4),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(queued.new_events, 4);
@@ -462,11 +553,25 @@ async fn a_stopped_worker_hands_back_the_job_it_claimed_ahead() {
     register(&o, Arc::clone(&memory) as Arc<dyn MemoryStore>);
     let later = SessionId::new("s2").unwrap();
     let first = o
-        .ingest(&target(), &scope(), &session(), &events(2), None)
+        .ingest(
+            &target(),
+            &scope(),
+            &session(),
+            &events(2),
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let second = o
-        .ingest(&target(), &scope(), &later, &events(4)[2..], None)
+        .ingest(
+            &target(),
+            &scope(),
+            &later,
+            &events(4)[2..],
+            None,
+            &CallOptions::default(),
+        )
         .await
         .unwrap();
     let one = ProcessorOptions {

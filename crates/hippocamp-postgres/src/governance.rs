@@ -3,7 +3,7 @@
 //! server over the schema.
 
 use async_trait::async_trait;
-use hippocamp_core::{Deadline, Error, MemoryScope, Result};
+use hippocamp_core::{Deadline, Error, MemoryScope, Result, ScopeKey};
 use hippocamp_governance::audit::{check_page, page_of};
 use hippocamp_governance::{
     AuditLog, AuditPage, AuditRecord, Consent, ConsentStore, NewAuditRecord,
@@ -111,12 +111,38 @@ impl ConsentStore for PgConsents {
 #[derive(Debug, Clone)]
 pub struct PgAudit {
     db: Database,
+    key: ScopeKey,
 }
 
 impl PgAudit {
-    /// The log over `db`.
-    pub fn new(db: Database) -> Self {
-        Self { db }
+    /// The log over `db`, its scope hashes keyed with the deployment's
+    /// key ([`PgAudit::load_key`]).
+    pub fn new(db: Database, key: ScopeKey) -> Self {
+        Self { db, key }
+    }
+
+    /// The deployment's scope-hash key: made by the first server that
+    /// asks (a concurrent first start keeps one), read by the others.
+    pub async fn load_key(db: &Database) -> Result<ScopeKey> {
+        let c = client(db).await?;
+        c.execute(
+            "INSERT INTO governance_keys (name, key) VALUES ('scope_hash', $1) \
+             ON CONFLICT (name) DO NOTHING",
+            &[&ScopeKey::random().as_bytes().as_slice()],
+        )
+        .await
+        .map_err(db_error)?;
+        let row = c
+            .query_one(
+                "SELECT key FROM governance_keys WHERE name = 'scope_hash'",
+                &[],
+            )
+            .await
+            .map_err(db_error)?;
+        let bytes: &[u8] = row.get(0);
+        <[u8; 32]>::try_from(bytes)
+            .map(ScopeKey::from_bytes)
+            .map_err(|_| Error::Corrupt("the scope-hash key is malformed".into()))
     }
 }
 
@@ -133,7 +159,7 @@ impl AuditLog for PgAudit {
             .await
             .map_err(db_error)?
             .get(0);
-        let stamped = record.stamp(u64::try_from(seq).unwrap_or(0), at_ms);
+        let stamped = record.stamp(u64::try_from(seq).unwrap_or(0), at_ms, &self.key);
         let json = serde_json::to_string(&stamped)
             .map_err(|e| Error::Corrupt(format!("cannot encode an audit record: {e}")))?;
         tx.execute(
@@ -175,5 +201,9 @@ impl AuditLog for PgAudit {
             .await
             .map_err(db_error)?;
         Ok(n)
+    }
+
+    fn scope_key(&self) -> ScopeKey {
+        self.key
     }
 }

@@ -318,4 +318,17 @@ CREATE TABLE consent_withdrawals (
 );
 "#,
     },
+    Migration {
+        version: 11,
+        name: "governance keys",
+        sql: r#"
+-- The deployment's secrets, made by the first server that needs one and
+-- shared by every server: `scope_hash` keys the scope hashes of the audit
+-- log and the request log.
+CREATE TABLE governance_keys (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    key BYTEA NOT NULL
+);
+"#,
+    },
 ];

@@ -79,8 +79,17 @@ async fn audit_numbers_follow_commits_across_servers_and_are_never_reused() {
         return;
     }
     let pg = support::config();
-    let a = Arc::new(PgAudit::new(Database::connect(&pg).await.unwrap()));
-    let b = Arc::new(PgAudit::new(Database::connect(&pg).await.unwrap()));
+    let (da, db) = (
+        Database::connect(&pg).await.unwrap(),
+        Database::connect(&pg).await.unwrap(),
+    );
+    let (ka, kb) = (
+        PgAudit::load_key(&da).await.unwrap(),
+        PgAudit::load_key(&db).await.unwrap(),
+    );
+    assert_eq!(ka, kb, "every server keys its hashes alike");
+    let a = Arc::new(PgAudit::new(da, ka));
+    let b = Arc::new(PgAudit::new(db, kb));
     let mut tasks = Vec::new();
     for n in 0..40u64 {
         let log = if n % 2 == 0 {

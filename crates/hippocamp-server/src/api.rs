@@ -189,7 +189,7 @@ impl FromRequestParts<AppState> for MemoryCall {
         let params = path_params(parts, state).await?;
         let scope = MemoryScope::parse(param(&params, "app")?, param(&params, "user")?)?;
         if let Some(logged) = parts.extensions.get::<crate::LoggedScope>() {
-            logged.set(scope.log_hash());
+            logged.set(scope.keyed_hash(&state.services.governance.audit.scope_key()));
         }
         if !grant.allows_memory(&scope, permission(route)?) {
             return Err(ApiError::forbidden());
@@ -208,11 +208,29 @@ impl FromRequestParts<AppState> for MemoryCall {
 pub struct ArtifactCall {
     pub(crate) scope: ArtifactScope,
     params: HashMap<String, String>,
+    /// Who calls: every store call is made for them.
+    pub(crate) caller: hippocamp_core::Caller,
 }
 
 impl ArtifactCall {
     fn name(&self) -> ApiResult<ArtifactName> {
         Ok(ArtifactName::new(param(&self.params, "name")?)?)
+    }
+
+    /// The options of a call with `timeout_ms`, made for the caller.
+    pub(crate) fn call(&self, timeout_ms: Option<u64>) -> ApiResult<CallOptions> {
+        Ok(call_options(timeout_ms)?.on_behalf_of(self.caller))
+    }
+
+    /// The options of a transfer with `timeout_ms`, made for the caller,
+    /// and when it ends.
+    pub(crate) fn transfer(
+        &self,
+        s: &AppState,
+        timeout_ms: Option<u64>,
+    ) -> ApiResult<(CallOptions, Instant)> {
+        let (call, until) = transfer_options(s, timeout_ms)?;
+        Ok((call.on_behalf_of(self.caller), until))
     }
 }
 
@@ -221,7 +239,7 @@ impl FromRequestParts<AppState> for ArtifactCall {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
-        let Caller(grant, _) = Caller::from_request_parts(parts, state).await?;
+        let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
         let params = path_params(parts, state).await?;
         let app = param(&params, "app")?;
         let scope = match (params.get("user"), params.get("session")) {
@@ -232,7 +250,11 @@ impl FromRequestParts<AppState> for ArtifactCall {
         if !grant.allows_artifacts(&scope, permission(route)?) {
             return Err(ApiError::forbidden());
         }
-        Ok(Self { scope, params })
+        Ok(Self {
+            scope,
+            params,
+            caller,
+        })
     }
 }
 
@@ -372,7 +394,9 @@ pub(crate) fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::Memor
 
 /// A store's capabilities with the server's own bounds in force (`http`):
 /// every limit a client meets is reported, with the value that applies.
-fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> {
+/// The policy shown is what the caller's app is held to (every app's, holds
+/// included, only to a token of every app).
+fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResult<Response> {
     let mut agent = s.config.sessions.describe();
     agent.extend(hippocamp_agent::builtin::fixed_limits());
     agent.extend(hippocamp_mcp::fixed_limits());
@@ -382,12 +406,17 @@ fn with_http(s: &AppState, store: impl serde::Serialize) -> ApiResult<Response> 
         store,
         http,
         agent,
-        policy: s.services.governance.policy.describe(),
+        policy: s
+            .services
+            .governance
+            .policy
+            .describe()
+            .seen_from(c.0.app.as_ref()),
     })
 }
 
-async fn memory_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
-    with_http(&s, memory(&s)?.capabilities())
+async fn memory_capabilities(State(s): State<AppState>, c: Caller) -> ApiResult<Response> {
+    with_http(&s, &c, memory(&s)?.capabilities())
 }
 
 async fn add_entry(
@@ -587,9 +616,10 @@ async fn ingest_events(
     let b: EventsBody = json_body(&s, body).await?;
     let outbox = s.services.outbox()?;
     let target = hippocamp_outbox::TargetName::new(hippocamp_services::MEMORY_TARGET)?;
+    let call = m.call(None)?;
     let r = timed(
         "ingest",
-        outbox.ingest_values(&target, &m.scope, &session, b.events, None),
+        outbox.ingest_values(&target, &m.scope, &session, b.events, None, &call),
     )
     .await?;
     let status = if r.new_events > 0 {
@@ -708,8 +738,8 @@ struct PageQuery {
     limit: Option<u64>,
 }
 
-async fn artifact_capabilities(State(s): State<AppState>, _c: Caller) -> ApiResult<Response> {
-    with_http(&s, s.services.artifacts.capabilities())
+async fn artifact_capabilities(State(s): State<AppState>, c: Caller) -> ApiResult<Response> {
+    with_http(&s, &c, s.services.artifacts.capabilities())
 }
 
 async fn list_names(
@@ -722,7 +752,7 @@ async fn list_names(
         cursor: q.cursor.map(ArtifactName::new).transpose()?,
         limit: q.limit,
     };
-    let call = call_options(None)?;
+    let call = a.call(None)?;
     json(
         timed(
             "list_names",
@@ -750,7 +780,7 @@ async fn list_versions(
         cursor,
         limit: q.limit,
     };
-    let call = call_options(None)?;
+    let call = a.call(None)?;
     json(
         timed(
             "list_versions",
@@ -806,7 +836,7 @@ async fn put_artifact(
         .into());
     }
     let mut opts = PutOptions {
-        call: transfer_options(&s, q.timeout_ms)?.0,
+        call: a.transfer(&s, q.timeout_ms)?.0,
         ..PutOptions::default()
     };
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
@@ -946,7 +976,7 @@ async fn get_artifact(
     let name = a.name()?;
     let q = parse_query(q)?;
     let sel = selector(q.version);
-    let (call, deadline) = transfer_options(&s, q.timeout_ms)?;
+    let (call, deadline) = a.transfer(&s, q.timeout_ms)?;
     // A range needs the size first (a head, then a read of that version);
     // a whole read is one call.
     let (sel, range) = if headers.contains_key(header::RANGE) {
@@ -1001,7 +1031,7 @@ async fn head_artifact(
 ) -> ApiResult<Response> {
     let name = a.name()?;
     let sel = selector(parse_query(q)?.version);
-    let call = call_options(None)?;
+    let call = a.call(None)?;
     let meta = timed(
         "head_artifact",
         s.services.artifacts.head(&a.scope, &name, sel, &call),
@@ -1021,7 +1051,7 @@ async fn artifact_meta(
 ) -> ApiResult<Response> {
     let name = a.name()?;
     let sel = selector(parse_query(q)?.version);
-    let call = call_options(None)?;
+    let call = a.call(None)?;
     json(
         timed(
             "head_artifact",
@@ -1056,7 +1086,7 @@ async fn delete_artifact(
             ));
         }
     };
-    let call = call_options(None)?;
+    let call = a.call(None)?;
     let removed = timed(
         "delete_artifact",
         s.services.artifacts.delete(&a.scope, &name, sel, &call),
@@ -1218,10 +1248,10 @@ const MEM_READ_ONE: &[&str] = &[
 ];
 
 macro_rules! artifact_routes {
-    ($($prefix:literal, $suffix:literal, $delete_errors:expr;)*) => {
+    ($($prefix:literal, $suffix:literal, $put_errors:expr, $delete_errors:expr;)*) => {
         &[$(
             Route { method: "get", path: concat!($prefix, "/artifacts"), id: concat!("list_names", $suffix), summary: "List names with live versions, one page", permission: Some(Permission::ArtifactsRead), query: &PAGE, request: Payload::None, success: (200, Payload::Json("NamePage", schema::<hippocamp_artifacts::Page<ArtifactName, ArtifactName>>)), errors: SCOPED, handler: || get(list_names) },
-            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: &["invalid_argument", "forbidden", "quota_exceeded"], handler: || axum::routing::put(put_artifact) },
+            Route { method: "put", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("put_artifact", $suffix), summary: "Store the body as the next version (Content-Type: its MIME type; x-hippocamp-metadata: a JSON object)", permission: Some(Permission::ArtifactsWrite), query: &[TRANSFER], request: Payload::Bytes, success: (201, Payload::Json("ArtifactMeta", schema::<hippocamp_artifacts::ArtifactMeta>)), errors: $put_errors, handler: || axum::routing::put(put_artifact) },
             Route { method: "get", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("get_artifact", $suffix), summary: "Read a version, verified (one bytes= Range gives 206); served as an attachment, never rendered", permission: Some(Permission::ArtifactsRead), query: &[VERSION, TRANSFER], request: Payload::None, success: (200, Payload::Bytes), errors: &["invalid_argument", "forbidden", "not_found", "range_not_satisfiable"], handler: || get(get_artifact) },
             Route { method: "head", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("head_artifact", $suffix), summary: "A version's size, type, digest (ETag) and number, as headers", permission: Some(Permission::ArtifactsRead), query: &[VERSION], request: Payload::None, success: (200, Payload::None), errors: READ_ONE, handler: || axum::routing::head(head_artifact) },
             Route { method: "delete", path: concat!($prefix, "/artifacts/{*name}"), id: concat!("delete_artifact", $suffix), summary: "Delete one version (?version=N) or every version (?all=true); one of them is required; idempotent; returns the versions removed", permission: Some(Permission::ArtifactsDelete), query: &[("version", "integer", "the version to delete"), ("all", "boolean", "true: delete every version")], request: Payload::None, success: (200, Payload::Json("Removed", schema::<Removed>)), errors: $delete_errors, handler: || delete(delete_artifact) },
@@ -1521,10 +1551,22 @@ const MEMORY: &[Route] = &[
 /// Deleting a user's or a session's versions meets the user's legal hold.
 const HELD_DELETE: &[&str] = &["invalid_argument", "forbidden", "legal_hold"];
 
+/// Storing an app's own version.
+const APP_PUT: &[&str] = &["invalid_argument", "forbidden", "quota_exceeded"];
+
+/// Storing a user's or a session's version needs the user's consent to
+/// artifacts where the app requires one.
+const USER_PUT: &[&str] = &[
+    "invalid_argument",
+    "forbidden",
+    "quota_exceeded",
+    "consent_required",
+];
+
 const ARTIFACTS: &[Route] = artifact_routes! {
-    "/v1/apps/{app}", "_app", SCOPED;
-    "/v1/apps/{app}/users/{user}", "_user", HELD_DELETE;
-    "/v1/apps/{app}/users/{user}/sessions/{session}", "_session", HELD_DELETE;
+    "/v1/apps/{app}", "_app", APP_PUT, SCOPED;
+    "/v1/apps/{app}/users/{user}", "_user", USER_PUT, HELD_DELETE;
+    "/v1/apps/{app}/users/{user}/sessions/{session}", "_session", USER_PUT, HELD_DELETE;
 };
 
 /// Every route of API v1.

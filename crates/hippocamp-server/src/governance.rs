@@ -292,7 +292,7 @@ async fn erase_artifacts(
         ArtifactScope::App { app } => app.to_string(),
     };
     crate::api::confirmed(&expected, q.confirm.as_deref())?;
-    let call = crate::api::call_options(q.timeout_ms)?;
+    let call = a.call(q.timeout_ms)?;
     json(
         timed(
             "erase_artifacts",

@@ -317,6 +317,9 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         // One event is more bytes than the scope may queue; or the
         // server's policy requires a consent for app `shop` (see
         // `policy_for`).
+        ("put_artifact_user" | "put_artifact_session", "consent_required") => {
+            rq(scoped("new.txt"), body(r))
+        }
         ("ingest_events", "quota_exceeded") | (_, "consent_required") => rq(scoped(""), body(r)),
         (id, code) => panic!("no cause is known for {code} on {id}: add one to this table"),
     }
@@ -435,7 +438,13 @@ async fn every_declared_error_code_is_answered() {
                     body: Some(b"tiny".to_vec()),
                     headers: vec![],
                 };
-                assert_eq!(send(&s, put).await.0, StatusCode::CREATED);
+                // A user's artifacts need the consent this case withholds.
+                let expected = if code == "consent_required" && prefix != "/v1/apps/shop" {
+                    StatusCode::FORBIDDEN
+                } else {
+                    StatusCode::CREATED
+                };
+                assert_eq!(send(&s, put).await.0, expected);
             }
             let rq = cause(&s, r, code, &token).await;
             let (st, b) = send(&s, rq).await;

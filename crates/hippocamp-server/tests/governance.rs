@@ -210,7 +210,9 @@ async fn the_policy_requires_consent_sets_lifetimes_holds_and_erases_on_withdraw
     let (st, b) = send(&s, Method::GET, "/v1/memory/capabilities", &t, None).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(b["policy"]["consent_required"], json!(["shop"]));
-    assert_eq!(b["policy"]["legal_holds"], json!(["shop/bob"]));
+    // Who is held is the operator's to know: an app's token is told the
+    // app's own terms only.
+    assert_eq!(b["policy"]["legal_holds"], json!([]));
     assert_eq!(b["obligations"], json!(true));
     // No consent: every ingestion path is refused, nothing is written.
     let events = json!({"events": [{"id": "e1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "I like tea"}]}}]});
@@ -350,10 +352,40 @@ async fn withdrawing_consent_erases_and_cancels_when_nothing_is_retained() {
     )
     .await;
     assert_eq!(st, StatusCode::CREATED);
+    // The consent covers artifacts too: the user's own and an agent
+    // session's go with the withdrawal.
+    let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+    let s1 = hippocamp_core::SessionId::new("s1").unwrap();
+    s.services
+        .sessions
+        .append(
+            &scope,
+            &s1,
+            &hippocamp_sessions::SessionEvent::text("e1", "user", 1, "hi"),
+            &hippocamp_sessions::AppendOptions::default(),
+        )
+        .await
+        .unwrap();
+    for prefix in [ALICE.to_owned(), format!("{ALICE}/sessions/s1")] {
+        let r = client()
+            .put(s.url(&format!("{prefix}/artifacts/notes.txt")))
+            .bearer_auth(&t)
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
     let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
     assert_eq!(st, StatusCode::OK, "{b}");
     assert_eq!(b["withdrawn"]["consent_id"], "form-2");
     assert_eq!(b["erased"]["deleted"], 1);
+    assert_eq!(b["artifacts"], json!({"names": 2, "versions": 2}));
+    for prefix in [ALICE.to_owned(), format!("{ALICE}/sessions/s1")] {
+        let (st, b) = send(&s, Method::GET, &format!("{prefix}/artifacts"), &t, None).await;
+        assert_eq!(st, StatusCode::OK, "{b}");
+        assert_eq!(b["items"], json!([]), "{prefix}");
+    }
     let (_, b) = send(
         &s,
         Method::GET,
@@ -442,6 +474,32 @@ async fn delivery_asks_the_policy_again() {
     )
     .await;
     assert_eq!(b["entries"].as_array().unwrap().len(), 0, "{b}");
+    // The refusal is the outbox's own, on the record; an admission is
+    // asked as the token that handed the events in.
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s2/ingest"),
+        &t,
+        Some(json!({"events": [{"id": "e9", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "hi"}]}}]})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{b}");
+    let records = s.services.governance.audit.page(None, None).await.unwrap();
+    let denials: Vec<(String, String)> = records
+        .records
+        .iter()
+        .filter(|r| r.outcome == "consent_required")
+        .map(|r| (r.target.clone(), r.caller.clone()))
+        .collect();
+    assert!(
+        denials.contains(&("ingest".to_owned(), "outbox".to_owned())),
+        "{denials:?}"
+    );
+    assert_eq!(
+        denials.last(),
+        Some(&("ingest".to_owned(), "token".to_owned()))
+    );
     s.stop().await;
 }
 
@@ -935,7 +993,8 @@ async fn artifacts_expire_and_held_ones_cannot_be_deleted() {
         left, 1,
         "alice's expired version swept, bob's held one kept"
     );
-    // The hold is visible in the served status (and in capabilities).
+    // The hold is visible in the served status (and in the capabilities
+    // a token of every app reads), never to the app's own tokens.
     let (st, status) = send(&s, Method::GET, "/v1/status", &s.admin, None).await;
     assert_eq!(st, StatusCode::OK, "{status}");
     assert_eq!(status["policy"]["legal_holds"], json!(["shop/bob"]));
@@ -944,7 +1003,19 @@ async fn artifacts_expire_and_held_ones_cannot_be_deleted() {
     let (_, caps) = send(&s, Method::GET, "/v1/artifacts/capabilities", &t, None).await;
     assert_eq!(caps["scope_listing"], true, "{caps}");
     let (_, caps) = send(&s, Method::GET, "/v1/memory/capabilities", &t, None).await;
+    assert_eq!(caps["policy"]["legal_holds"], json!([]));
+    let (_, caps) = send(&s, Method::GET, "/v1/memory/capabilities", &s.admin, None).await;
     assert_eq!(caps["policy"]["legal_holds"], json!(["shop/bob"]));
+    let rival = s.all_permissions("rival", None);
+    let (_, caps) = send(&s, Method::GET, "/v1/memory/capabilities", &rival, None).await;
+    assert_eq!(
+        (
+            &caps["policy"]["consent_required"],
+            &caps["policy"]["lifetimes"]
+        ),
+        (&json!([]), &json!([])),
+        "another app's terms are not shown"
+    );
     let shop_admin = s.token(Some("shop"), None, "admin");
     let (st, _) = send(&s, Method::GET, "/v1/status", &shop_admin, None).await;
     assert_eq!(st, StatusCode::FORBIDDEN);

@@ -216,6 +216,8 @@ pub struct Remote {
     pub max_cached_scopes: usize,
     /// The largest scope searched exactly by vector.
     pub exact_vectors_up_to: u64,
+    /// The deployment's scope-hash key, shared by every server.
+    pub scope_key: hippocamp_core::ScopeKey,
 }
 
 impl Remote {
@@ -258,12 +260,14 @@ impl Remote {
             s3.prefix.clone(),
             config.artifacts.clone(),
         )?);
+        let scope_key = hippocamp_postgres::PgAudit::load_key(&db).await?;
         Ok(Self {
             db,
             object_store,
             artifacts,
             max_cached_scopes: pg.max_cached_scopes,
             exact_vectors_up_to: pg.exact_vectors_up_to,
+            scope_key,
         })
     }
 }

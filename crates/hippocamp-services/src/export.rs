@@ -81,7 +81,21 @@ pub fn export(
     let (tx, rx) = mpsc::channel(QUEUE);
     let s = services.clone();
     tokio::spawn(async move {
-        if let Err(e) = produce(&s, &scope, call, include, &tx).await
+        let done = produce(&s, &scope, call, include, &tx).await;
+        // A user's data left the system (or an attempt ended): recorded,
+        // with the entries sent.
+        let outcome = done.as_ref().map(|n| n.entries).map_err(Clone::clone);
+        s.governance
+            .record(
+                hippocamp_governance::AuditEvent::Export,
+                "user",
+                &scope,
+                call.caller(),
+                &outcome,
+                outcome.as_ref().ok().copied(),
+            )
+            .await;
+        if let Err(e) = done
             && !matches!(e, Error::Unavailable(ref m) if m == GONE)
         {
             let _ = tx.send(Err(e)).await;
@@ -117,7 +131,7 @@ async fn produce(
     call: CallOptions,
     include: Include,
     tx: &mpsc::Sender<Result<String>>,
-) -> Result<()> {
+) -> Result<Counts> {
     // The epochs and the first page are read before anything is sent, so
     // a refusal (the policy, a bad scope) is the reader's first item, not
     // a cut stream.
@@ -209,7 +223,8 @@ async fn produce(
             "session_events": n.session_events,
             "artifact_versions": include.artifacts.then_some(versions)}),
     )
-    .await
+    .await?;
+    Ok(n)
 }
 
 /// Each agent session of the user: its summary and erasure epoch, then

@@ -45,8 +45,9 @@ use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
 use hippocamp_core::{CallOptions, Caller, CallerKind, Clock, Error, MemoryScope, Result};
 use hippocamp_governance::{
-    AuditEvent, AuditLog, Consent, ConsentStore, GovernedArtifacts, InMemoryAudit,
-    InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbAudit, RedbConsents, StaticPolicy,
+    AuditEvent, AuditLog, Consent, ConsentStore, Gate, GovernedArtifacts, GovernedSessions,
+    InMemoryAudit, InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbAudit, RedbConsents,
+    StaticPolicy,
 };
 use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
@@ -120,6 +121,17 @@ pub struct Governance {
 }
 
 impl Governance {
+    /// The gate every governed handle asks through: this policy, clock and
+    /// audit log, starting a call without a deadline at `default_timeout`.
+    pub fn gate(&self, default_timeout: std::time::Duration) -> Gate {
+        Gate::new(
+            Arc::clone(&self.policy),
+            Arc::clone(&self.clock),
+            default_timeout,
+        )
+        .with_audit(Arc::clone(&self.audit))
+    }
+
     /// Appends a record now; a failure is logged (what it records happened).
     async fn record(
         &self,
@@ -160,6 +172,10 @@ pub struct Withdrawal {
     pub cancelled_jobs: u64,
     /// The erasure, when the policy erases on withdrawal.
     pub erased: Option<hippocamp_memory::Erasure>,
+    /// The artifacts erased, when the policy erases on withdrawal and the
+    /// consent covered artifacts: the user's own and those of each of
+    /// their agent sessions.
+    pub artifacts: Option<ArtifactsErased>,
 }
 
 /// The memory side of a profile: the store callers use and its outbox.
@@ -170,9 +186,20 @@ pub struct MemoryServices {
     /// The outbox in front of it (durable profile).
     pub outbox: Option<Outbox>,
     profile: Profile,
+    /// The governance the store asks through, for the sessions opened
+    /// beside it.
+    gate: Gate,
 }
 
 impl MemoryServices {
+    /// The agent session store of the same data directory, behind the
+    /// same gate (the command line's erasures take a user's sessions with
+    /// their memory). Blocking.
+    pub fn sessions(&self, config: &Config) -> Result<Arc<dyn SessionStore>> {
+        let inner = Services::sessions_on(config, None)?;
+        Ok(Arc::new(GovernedSessions::new(inner, self.gate.clone())))
+    }
+
     /// The outbox, or `OutboxUnavailable` (as [`Services::outbox`]).
     pub fn outbox(&self) -> Result<&Outbox> {
         self.outbox.as_ref().ok_or_else(|| no_outbox(self.profile))
@@ -386,7 +413,7 @@ impl Services {
             outbox,
             artifacts: governed_artifacts.clone(),
             governed_artifacts,
-            sessions: Self::sessions_on(config, remote)?,
+            sessions: Self::sessions_governed(config, &governance, remote)?,
             tokens: Arc::new(tokens),
             remote: remote.cloned(),
             governance,
@@ -423,9 +450,10 @@ impl Services {
             Profile::Durable | Profile::Disabled => {
                 Arc::new(RedbAudit::open(&layout::governance_dir(&config.data_dir)?)?)
             }
-            Profile::Distributed => Arc::new(hippocamp_postgres::PgAudit::new(
-                remote.ok_or_else(needs_remote)?.db.clone(),
-            )),
+            Profile::Distributed => {
+                let r = remote.ok_or_else(needs_remote)?;
+                Arc::new(hippocamp_postgres::PgAudit::new(r.db.clone(), r.scope_key))
+            }
         };
         let policy = Arc::new(StaticPolicy::new(config.policy.clone(), consents.clone())?);
         Ok(Governance {
@@ -461,9 +489,11 @@ impl Services {
 
     /// Withdraws the scope's consent: new ingestion stops at once (the
     /// policy no longer finds it), the scope's queued jobs are cancelled,
-    /// and, when the policy says so, the scope's memory and sessions are
-    /// erased (a legal hold or retention refuses that erasure, after the
-    /// consent is gone and the jobs cancelled).
+    /// and, when the policy says so, what the consent covered is erased:
+    /// the scope's memory and agent sessions, and (a consent to
+    /// artifacts) the artifacts of the user and of each of their agent
+    /// sessions. A legal hold or retention refuses that erasure, after
+    /// the consent is gone and the jobs cancelled.
     pub async fn withdraw_consent(
         &self,
         scope: &MemoryScope,
@@ -486,8 +516,15 @@ impl Services {
             Some(o) => o.erased(scope, None, None).await?,
             None => 0,
         };
-        let erased = if self.governance.policy.erases_on_withdrawal(scope) && self.memory.is_some()
-        {
+        let erase = self.governance.policy.erases_on_withdrawal(scope);
+        let covered = |c: &Consent| c.scope.covers_artifacts();
+        // Before the sessions go: they name the session scopes.
+        let artifacts = if erase && withdrawn.as_ref().is_some_and(covered) {
+            Some(self.erase_user_artifacts(scope, call).await?)
+        } else {
+            None
+        };
+        let erased = if erase && self.memory.is_some() {
             self.agent().erase_user(scope, call).await?.memory
         } else {
             None
@@ -496,7 +533,45 @@ impl Services {
             withdrawn,
             cancelled_jobs,
             erased,
+            artifacts,
         })
+    }
+
+    /// Erases the artifacts of `scope`'s user and of each of their agent
+    /// sessions.
+    async fn erase_user_artifacts(
+        &self,
+        scope: &MemoryScope,
+        call: &CallOptions,
+    ) -> Result<ArtifactsErased> {
+        use hippocamp_artifacts::ArtifactScope;
+        let mut targets = vec![ArtifactScope::User {
+            app: scope.app().clone(),
+            user: scope.user().clone(),
+        }];
+        let mut after = None;
+        loop {
+            let page = self
+                .sessions
+                .list(scope, after.as_ref(), None, call)
+                .await?;
+            targets.extend(page.items.into_iter().map(|s| ArtifactScope::Session {
+                app: scope.app().clone(),
+                user: scope.user().clone(),
+                session: s.id,
+            }));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        let mut out = ArtifactsErased::default();
+        for t in &targets {
+            let e = self.erase_artifacts(t, call).await?;
+            out.names += e.names;
+            out.versions += e.versions;
+        }
+        Ok(out)
     }
 
     /// Deletes every version of every artifact of `scope` (a user's or a
@@ -601,10 +676,17 @@ impl Services {
         }
     }
 
-    /// The session store of `config`: in memory (ephemeral) or in the
-    /// data directory. Blocking.
-    pub fn sessions(config: &Config) -> Result<Arc<dyn SessionStore>> {
-        Self::sessions_on(config, None)
+    /// The session store of `config` (in memory for the ephemeral
+    /// profile, in the data directory or PostgreSQL otherwise) behind
+    /// `governance`'s gate. Blocking.
+    fn sessions_governed(
+        config: &Config,
+        governance: &Governance,
+        remote: Option<&Remote>,
+    ) -> Result<Arc<dyn SessionStore>> {
+        let inner = Self::sessions_on(config, remote)?;
+        let gate = governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+        Ok(Arc::new(GovernedSessions::new(inner, gate)))
     }
 
     fn sessions_on(config: &Config, remote: Option<&Remote>) -> Result<Arc<dyn SessionStore>> {
@@ -813,6 +895,7 @@ impl Services {
                     memory: governed(Arc::new(ScopeChecked::new(routed))),
                     outbox: None,
                     profile: config.profile,
+                    gate: governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),
                 });
             }
         };
@@ -833,6 +916,7 @@ impl Services {
             ))),
             outbox: Some(outbox),
             profile: config.profile,
+            gate: governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),
         })
     }
 
@@ -876,10 +960,24 @@ impl Services {
         Ok(Arc::new(hippocamp_artifacts::ScopeChecked::new(routed)))
     }
 
-    /// The filesystem artifact store of a durable `config`'s data
-    /// directory, unwrapped: for maintenance (`repair`) only; every other
-    /// use goes through [`artifacts`](Self::artifacts). Blocking.
-    pub fn filesystem_artifacts(config: &Config) -> Result<FsArtifacts> {
+    /// Repairs the filesystem artifact store of a durable `config`'s data
+    /// directory (`hippocamp artifacts repair`, with the server stopped).
+    /// Repair reconciles the catalog with the files; it reads and writes
+    /// no user's artifacts on anyone's behalf, so it is the one use of the
+    /// store that is not behind the policy, and the store itself is never
+    /// handed out.
+    pub async fn repair_artifacts(
+        config: &Config,
+        opts: hippocamp_artifacts_fs::RepairOptions,
+    ) -> Result<hippocamp_artifacts_fs::RepairReport> {
+        let config = config.clone();
+        let store = tokio::task::spawn_blocking(move || Self::filesystem_artifacts(&config))
+            .await
+            .map_err(|e| Error::Unavailable(e.to_string()))??;
+        store.repair(opts).await
+    }
+
+    fn filesystem_artifacts(config: &Config) -> Result<FsArtifacts> {
         config.validate()?;
         FsArtifacts::open(
             layout::artifacts_dir(&config.data_dir)?,
@@ -918,6 +1016,8 @@ mod tests {
                 artifacts.starts_with("GovernedArtifacts { inner: ScopeChecked"),
                 "{artifacts}"
             );
+            let sessions = format!("{:?}", s.sessions);
+            assert!(sessions.starts_with("GovernedSessions {"), "{sessions}");
             let caps = memory.capabilities();
             assert_eq!(caps.async_ingestion, profile == Profile::Durable);
             assert_eq!(s.outbox.is_some(), profile == Profile::Durable);

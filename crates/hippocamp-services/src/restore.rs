@@ -575,6 +575,28 @@ async fn next_line(
 pub async fn restore(
     services: &Services,
     scope: &MemoryScope,
+    reader: impl AsyncBufRead + Unpin,
+    call: &CallOptions,
+) -> Result<RestoreReport> {
+    let r = restore_unaudited(services, scope, reader, call).await;
+    let imported = r.as_ref().map(|r| r.entries.imported).map_err(Clone::clone);
+    services
+        .governance
+        .record(
+            hippocamp_governance::AuditEvent::Restore,
+            "user",
+            scope,
+            call.caller(),
+            &imported,
+            imported.as_ref().ok().copied(),
+        )
+        .await;
+    r
+}
+
+async fn restore_unaudited(
+    services: &Services,
+    scope: &MemoryScope,
     mut reader: impl AsyncBufRead + Unpin,
     call: &CallOptions,
 ) -> Result<RestoreReport> {

@@ -590,3 +590,48 @@ pub async fn apps_and_users_are_indexed(f: &dyn StoreFactory) {
         .unwrap();
     assert!(none.names.is_empty() && none.next_cursor.is_none());
 }
+
+/// A correction takes the obligations its new metadata is granted
+/// (`WriteOptions::obligations_for`, as the policy gives them) when they
+/// are stricter: an earlier expiry applies, a later one never lengthens the
+/// entry's life, and the sweeper removes the entry at its new expiry (the
+/// store's expiry index follows the correction).
+pub async fn a_correction_takes_the_shorter_lifetime_it_is_granted(f: &dyn StoreFactory) {
+    let (store, clock) = clocked(f).await;
+    let s = scope("app", "relabelled");
+    let expiring = |at: u64| {
+        WriteOptions::default().obligations(Obligations {
+            expires_at_ms: Some(at),
+            ..Obligations::default()
+        })
+    };
+    let added = store
+        .add_entry(&s, NewEntry::new("a passing remark"), &expiring(T0 + 1_000))
+        .await
+        .unwrap()
+        .entry;
+    let shorter = store
+        .update_entry(&s, &added.id, &update("small talk"), &expiring(T0 + 100))
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(shorter.obligations.expires_at_ms, Some(T0 + 100));
+    let longer = store
+        .update_entry(&s, &added.id, &update("more talk"), &expiring(T0 + 5_000))
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(
+        longer.obligations.expires_at_ms,
+        Some(T0 + 100),
+        "a correction never lengthens a lifetime"
+    );
+    clock.set(T0 + 99);
+    assert_eq!(store.sweep_expired(10, &[], &c()).await.unwrap().deleted, 0);
+    clock.set(T0 + 100);
+    assert_eq!(store.sweep_expired(10, &[], &c()).await.unwrap().deleted, 1);
+    assert!(matches!(
+        store.get_entry(&s, &added.id, &c()).await,
+        Err(Error::NotFound(_))
+    ));
+}

@@ -147,7 +147,14 @@ pub(crate) fn child_main() {
                     } else {
                         let (session, events) = admission(stream, i);
                         outbox
-                            .ingest(&target(), &scope(stream), &session, &events, None)
+                            .ingest(
+                                &target(),
+                                &scope(stream),
+                                &session,
+                                &events,
+                                None,
+                                &hippocamp_core::CallOptions::default(),
+                            )
                             .await
                             .unwrap();
                     }
