@@ -187,12 +187,13 @@ async fn delivered(
     if jobs.is_empty() {
         return Ok(true);
     }
-    let outbox = services.outbox()?;
     let scope = hippocamp_core::MemoryScope::parse(app, user)?;
+    let call = hippocamp_core::CallOptions::default()
+        .on_behalf_of(hippocamp_core::Caller::of(hippocamp_core::CallerKind::Cli));
     let until = std::time::Instant::now() + FLUSH;
     for id in jobs {
         loop {
-            if outbox.job(&scope, id).await?.state.is_terminal() {
+            if services.job(&scope, id, &call).await?.state.is_terminal() {
                 break;
             }
             if std::time::Instant::now() > until {

@@ -108,6 +108,41 @@ async fn one_turn_with_preload_and_a_required_first_tool_call() {
     );
 }
 
+/// The runner reaches memory and sessions through the same gate: with
+/// the app suspended, a turn is refused before the model is asked, and no
+/// memory is read into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_app_runs_no_turn() {
+    let server = Scripted::start(vec![Reply::openai_text("You have two cats.")])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    remember(&data, "Alice keeps two cats");
+    let config = dir.path().join("suspended.toml");
+    std::fs::write(&config, "[policy.apps.demo]\nsuspended = true\n").unwrap();
+    let out = chat(
+        &data,
+        &server.url("/v1"),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--preload",
+            "--tools",
+            "load_memory",
+            "--json",
+            "--message",
+            "How many cats do I have?",
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a turn ran: {err}");
+    assert!(err.contains("app_suspended"), "{err}");
+    assert!(server.requests().is_empty(), "the model was asked");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durable_ingestion_is_admitted_before_the_answer_and_survives_kill_9() {
     let server = Scripted::start(vec![Reply::openai_text("Noted.")])

@@ -1138,3 +1138,76 @@ fn an_async_ingest_through_a_server_is_delivered_by_it() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The command line reaches the data through the same gate: with the app
+/// suspended in the configuration, every memory and artifact command on
+/// it is refused and changes nothing.
+#[test]
+fn a_suspended_app_is_refused_by_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ok, added, err) = memory(d, &["add", "I adopted a cat named Miso"]);
+    assert!(ok, "{err}");
+    let id = added["entry"]["id"].as_str().unwrap().to_owned();
+    let file = d.join("a.txt");
+    std::fs::write(&file, b"bytes").unwrap();
+    let f = file.to_str().unwrap();
+    let (ok, _, err) = artifacts(d, &["put", "a.txt", f]);
+    assert!(ok, "{err}");
+    let config = d.join("suspended.toml");
+    std::fs::write(&config, "[policy.apps.app]\nsuspended = true\n").unwrap();
+    let c = config.to_str().unwrap();
+    let out_path = d.join("out.txt");
+    let out_file = out_path.to_str().unwrap();
+    let refused = |what: &str, out: std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what} ran: {err}");
+        assert!(err.contains("app_suspended"), "{what}: {err}");
+    };
+    for args in [
+        vec!["add", "another fact"],
+        vec!["get", &id],
+        vec!["search", "cat"],
+        vec!["correct", &id, "a dog"],
+        vec!["history", &id],
+        vec!["delete", &id],
+        vec!["delete-session", "s1", "--yes"],
+        vec!["delete-user", "--yes"],
+        vec!["export"],
+    ] {
+        let out = hippocamp()
+            .args(["memory", "--config", c, "--data-dir"])
+            .arg(d)
+            .args(["--app", "app", "--user", "alice"])
+            .args(&args)
+            .output()
+            .unwrap();
+        refused(args[0], out);
+    }
+    for args in [
+        vec!["put", "b.txt", f],
+        vec!["get", "a.txt", "--out", out_file],
+        vec!["head", "a.txt"],
+        vec!["ls"],
+        vec!["versions", "a.txt"],
+        vec!["rm", "a.txt", "--all"],
+    ] {
+        let out = hippocamp()
+            .args(["artifacts", "--config", c, "--data-dir"])
+            .arg(d)
+            .args(["--app", "app", "--user", "alice"])
+            .args(&args)
+            .output()
+            .unwrap();
+        refused(args[0], out);
+    }
+    // Lifted: everything is as it was.
+    let (ok, got, err) = memory(d, &["get", &id]);
+    assert!(ok, "{err}");
+    assert_eq!(got["content"], "I adopted a cat named Miso");
+    let (ok, out, _) = artifacts(d, &["versions", "a.txt"]);
+    assert!(ok);
+    assert_eq!(json(&out)["items"].as_array().unwrap().len(), 1);
+    let (_, found, _) = memory(d, &["search", "cat"]);
+    assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
+}

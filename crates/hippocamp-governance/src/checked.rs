@@ -485,7 +485,7 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         opts: &CallOptions,
     ) -> Result<NamePage> {
         let r = Resource::new("users", format!("the users of app {app}"));
-        let (_, call) = self.ask(Action::List, None, r, opts).await?;
+        let (_, call) = self.gate.ask_app(Action::List, app, r, opts).await?;
         self.inner.list_users(app, request, &call).await
     }
 

@@ -641,8 +641,8 @@ async fn job_status(
 ) -> ApiResult<Response> {
     parse_query(q)?;
     let id = job_id(&m)?;
-    let outbox = s.services.outbox()?;
-    json(timed("job_status", outbox.job(&m.scope, &id)).await?)
+    let call = m.call(None)?;
+    json(timed("job_status", s.services.job(&m.scope, &id, &call)).await?)
 }
 
 async fn cancel_job(
@@ -652,8 +652,8 @@ async fn cancel_job(
 ) -> ApiResult<Response> {
     parse_query(q)?;
     let id = job_id(&m)?;
-    let outbox = s.services.outbox()?;
-    json(timed("cancel_job", outbox.cancel(&m.scope, &id)).await?)
+    let call = m.call(None)?;
+    json(timed("cancel_job", s.services.cancel_job(&m.scope, &id, &call)).await?)
 }
 
 /// A caller whose token holds the route's permission over every app (an

@@ -549,3 +549,191 @@ async fn a_new_scope_is_refused_while_every_worker_is_busy() {
     assert_eq!(r.status(), StatusCode::CREATED);
     s.stop().await;
 }
+
+/// An app the operator suspended is out of reach on every route that
+/// names it: each is refused, and the data is exactly as it was once the
+/// suspension is lifted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_app_is_refused_on_every_route_and_loses_nothing() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let owner = s.all_permissions("shop", None);
+    let add = Rq {
+        method: Method::POST,
+        path: "/v1/apps/shop/users/alice/memory/entries".into(),
+        token: Some(owner.clone()),
+        body: Some(br#"{"content":"alice secret plan"}"#.to_vec()),
+        headers: vec![],
+    };
+    assert_eq!(send(&s, add).await.0, StatusCode::CREATED);
+    for prefix in [
+        "/v1/apps/shop",
+        "/v1/apps/shop/users/alice",
+        "/v1/apps/shop/users/alice/sessions/s1",
+    ] {
+        let put = Rq {
+            method: Method::PUT,
+            path: format!("{prefix}/artifacts/doc.txt"),
+            token: Some(owner.clone()),
+            body: Some(b"alice".to_vec()),
+            headers: vec![],
+        };
+        assert_eq!(send(&s, put).await.0, StatusCode::CREATED);
+    }
+    let before = snapshot(&s).await;
+    let dir = s.stop_keeping().await;
+
+    let s = TestServer::start_in(dir, Profile::Durable, |c| {
+        c.policy
+            .apps
+            .entry("shop".to_owned())
+            .or_default()
+            .suspended = true;
+    })
+    .await;
+    let mut refused = 0;
+    let mut let_in = Vec::new();
+    for r in routes() {
+        if !r.path.contains("{app}") || r.permission.is_none() {
+            continue;
+        }
+        match r.id {
+            // Open by design: a user can always record, read and withdraw
+            // consent; an epoch is a number, no data.
+            "put_consent" | "get_consent" | "delete_consent" | "erasure_epoch" => continue,
+            _ => {}
+        }
+        let token = if r.permission == Some(Permission::Admin) {
+            s.admin.clone()
+        } else {
+            owner.clone()
+        };
+        for name in ["doc.txt", "new.txt"] {
+            let rq = Rq {
+                method: method(r),
+                path: path(r, "shop", "alice", name),
+                token: Some(token.clone()),
+                body: body(r),
+                headers: vec![],
+            };
+            let (st, b) = send(&s, rq).await;
+            if !(st.is_client_error() && st != StatusCode::NOT_FOUND) {
+                let_in.push(format!(
+                    "{} {name}: {st} {}",
+                    r.id,
+                    String::from_utf8_lossy(&b)
+                ));
+                continue;
+            }
+            if r.method != "head" && st == StatusCode::FORBIDDEN {
+                let code = j(&b)["code"].clone();
+                assert!(
+                    code == "policy_denied" || code == "invalid_argument",
+                    "{}: {code}",
+                    r.id
+                );
+            }
+        }
+        refused += 1;
+    }
+    assert!(let_in.is_empty(), "{let_in:#?}");
+    assert!(refused >= 30, "{refused}");
+    // MCP's tools reach the same governed stores.
+    let mcp = Mcp::open(&s, &owner).await;
+    for (tool, args) in [
+        ("memory_search", json!({"query": "secret plan"})),
+        ("load_memory", json!({"query": "secret plan"})),
+        ("memory_add", json!({"content": "more"})),
+        ("memory_forget_session", json!({"confirm": "mcp"})),
+        ("artifact_list", json!({})),
+        ("artifact_get", json!({"name": "doc.txt"})),
+        ("artifact_put", json!({"name": "new.txt", "text": "x"})),
+        (
+            "artifact_delete",
+            json!({"name": "doc.txt", "version": "all"}),
+        ),
+    ] {
+        let r = mcp.call(tool, args).await;
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        assert!(r.to_string().contains("app_suspended"), "{tool}: {r}");
+    }
+    mcp.close().await;
+    let dir = s.stop_keeping().await;
+
+    let s = TestServer::start_in(dir, Profile::Durable, |_| {}).await;
+    assert_eq!(snapshot(&s).await, before, "a suspended app's data changed");
+    s.stop().await;
+}
+
+/// A bare MCP client over Streamable HTTP (JSON replies): enough to call
+/// tools as a client would.
+struct Mcp {
+    url: String,
+    token: String,
+    session: String,
+}
+
+impl Mcp {
+    async fn post(&self, session: Option<&str>, body: &Value) -> reqwest::Response {
+        let mut rq = client()
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(body);
+        if let Some(id) = session {
+            rq = rq.header("mcp-session-id", id);
+        }
+        rq.send().await.unwrap()
+    }
+
+    async fn open(s: &TestServer, token: &str) -> Self {
+        let mut m = Mcp {
+            url: s.url("/mcp/apps/shop/users/alice"),
+            token: token.to_owned(),
+            session: String::new(),
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "contract", "version": "0"}}});
+        let r = m.post(None, &init).await;
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        m.session = r
+            .headers()
+            .get("mcp-session-id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let r = m.post(Some(&m.session), &done).await;
+        assert!(r.status().is_success());
+        m
+    }
+
+    /// Ends the session (the server lets go of what it held for it).
+    async fn close(self) {
+        let r = client()
+            .delete(&self.url)
+            .bearer_auth(&self.token)
+            .header("mcp-session-id", &self.session)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        let rq = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let r = self.post(Some(&self.session), &rq).await;
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        // A JSON reply, or one server-sent event carrying it.
+        let json_text = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{')))
+            .unwrap_or(&text);
+        let v: Value = serde_json::from_str(json_text)
+            .unwrap_or_else(|e| panic!("{tool}: {status} {e}: {text}"));
+        v["result"].clone()
+    }
+}

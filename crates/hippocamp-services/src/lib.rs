@@ -192,6 +192,26 @@ pub struct MemoryServices {
 }
 
 impl MemoryServices {
+    /// A queued job's status, through the gate.
+    pub async fn job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        job_status(&self.gate, self.outbox()?, scope, id, call).await
+    }
+
+    /// Cancels a queued job, through the gate.
+    pub async fn cancel_job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        cancel_job(&self.gate, self.outbox()?, scope, id, call).await
+    }
+
     /// The agent session store of the same data directory, behind the
     /// same gate (the command line's erasures take a user's sessions with
     /// their memory). Blocking.
@@ -204,6 +224,36 @@ impl MemoryServices {
     pub fn outbox(&self) -> Result<&Outbox> {
         self.outbox.as_ref().ok_or_else(|| no_outbox(self.profile))
     }
+}
+
+/// A queued job's status, asked of the gate first (`get`): a job belongs
+/// to its scope like the memory it will write.
+async fn job_status(
+    gate: &Gate,
+    outbox: &Outbox,
+    scope: &MemoryScope,
+    id: &hippocamp_outbox::JobId,
+    call: &CallOptions,
+) -> Result<hippocamp_outbox::JobStatus> {
+    let r = hippocamp_governance::Resource::new("job", id.to_string());
+    gate.ask(hippocamp_governance::Action::Get, Some(scope), r, call)
+        .await?;
+    outbox.job(scope, id).await
+}
+
+/// Cancels a queued job, asked of the gate first (`delete`: what it would
+/// have written is given up).
+async fn cancel_job(
+    gate: &Gate,
+    outbox: &Outbox,
+    scope: &MemoryScope,
+    id: &hippocamp_outbox::JobId,
+    call: &CallOptions,
+) -> Result<hippocamp_outbox::JobStatus> {
+    let r = hippocamp_governance::Resource::new("job", id.to_string());
+    gate.ask(hippocamp_governance::Action::Delete, Some(scope), r, call)
+        .await?;
+    outbox.cancel(scope, id).await
 }
 
 fn no_outbox(profile: Profile) -> Error {
@@ -721,6 +771,32 @@ impl Services {
     /// The memory store callers use, or `MemoryDisabled`.
     pub fn memory_store(&self) -> Result<&Arc<dyn MemoryStore>> {
         self.memory.as_ref().ok_or(Error::MemoryDisabled)
+    }
+
+    /// A queued job's status, through the gate.
+    pub async fn job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        let gate = self
+            .governance
+            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+        job_status(&gate, self.outbox()?, scope, id, call).await
+    }
+
+    /// Cancels a queued job, through the gate.
+    pub async fn cancel_job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        let gate = self
+            .governance
+            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+        cancel_job(&gate, self.outbox()?, scope, id, call).await
     }
 
     /// The outbox, or why there is none.

@@ -18,7 +18,16 @@ pub(crate) struct TestServer {
 
 impl TestServer {
     pub(crate) async fn start(profile: Profile, tune: impl FnOnce(&mut Config)) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), profile, tune).await
+    }
+
+    /// A server on `dir`'s data (a durable profile's, kept from a server
+    /// stopped with [`stop_keeping`](Self::stop_keeping)).
+    pub(crate) async fn start_in(
+        dir: tempfile::TempDir,
+        profile: Profile,
+        tune: impl FnOnce(&mut Config),
+    ) -> Self {
         let mut config = Config {
             profile,
             data_dir: dir.path().join("data"),
@@ -27,7 +36,12 @@ impl TestServer {
         };
         tune(&mut config);
         let bound = Bound::new(config).await.unwrap();
-        let admin = bound.services().tokens.ensure_admin().unwrap().unwrap();
+        let tokens = &bound.services().tokens;
+        // A data directory used before has its tokens already.
+        let admin = tokens.ensure_admin().unwrap().unwrap_or_else(|| {
+            let g = grant(None, None, "admin").unwrap();
+            tokens.create("test admin", g).unwrap().0
+        });
         let services = bound.services().clone();
         let base = format!("http://{}", bound.local_addr());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -72,6 +86,18 @@ impl TestServer {
         if let Some(d) = self.done.take() {
             d.await.unwrap().unwrap();
         }
+    }
+
+    /// Stops the server and hands back its directory, data kept.
+    pub(crate) async fn stop_keeping(mut self) -> tempfile::TempDir {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(d) = self.done.take() {
+            d.await.unwrap().unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
     }
 
     pub(crate) fn shutdown_signal(&mut self) -> Option<tokio::sync::oneshot::Sender<()>> {
