@@ -12,7 +12,8 @@
 //!   exact scope, enforcing the declared capabilities and verifying every
 //!   store reply; attachments.
 //! - [`builtin`]: the built-in tools, one table.
-//! - [`instruction`]: `{artifact.NAME}` placeholders.
+//! - [`instruction`]: `{user.artifact.NAME}` and `{app.artifact.NAME}`
+//!   placeholders, framed as untrusted data.
 //! - [`ingest`]: `on_success` and `durable` ingestion.
 //! - [`services`]: the stores a runner works over; erasing a user erases
 //!   their sessions too.

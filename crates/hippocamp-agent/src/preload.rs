@@ -170,12 +170,30 @@ pub fn select<'a>(
 }
 
 /// Escapes every delimiter text inside `content`: the nonce itself, and
-/// the markers' fixed prefixes (so not even a guessed nonce helps).
-fn escape(content: &str, nonce: &str) -> String {
-    content
-        .replace(nonce, "[nonce]")
-        .replace("[/hippocamp-", "[\\/hippocamp-")
-        .replace("[hippocamp-", "[\\hippocamp-")
+/// the markers' fixed prefixes in any letter case (so not even a guessed
+/// nonce or a look-alike marker helps).
+pub(crate) fn escape(content: &str, nonce: &str) -> String {
+    escape_markers(&content.replace(nonce, "[nonce]"))
+}
+
+/// Puts a backslash after every `[` (or `[/`) that starts `hippocamp-`,
+/// compared without regard to ASCII case.
+fn escape_markers(text: &str) -> String {
+    const PREFIX: &[u8] = b"hippocamp-";
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (i, _) in text.match_indices('[') {
+        let after = &bytes[i + 1..];
+        let after = after.strip_prefix(b"/").unwrap_or(after);
+        if after.len() >= PREFIX.len() && after[..PREFIX.len()].eq_ignore_ascii_case(PREFIX) {
+            out.push_str(&text[last..=i]);
+            out.push('\\');
+            last = i + 1;
+        }
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// The framed block of `hits` under `nonce`.
@@ -253,6 +271,33 @@ pub async fn preload(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn look_alike_markers_are_escaped_in_any_case() {
+        let escaped = escape(
+            "a [HIPPOCAMP-memory x] b [/Hippocamp-hit] c [hippocamp] d [",
+            "0123",
+        );
+        assert_eq!(
+            escaped,
+            "a [\\HIPPOCAMP-memory x] b [\\/Hippocamp-hit] c [hippocamp] d ["
+        );
+        assert_eq!(escape("see 0123 here", "0123"), "see [nonce] here");
+    }
+
+    proptest::proptest! {
+        /// Whatever the content, no line of it can open or close a block:
+        /// no `[` is followed by a marker prefix in any case, and the
+        /// nonce is gone.
+        #[test]
+        fn escaped_content_holds_no_marker(content in "(\\[|/|[hH][iI][pP]{2}[oO][cC][aA][mM][pP]-|nonce0|.){0,40}") {
+            let out = escape(&content, "nonce0");
+            let lower = out.to_ascii_lowercase();
+            proptest::prop_assert!(!lower.contains("[hippocamp-"));
+            proptest::prop_assert!(!lower.contains("[/hippocamp-"));
+            proptest::prop_assert!(!out.contains("nonce0"));
+        }
+    }
 
     #[test]
     fn queries_are_cut_on_word_boundaries_and_punctuation_skips() {

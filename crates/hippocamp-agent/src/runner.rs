@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use hippocamp_artifacts::ArtifactScope;
 use hippocamp_core::{
     Author, CallOptions, Caller, CallerKind, Deadline, ErasureFence, Error, Field, LimitInfo,
     MemoryScope, Problem, SessionId, Stage, limit_table,
@@ -102,7 +101,8 @@ pub struct Agent {
     pub name: String,
     /// The model.
     pub model: Arc<dyn Model>,
-    /// The system instruction, with optional `{artifact.NAME}` placeholders.
+    /// The system instruction, with optional `{user.artifact.NAME}` and
+    /// `{app.artifact.NAME}` placeholders.
     pub instruction: String,
     /// Its tools.
     pub tools: Vec<Arc<dyn Tool>>,
@@ -430,7 +430,8 @@ impl Runner {
             .instruction
             .resolve(
                 self.services.artifacts.as_deref(),
-                &ArtifactScope::session(app, user, session)?,
+                scope.app(),
+                scope.user(),
                 limits.max_instruction_bytes,
                 call,
             )
@@ -672,7 +673,8 @@ impl Runner {
 pub struct AgentConfig {
     /// The author name of its events.
     pub name: String,
-    /// The system instruction (`{artifact.NAME}` placeholders allowed).
+    /// The system instruction (`{user.artifact.NAME}` and
+    /// `{app.artifact.NAME}` placeholders allowed).
     pub instruction: String,
     /// The model (the command line can give or override it).
     pub model: Option<hippocamp_models::ModelConfig>,

@@ -30,6 +30,14 @@
 //! on a virtual machine (an interrupt to an idle CPU), and a single
 //! acknowledged add should pay for its fsync, not for that; batched, the
 //! applier also commits several groups in one transaction.
+//!
+//! No wait on the applier is unbounded. If its thread ends for any reason
+//! other than the store closing, a panic included, the store is poisoned
+//! with a clear error (every waiter wakes to it, and the writer refuses
+//! further writes until the store is reopened, when the log replays what
+//! was acknowledged). A writer waiting for room or a drain gives up after
+//! [`APPLY_STALL`] without progress (`Timeout`, nothing logged, the store
+//! not poisoned); reads wait at most their call's deadline.
 
 // foldhash: the keys are ids (random bytes), hashed for every add; SipHash
 // was a measured share of the writer.
@@ -57,6 +65,11 @@ pub const MAX_PENDING_BYTES: usize = 32 << 20;
 pub const WAKE_GROUPS: usize = MAX_PENDING_GROUPS / 2;
 /// Bytes of log records waiting that wake it, likewise.
 pub const WAKE_BYTES: usize = 1 << 20;
+/// Longest a writer waits for the applier to make room or catch up
+/// before the operation is refused with `Timeout` (nothing of it logged).
+/// A batch of [`MAX_PENDING_BYTES`] applies in well under a second; this
+/// bounds a wait on an applier that stalls.
+pub const APPLY_STALL: std::time::Duration = std::time::Duration::from_mins(1);
 
 fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::storage(e)
@@ -288,8 +301,19 @@ impl Progress {
     }
 
     /// Blocks until at most `groups` groups and `bytes` bytes are logged
-    /// and not applied, or the applier failed.
+    /// and not applied, or the applier failed (its error), or
+    /// [`APPLY_STALL`] passed (`Timeout`).
     pub(crate) fn wait_for_room(&self, groups: usize, bytes: usize) -> Result<()> {
+        self.wait_for_room_within(groups, bytes, APPLY_STALL)
+    }
+
+    fn wait_for_room_within(
+        &self,
+        groups: usize,
+        bytes: usize,
+        within: std::time::Duration,
+    ) -> Result<()> {
+        let until = std::time::Instant::now() + within;
         let mut s = self.state.lock();
         loop {
             if let Some(e) = &s.failed {
@@ -300,7 +324,9 @@ impl Progress {
                 return Ok(());
             }
             self.want(&mut s);
-            self.changed.wait(&mut s);
+            if self.changed.wait_until(&mut s, until).timed_out() {
+                return Err(Error::Timeout(hippocamp_core::Stage::Backend));
+            }
         }
     }
 
@@ -374,7 +400,7 @@ impl Applier {
         let shared = Arc::clone(&progress);
         let thread = std::thread::Builder::new()
             .name("hippocamp-memory-applier".into())
-            .spawn(move || run(&db, &shared, &analyzer))
+            .spawn(move || run(&shared, |batch| apply(&db, batch, &analyzer)))
             .map_err(|e| Error::Unavailable(format!("cannot start the memory applier: {e}")))?;
         Ok(Self {
             progress,
@@ -397,9 +423,27 @@ impl Drop for Applier {
     }
 }
 
+/// Poisons the store if the applier's thread ends while unwinding: a
+/// panic anywhere in its loop (the analyzer, redb) wakes every waiter to
+/// an error instead of leaving them waiting for progress that never comes.
+struct PoisonOnPanic<'a>(&'a Progress);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.fail(Error::Unavailable(
+                "the memory store's applier stopped (it panicked); what was acknowledged is durable \
+                 and is applied when the store is reopened"
+                    .into(),
+            ));
+        }
+    }
+}
+
 /// The applier's loop: every group waiting is applied in one transaction
 /// (committed without fsync: the log holds them until a checkpoint).
-fn run(db: &Database, progress: &Progress, analyzer: &Analyzer) {
+fn run(progress: &Progress, mut apply: impl FnMut(Vec<Job>) -> Result<()>) {
+    let _poison = PoisonOnPanic(progress);
     let mut busy = false;
     loop {
         let batch = progress.next_jobs(busy);
@@ -408,7 +452,7 @@ fn run(db: &Database, progress: &Progress, analyzer: &Analyzer) {
         };
         busy = true;
         progress.wait_unpaused();
-        match apply(db, batch, analyzer) {
+        match apply(batch) {
             Ok(()) => progress.applied_up_to(last),
             Err(e) => {
                 progress.fail(Error::Unavailable(format!(
@@ -618,6 +662,45 @@ mod tests {
         p.logged(1, 10, group(1)).unwrap();
         let settled = tokio::time::timeout(Duration::from_secs(10), p.settled()).await;
         assert!(matches!(settled, Ok(Ok(()))), "the read was never served");
+        assert_eq!(p.applied(), 1);
+    }
+
+    /// An applier that panics poisons the store: a writer waiting for it
+    /// and a read waiting for it both get the error, at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_applier_poisons_and_wakes_every_waiter() {
+        let p = Arc::new(Progress::new(0));
+        let shared = Arc::clone(&p);
+        let thread = std::thread::spawn(move || {
+            run(&shared, |_batch| -> Result<()> {
+                panic!("injected applier fault")
+            });
+        });
+        p.logged(1, 10, group(1)).unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), p.settled()).await;
+        assert!(
+            matches!(&read, Ok(Err(Error::Unavailable(m))) if m.contains("panicked")),
+            "{read:?}"
+        );
+        let started = Instant::now();
+        assert!(matches!(p.drain(), Err(Error::Unavailable(_))));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(p.failure().is_some());
+        assert!(thread.join().is_err(), "the thread did panic");
+    }
+
+    /// A writer waiting for an applier that makes no progress gives up at
+    /// the bound with `Timeout`, and the store is not poisoned by it.
+    #[test]
+    fn a_stalled_applier_times_a_writer_out_without_poisoning() {
+        let (_dir, p, _applier, _db) = started();
+        let pause = p.pause();
+        p.logged(1, 10, group(1)).unwrap();
+        let r = p.wait_for_room_within(0, 0, Duration::from_millis(100));
+        assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+        assert!(p.failure().is_none());
+        drop(pause);
+        p.drain().unwrap();
         assert_eq!(p.applied(), 1);
     }
 

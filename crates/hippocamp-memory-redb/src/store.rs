@@ -309,8 +309,14 @@ impl RedbMemoryStore {
 
     /// Loads a scope's search state now (a router does this when a scope
     /// becomes active) rather than on its first search.
+    /// Bounded by the store's call timeout: activation waits for the
+    /// applier like any read, never without a deadline.
     pub async fn preload(&self, scope: &MemoryScope) -> Result<()> {
-        self.slot(scope).await.map(drop)
+        let deadline = self.deadline(&CallOptions::default());
+        tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))?
+            .map(drop)
     }
 
     /// Holds the thread that applies acknowledged adds to the database

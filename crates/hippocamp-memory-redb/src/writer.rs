@@ -1537,7 +1537,8 @@ impl Writer {
                 || self.wal_bytes >= self.options.checkpoint_bytes)
             && let Err(e) = self.checkpoint()
         {
-            self.poisoned = Some(e);
+            // A stalled applier delays the checkpoint to the next group.
+            self.poison_unless_stalled(&e);
         }
     }
 
@@ -1545,11 +1546,20 @@ impl Writer {
     /// transaction may be opened here.
     fn drain(&mut self) -> hippocamp_core::Result<()> {
         if let Err(e) = self.progress.drain() {
-            self.poisoned = Some(e.clone());
+            self.poison_unless_stalled(&e);
             return Err(e);
         }
         self.pending = Overlay::default();
         Ok(())
+    }
+
+    /// Poisons the writer on an applier failure; a stall (`Timeout`: the
+    /// applier made no progress for `APPLY_STALL`) only refuses the
+    /// operation that waited, since nothing of it was logged.
+    fn poison_unless_stalled(&mut self, e: &Error) {
+        if !matches!(e, Error::Timeout(_)) {
+            self.poisoned = Some(e.clone());
+        }
     }
 
     /// Makes every logged group durable in the database and empties the log.
@@ -1730,7 +1740,7 @@ impl Writer {
             MAX_PENDING_GROUPS - 1,
             MAX_PENDING_BYTES.saturating_sub(bytes),
         ) {
-            self.poisoned = Some(e.clone());
+            self.poison_unless_stalled(&e);
             return Err(e);
         }
         // Wakes the applier, if this group makes it due, before the write

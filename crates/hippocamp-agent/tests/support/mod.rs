@@ -159,6 +159,15 @@ impl World {
         tools: Vec<Arc<dyn Tool>>,
         options: RunnerOptions,
     ) -> Runner {
+        self.try_runner_with(instruction, tools, options).unwrap()
+    }
+
+    pub fn try_runner_with(
+        &self,
+        instruction: &str,
+        tools: Vec<Arc<dyn Tool>>,
+        options: RunnerOptions,
+    ) -> hippocamp_agent::Result<Runner> {
         Runner::new(
             Agent {
                 name: "helper".into(),
@@ -169,7 +178,6 @@ impl World {
             self.services(),
             options,
         )
-        .unwrap()
     }
 
     pub async fn remember(&self, scope: &MemoryScope, text: &str) -> EntryId {
