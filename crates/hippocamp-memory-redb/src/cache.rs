@@ -288,6 +288,11 @@ impl ScopeCache {
         }
     }
 
+    /// Changes waiting for the scope `key`, if it is cached.
+    pub(crate) fn pending_len(&self, key: &[u8; 16]) -> Option<usize> {
+        self.slots.lock().get(key).map(|s| s.pending.lock().len())
+    }
+
     /// Number of cached scopes.
     pub(crate) fn len(&self) -> usize {
         self.slots.lock().len()

@@ -339,6 +339,13 @@ impl RedbMemoryStore {
         self.cache.contains(&scope_hash(scope))
     }
 
+    /// Committed changes waiting to be applied to a cached scope's search
+    /// state (`None` when it is not cached): a reader applies them, and
+    /// the writer does once 64 wait on a scope nobody reads.
+    pub fn pending_changes(&self, scope: &MemoryScope) -> Option<usize> {
+        self.cache.pending_len(&scope_hash(scope))
+    }
+
     /// Number of scopes whose search state is in memory.
     pub fn cached_scopes(&self) -> usize {
         self.cache.len()

@@ -707,12 +707,17 @@ async fn lone_adds_are_analysed_by_the_reader_the_writer_and_the_applier() {
             .add_entry(&unread, NewEntry::new("Melanie adopted two kittens"), &w)
             .await
             .unwrap();
+        assert_eq!(store.pending_changes(&unread), Some(1));
         for i in 0..70 {
             store
                 .add_entry(&unread, NewEntry::new(format!("filler note {i}")), &w)
                 .await
                 .unwrap();
         }
+        // Nobody read the scope: 71 changes were committed, and the
+        // writer's eager apply (at 64) took them before this search.
+        let waiting = store.pending_changes(&unread).unwrap();
+        assert!(waiting < 64, "{waiting} changes waited: no eager apply");
         let found = search(&store, &unread, "kitten").await;
         assert_eq!(found.hits.len(), 1, "{found:?}");
         assert_eq!(found.hits[0].entry.content, "Melanie adopted two kittens");

@@ -17,12 +17,7 @@ use unicode_segmentation::UnicodeSegmentation;
 const TOP: usize = 50;
 
 fn data() -> Option<std::path::PathBuf> {
-    let dir = hippocamp_datasets::data_dir();
-    assert!(
-        dir.is_some() || std::env::var_os("HIPPOCAMP_REQUIRE_EXTERNAL").is_none(),
-        "the shared data folder is required (HIPPOCAMP_DATA_DIR)"
-    );
-    dir
+    hippocamp_testkit::shared_data()
 }
 
 /// Analysis as the analyser's docs describe it, one word at a time.

@@ -6,10 +6,12 @@
 //! The server, the command line and the evaluation harness all open
 //! their stores here, so a data directory is always opened
 //! with the limits its configuration file states, and no caller can get a
-//! store that skips a wrapper. The memory store handed out is, outermost,
-//! [`PolicyChecked`]: the governance policy of `[policy]` is asked before
-//! every operation on data, by every caller (server, CLI, outbox
-//! admission and delivery, runner, MCP).
+//! store that skips a wrapper. Every store handed out is, outermost,
+//! behind the governance gate ([`PolicyChecked`] for memory,
+//! [`GovernedSessions`], [`GovernedArtifacts`]): the policy of `[policy]`
+//! is asked before every operation on data, by every caller (server, CLI,
+//! outbox admission and delivery, runner, MCP). No raw store leaves this
+//! crate; `artifacts repair` runs inside it ([`Services::repair_artifacts`]).
 //!
 //! - [`config`]: the TOML configuration (unknown keys refused, every value
 //!   range-checked at load).
@@ -69,16 +71,18 @@ use crate::distributed::Remote;
 /// with the outbox.
 pub const MEMORY_TARGET: &str = "memory";
 
-/// What a running server serves. Each store is behind its router and,
-/// outermost, its reply check ([`hippocamp_memory::ScopeChecked`],
-/// [`hippocamp_artifacts::ScopeChecked`]): no holder of these handles can
-/// see a record of a scope it did not ask for.
+/// What a running server serves. Each store is, outermost, behind the
+/// governance gate ([`PolicyChecked`], [`GovernedSessions`],
+/// [`GovernedArtifacts`]), then its reply check
+/// ([`hippocamp_memory::ScopeChecked`],
+/// [`hippocamp_artifacts::ScopeChecked`]: no holder of these handles can
+/// see a record of a scope it did not ask for) and its router.
 #[derive(Debug, Clone)]
 pub struct Services {
     /// The profile they were built for.
     pub profile: Profile,
-    /// Memory (reply check, erasure notices to the outbox, router,
-    /// store); `None` in the disabled profile.
+    /// Memory (policy, reply check, erasure notices to the outbox,
+    /// router, store); `None` in the disabled profile.
     pub memory: Option<Arc<dyn MemoryStore>>,
     /// The ingestion outbox (durable profile only).
     pub outbox: Option<Outbox>,
@@ -87,7 +91,7 @@ pub struct Services {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// The same store with its sweep of expired versions.
     governed_artifacts: Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>,
-    /// The agent runner's conversation sessions.
+    /// The agent runner's conversation sessions (behind the policy).
     pub sessions: Arc<dyn SessionStore>,
     /// Tokens.
     pub tokens: Arc<TokenStore>,

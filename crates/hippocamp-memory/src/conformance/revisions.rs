@@ -451,7 +451,10 @@ pub async fn export_and_import_round_trip(f: &dyn StoreFactory) {
         ),
         "{foreign}"
     );
-    // A forged digest is refused.
+    // Content that does not match its digest (a damaged or hand-edited
+    // line) is refused. The digest is a checksum, not provenance: a
+    // forger recomputes it, which is why restored history is marked
+    // `restored` and a restore takes its obligations from the policy.
     let mut forged = items[0].clone();
     forged.entry.content.push('!');
     let bad = target
