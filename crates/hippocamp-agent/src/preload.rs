@@ -56,6 +56,11 @@ pub struct PreloadOptions {
     /// What a failed retrieval does.
     #[serde(default)]
     pub on_error: OnError,
+    /// Longest the retrieval may take, in ms (1..=60,000; default 2,000),
+    /// within the run's own deadline: a slow store costs the run at most
+    /// this before `on_error` decides (a late search is a `Timeout`).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
 }
 
 fn default_limit() -> u64 {
@@ -67,6 +72,9 @@ fn default_hit_bytes() -> u64 {
 fn default_total_bytes() -> u64 {
     262_144
 }
+fn default_timeout_ms() -> u64 {
+    2_000
+}
 
 impl Default for PreloadOptions {
     fn default() -> Self {
@@ -77,6 +85,7 @@ impl Default for PreloadOptions {
             max_hit_bytes: default_hit_bytes(),
             max_total_bytes: default_total_bytes(),
             on_error: OnError::default(),
+            timeout_ms: default_timeout_ms(),
         }
     }
 }
@@ -98,6 +107,12 @@ impl PreloadOptions {
             return bad(format!(
                 "max_total_bytes {} is not within max_hit_bytes..=8388608",
                 self.max_total_bytes
+            ));
+        }
+        if !(1..=60_000).contains(&self.timeout_ms) {
+            return bad(format!(
+                "timeout_ms {} is not within 1..=60000",
+                self.timeout_ms
             ));
         }
         if self.filter.as_ref().is_some_and(|f| !f.is_object()) {
@@ -252,8 +267,19 @@ pub async fn preload(
     if let Some(m) = opts.mode {
         rq = rq.mode(m);
     }
+    // The earlier of the run's deadline and the preload's own.
+    let own = hippocamp_core::Deadline::after(std::time::Duration::from_millis(opts.timeout_ms));
+    let run = call.deadline(std::time::Duration::from_millis(opts.timeout_ms));
+    let until = if own.instant() < run.instant() {
+        own
+    } else {
+        run
+    };
+    let call = CallOptions::until(until).on_behalf_of(call.caller());
     let found = async {
-        let r = memory.search(scope, &rq, &call).await?;
+        let r = tokio::time::timeout_at(until.instant().into(), memory.search(scope, &rq, &call))
+            .await
+            .map_err(|_| hippocamp_core::Error::Timeout(hippocamp_core::Stage::Backend))??;
         let kept = select(scope, &r.hits, opts)?;
         Ok::<_, AgentError>((!kept.is_empty()).then(|| frame(&kept, &nonce())))
     }
@@ -340,6 +366,14 @@ mod tests {
             },
             PreloadOptions {
                 filter: Some(Value::Bool(true)),
+                ..PreloadOptions::default()
+            },
+            PreloadOptions {
+                timeout_ms: 0,
+                ..PreloadOptions::default()
+            },
+            PreloadOptions {
+                timeout_ms: 60_001,
                 ..PreloadOptions::default()
             },
         ] {

@@ -300,8 +300,14 @@ impl Runner {
                 Some(Background::start(m, workers, queue, max_attempts)?)
             }
             Ingestion::Durable { .. } => {
-                if services.outbox.is_none() {
+                let Some((outbox, target)) = &services.outbox else {
                     return Err(invalid("durable ingestion needs the ingestion outbox"));
+                };
+                // Every run's admission would fail otherwise.
+                if outbox.registry().get(target).is_none() {
+                    return Err(invalid(
+                        "durable ingestion needs the outbox's memory target registered",
+                    ));
                 }
                 None
             }

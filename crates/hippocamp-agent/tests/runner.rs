@@ -21,7 +21,7 @@ use hippocamp_models::scripted::Reply;
 use hippocamp_models::{Provider, ToolChoice, ToolDeclaration};
 use hippocamp_sessions::SessionStore;
 use serde_json::{Value, json};
-use support::{FOREIGN_ADD, FOREIGN_SEARCH, STUCK_EVENTS, World, scope, stranger};
+use support::{FOREIGN_ADD, FOREIGN_SEARCH, SLOW_SEARCH, STUCK_EVENTS, World, scope, stranger};
 
 fn preload() -> RunnerOptions {
     RunnerOptions {
@@ -227,6 +227,135 @@ async fn a_failed_retrieval_fails_the_run_or_is_ignored_as_asked() {
             }
         }
     }
+}
+
+/// A store slower than the preload's own timeout costs the run that
+/// timeout, not its whole deadline; `on_error` then decides.
+#[tokio::test]
+async fn a_slow_retrieval_times_out_at_the_preload_timeout() {
+    for (on_error, model_called) in [(OnError::Fail, false), (OnError::Ignore, true)] {
+        let w = World::new(vec![Reply::openai_text("fine")]).await;
+        w.remember(&scope(), "Alice lives in Lisbon").await;
+        w.memory.set(SLOW_SEARCH);
+        let opts = RunnerOptions {
+            preload: Some(PreloadOptions {
+                on_error,
+                timeout_ms: 200,
+                ..PreloadOptions::default()
+            }),
+            ..RunnerOptions::default()
+        };
+        let r = w.runner(vec![], opts);
+        let started = std::time::Instant::now();
+        let out = r.run("app", "alice", "s", "Lisbon").await;
+        assert!(started.elapsed() < Duration::from_secs(10), "{on_error:?}");
+        assert_eq!(w.server.requests().len(), usize::from(model_called));
+        match on_error {
+            OnError::Fail => assert!(
+                matches!(out, Err(AgentError::Service(Error::Timeout(_)))),
+                "{out:?}"
+            ),
+            OnError::Ignore => assert!(!out.unwrap().preloaded),
+        }
+    }
+}
+
+/// A durable admission the outbox refuses (here: more bytes than the
+/// scope may queue) fails the run with `ingestion_not_admitted`, carrying
+/// the answer the model gave (the turn is in the session); a runner whose
+/// outbox has no memory target registered is refused when it is built.
+#[tokio::test]
+async fn a_refused_durable_admission_returns_the_answer_with_the_refusal() {
+    use hippocamp_agent::{Agent, Runner};
+    use hippocamp_outbox::{InMemoryJobStore, Outbox, OutboxLimits, Target, TargetName};
+    let w = World::new(vec![Reply::openai_text("Noted: Porto.")]).await;
+    let limits = OutboxLimits {
+        max_active_bytes_per_scope: 1,
+        ..OutboxLimits::default()
+    };
+    let outbox = Outbox::new(Arc::new(InMemoryJobStore::new(limits).unwrap()));
+    let target = TargetName::new("memory").unwrap();
+    let mut services = w.services();
+    services.outbox = Some((outbox.clone(), target.clone()));
+    let durable = || RunnerOptions {
+        ingestion: Ingestion::Durable { max_attempts: None },
+        ..RunnerOptions::default()
+    };
+    let agent = || Agent {
+        name: "helper".into(),
+        model: w.model(),
+        instruction: "You help Alice.".into(),
+        tools: vec![],
+    };
+    assert!(matches!(
+        Runner::new(agent(), services.clone(), durable()),
+        Err(AgentError::InvalidOptions(ref m)) if m.contains("registered")
+    ));
+    outbox
+        .register(
+            target,
+            Target {
+                store: w.memory.clone() as Arc<dyn MemoryStore>,
+                limits: hippocamp_core::MemoryLimits::default(),
+            },
+        )
+        .unwrap();
+    let r = Runner::new(agent(), services, durable()).unwrap();
+    let e = r
+        .run("app", "alice", "s", "I moved to Porto")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "ingestion_not_admitted");
+    let AgentError::IngestionNotAdmitted(na) = e else {
+        unreachable!()
+    };
+    assert_eq!(na.answer, "Noted: Porto.");
+    assert_eq!(na.source.code(), "quota_exceeded", "{:?}", na.source);
+    let session = w
+        .sessions
+        .get(
+            &scope(),
+            &SessionId::new("s").unwrap(),
+            &hippocamp_core::CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(session.events.len(), 2, "the turn is kept");
+    assert_eq!(
+        outbox.stats().await.unwrap().pending,
+        0,
+        "nothing was queued"
+    );
+}
+
+/// Preload is opt-in: a runner given memory and default options runs no
+/// search and sends no memory block.
+#[tokio::test]
+async fn memory_alone_changes_nothing_in_the_prompt() {
+    let w = World::new(vec![Reply::openai_text("hello")]).await;
+    w.remember(&scope(), "Alice lives in Lisbon").await;
+    let r = w.runner(vec![], RunnerOptions::default());
+    let out = r
+        .run("app", "alice", "s", "Where do I live, Lisbon?")
+        .await
+        .unwrap();
+    assert!(!out.preloaded);
+    let request = w.server.requests()[0].json();
+    assert!(block_of(&request).is_none());
+    assert!(
+        !request.to_string().contains("hippocamp-memory"),
+        "{request}"
+    );
+    assert_eq!(
+        w.memory.searches.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert!(
+        request
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)),
+        "{request}"
+    );
 }
 
 #[tokio::test]

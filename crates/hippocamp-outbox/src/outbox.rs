@@ -55,8 +55,29 @@ pub(crate) struct Registered {
 }
 
 impl Registry {
-    /// Registers (or replaces) `name`; at most [`MAX_TARGETS`] names.
+    /// Registers (or replaces) `name`; at most [`MAX_TARGETS`] names. A
+    /// store that is not idempotent per event id, or cannot take a
+    /// session's events a few at a time, is refused (`InvalidArgument`):
+    /// delivery is at least once, in batches, so a retried or resumed
+    /// batch must store nothing twice.
     pub fn register(&self, name: TargetName, target: Target) -> Result<()> {
+        let caps = target.store.capabilities();
+        if !caps.idempotent_ingestion {
+            return Err(Error::invalid(
+                Field::Target,
+                Problem::Relation(
+                    "the store is not idempotent per event id: delivery is at least once",
+                ),
+            ));
+        }
+        if !caps.incremental_events {
+            return Err(Error::invalid(
+                Field::Target,
+                Problem::Relation(
+                    "the store cannot take a session's events incrementally: delivery is in batches",
+                ),
+            ));
+        }
         let mut t = self.targets.write();
         if !t.contains_key(&name) && t.len() >= MAX_TARGETS {
             return Err(Error::invalid(
@@ -67,7 +88,6 @@ impl Registry {
                 },
             ));
         }
-        let caps = target.store.capabilities();
         let registered = Registered {
             embeds: caps.search.embedder.is_some(),
             fences: caps.erasure_epoch_fencing,

@@ -307,6 +307,61 @@ impl hippocamp_memory::MemoryLayer for Hangs {
     }
 }
 
+/// A store that says it is not idempotent, or not incremental.
+#[derive(Debug)]
+struct Unfit {
+    inner: InMemoryStore,
+    idempotent: bool,
+}
+
+#[async_trait]
+impl hippocamp_memory::MemoryLayer for Unfit {
+    type Inner = InMemoryStore;
+    fn inner(&self) -> &InMemoryStore {
+        &self.inner
+    }
+    fn capabilities(&self) -> hippocamp_memory::Capabilities {
+        let mut c = self.inner.capabilities();
+        if self.idempotent {
+            c.incremental_events = false;
+        } else {
+            c.idempotent_ingestion = false;
+        }
+        c
+    }
+}
+
+/// Delivery is at least once and in batches: a target that could store
+/// a retried event twice, or needs a session whole, is refused.
+#[test]
+fn a_target_that_is_not_idempotent_or_incremental_is_refused() {
+    let o = outbox(OutboxLimits::default());
+    for idempotent in [false, true] {
+        let store = Unfit {
+            inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
+            idempotent,
+        };
+        let r = o.register(
+            target(),
+            Target {
+                store: Arc::new(store),
+                limits: MemoryLimits::default(),
+            },
+        );
+        assert!(
+            matches!(
+                &r,
+                Err(Error::InvalidArgument {
+                    field: hippocamp_core::Field::Target,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+    assert!(o.registry().names().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_claim_is_delivered_again_and_stored_once() {
     let memory = Arc::new(Hangs {

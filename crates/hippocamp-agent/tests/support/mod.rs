@@ -29,12 +29,16 @@ pub const FOREIGN_SEARCH: u8 = 1;
 pub const FOREIGN_ADD: u8 = 2;
 /// `add_events` never returns.
 pub const STUCK_EVENTS: u8 = 3;
+/// Every search takes 30 s.
+pub const SLOW_SEARCH: u8 = 4;
 
 /// An in-memory store whose behaviour a test can change.
 #[derive(Debug)]
 pub struct Wrapped {
     pub inner: InMemoryStore,
     pub mode: AtomicU8,
+    /// Searches asked of it.
+    pub searches: std::sync::atomic::AtomicUsize,
 }
 
 impl Wrapped {
@@ -42,6 +46,7 @@ impl Wrapped {
         Arc::new(Self {
             inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
             mode: AtomicU8::new(NORMAL),
+            searches: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -93,6 +98,10 @@ impl hippocamp_memory::MemoryLayer for Wrapped {
         request: &SearchRequest,
         opts: &CallOptions,
     ) -> Result<SearchResults> {
+        self.searches.fetch_add(1, Ordering::SeqCst);
+        if self.mode() == SLOW_SEARCH {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        }
         if self.mode() == FOREIGN_SEARCH {
             let mut mine = self.inner.search(scope, request, opts).await?;
             let theirs = self.inner.search(&stranger(), request, opts).await?;
