@@ -18,6 +18,7 @@ pub mod filter;
 pub mod ident;
 pub mod json;
 pub mod limits;
+pub mod permission;
 pub mod secrets;
 pub mod time;
 
@@ -32,5 +33,6 @@ pub use ident::{
 };
 pub use json::{JsonLimits, Metadata};
 pub use limits::{LimitInfo, MemoryLimits};
+pub use permission::Permission;
 pub use secrets::SecretKind;
 pub use time::{Clock, ManualClock, SystemClock};

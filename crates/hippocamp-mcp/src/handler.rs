@@ -29,8 +29,11 @@ const INSTRUCTIONS: &str = "hippocamp: this user's long-term memory and artifact
 /// Settings of the HTTP transport.
 #[derive(Debug, Clone)]
 pub struct McpConfig {
-    /// Hosts and origins (the configuration's `[mcp]`).
-    pub settings: hippocamp_services::config::McpSettings,
+    /// `Host` values accepted (the configuration's `[mcp] allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted when a request carries one (`[mcp]
+    /// allowed_origins`).
+    pub allowed_origins: Vec<String>,
     /// Largest request body.
     pub max_body_bytes: usize,
 }
@@ -126,7 +129,7 @@ impl ServerHandler for Handler {
         let Some(store) = &self.backends.artifacts else {
             return Ok(ListResourcesResult::default());
         };
-        if !who.has(hippocamp_services::auth::Permission::ArtifactsRead) {
+        if !who.has(hippocamp_core::Permission::ArtifactsRead) {
             return Ok(ListResourcesResult::default());
         }
         crate::resources::list(store.as_ref(), &who, request.and_then(|r| r.cursor))
@@ -145,7 +148,7 @@ impl ServerHandler for Handler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let who = self.authority(&ctx)?;
-        if !who.has(hippocamp_services::auth::Permission::ArtifactsRead) {
+        if !who.has(hippocamp_core::Permission::ArtifactsRead) {
             return Err(ErrorData::resource_not_found("no such resource", None));
         }
         match crate::resources::read(&self.backends, &who, &request.uri).await {
@@ -168,8 +171,8 @@ pub fn http_service(
 ) -> StreamableHttpService<Handler, LocalSessionManager> {
     let handler = Handler::new(tools, backends, None);
     let c = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(config.settings.allowed_hosts.clone())
-        .with_allowed_origins(config.settings.allowed_origins.clone())
+        .with_allowed_hosts(config.allowed_hosts.clone())
+        .with_allowed_origins(config.allowed_origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(config.max_body_bytes)
         // Plain JSON replies: no stream is held open per request.

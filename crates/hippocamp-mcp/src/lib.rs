@@ -30,8 +30,8 @@ use std::sync::Arc;
 use hippocamp_agent::Capability;
 use hippocamp_artifacts::ArtifactStore;
 use hippocamp_core::MemoryScope;
+use hippocamp_core::Permission;
 use hippocamp_memory::MemoryStore;
-use hippocamp_services::auth::Permission;
 
 pub use handler::{McpConfig, http_service, serve_stdio};
 

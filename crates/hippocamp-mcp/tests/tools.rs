@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use hippocamp_artifacts::{ArtifactLimits, ArtifactStore, InMemoryArtifacts};
 use hippocamp_core::MemoryScope;
+use hippocamp_core::Permission;
 use hippocamp_mcp::tools::{Tools, call, list};
 use hippocamp_mcp::{Authority, Backends};
 use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore};
-use hippocamp_services::auth::Permission;
 use serde_json::{Value, json};
 
 fn who(user: &str, perms: &[Permission]) -> Authority {

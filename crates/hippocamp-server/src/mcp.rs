@@ -92,7 +92,8 @@ pub(crate) fn service(state: &AppState) -> Option<axum::Router<AppState>> {
         artifacts: Some(Arc::clone(&state.services.artifacts)),
     };
     let config = hippocamp_mcp::McpConfig {
-        settings: state.config.mcp.clone(),
+        allowed_hosts: state.config.mcp.allowed_hosts.clone(),
+        allowed_origins: state.config.mcp.allowed_origins.clone(),
         max_body_bytes: usize::try_from(state.config.http.max_json_body_bytes)
             .unwrap_or(usize::MAX),
     };
