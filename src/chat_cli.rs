@@ -188,8 +188,7 @@ async fn delivered(
         return Ok(true);
     }
     let scope = hippocamp_core::MemoryScope::parse(app, user)?;
-    let call = hippocamp_core::CallOptions::default()
-        .on_behalf_of(hippocamp_core::Caller::of(hippocamp_core::CallerKind::Cli));
+    let call = crate::cli_call();
     let until = std::time::Instant::now() + FLUSH;
     for id in jobs {
         loop {

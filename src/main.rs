@@ -927,6 +927,13 @@ impl Place {
     }
 }
 
+/// Options of a call the command line makes on a data directory: on its
+/// own authority (`CallerKind::Cli`), for the policy and the audit log.
+pub(crate) fn cli_call() -> hippocamp_core::CallOptions {
+    hippocamp_core::CallOptions::default()
+        .on_behalf_of(hippocamp_core::Caller::of(hippocamp_core::CallerKind::Cli))
+}
+
 pub(crate) fn local_config(
     file: Option<&std::path::Path>,
     data_dir: Option<&std::path::Path>,

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use hippocamp_core::{
-    CallOptions, Caller, CallerKind, EntryId, IdempotencyKey, MemoryScope, SessionId,
-    erasure_confirmation,
+    CallOptions, EntryId, IdempotencyKey, MemoryScope, SessionId, erasure_confirmation,
 };
 use hippocamp_memory::embedding::{Pacer, paced};
 use hippocamp_memory::event::{IngestReport, merge_report, parse_events};
@@ -175,7 +174,7 @@ pub(crate) async fn export(target: &Target) -> anyhow::Result<()> {
         .db_cache_bytes
         .min(hippocamp_services::config::EXPORT_DB_CACHE_BYTES);
     let services = Services::open(&config).await?;
-    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let call = crate::cli_call();
     // The command line acts on the data directory's own authority.
     let include = hippocamp_services::export::Include { artifacts: true };
     let mut lines = hippocamp_services::export::export(&services, scope, call, include);
@@ -324,7 +323,7 @@ pub(crate) async fn restore(target: &Target, file: &Path) -> anyhow::Result<Valu
     }
     let config = target.place.config()?;
     let services = Services::open(&config).await?;
-    let call = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let call = crate::cli_call();
     let reader = tokio::io::BufReader::new(f);
     let report = hippocamp_services::restore::restore(&services, &scope, reader, &call).await?;
     Ok(serde_json::to_value(report)?)
@@ -397,7 +396,7 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
     }
     let store = &*services.memory;
     // The command line acts on its own authority (the data directory).
-    let c = CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli));
+    let c = crate::cli_call();
     let w = WriteOptions::new(c);
     Ok(match cmd {
         MemoryCmd::Add {
@@ -500,14 +499,7 @@ async fn queue_local(
     queue_file(file, |values| async move {
         Ok(serde_json::to_value(
             outbox
-                .ingest_values(
-                    target,
-                    scope,
-                    session,
-                    values,
-                    None,
-                    &CallOptions::default().on_behalf_of(Caller::of(CallerKind::Cli)),
-                )
+                .ingest_values(target, scope, session, values, None, &crate::cli_call())
                 .await?,
         )?)
     })

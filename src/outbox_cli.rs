@@ -67,11 +67,11 @@ pub(crate) async fn run(target: &crate::Place, cmd: OutboxCmd) -> anyhow::Result
         OutboxCmd::Stats => serde_json::to_value(outbox.stats().await?)?,
         OutboxCmd::Status(args) => {
             let (scope, id) = job(&args)?;
-            serde_json::to_value(services.job(&scope, &id, &cli()).await?)?
+            serde_json::to_value(services.job(&scope, &id, &crate::cli_call()).await?)?
         }
         OutboxCmd::Cancel(args) => {
             let (scope, id) = job(&args)?;
-            serde_json::to_value(services.cancel_job(&scope, &id, &cli()).await?)?
+            serde_json::to_value(services.cancel_job(&scope, &id, &crate::cli_call()).await?)?
         }
         OutboxCmd::Prune { limit } => serde_json::to_value(outbox.prune(limit).await?)?,
         OutboxCmd::Drain { timeout_ms } => {
@@ -142,10 +142,4 @@ async fn run_remote(remote: &crate::remote::Remote, cmd: OutboxCmd) -> anyhow::R
             bail!("a server delivers on its own; drain is for a data directory")
         }
     })
-}
-
-/// The command line acts on the data directory's own authority.
-fn cli() -> hippocamp_core::CallOptions {
-    hippocamp_core::CallOptions::default()
-        .on_behalf_of(hippocamp_core::Caller::of(hippocamp_core::CallerKind::Cli))
 }

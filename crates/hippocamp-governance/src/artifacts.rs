@@ -29,7 +29,7 @@ use hippocamp_core::{CallOptions, Clock, Error, MemoryScope, Result};
 // The same report as a memory sweep: versions deleted, whether more were due.
 use hippocamp_memory::Sweep;
 
-use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
+use crate::audit::{AuditEvent, AuditLog};
 use crate::gate::Gate;
 use crate::policy::{Action, ArtifactTerms, Policy, Resource};
 
@@ -40,7 +40,6 @@ pub struct GovernedArtifacts<S> {
     inner: S,
     policy: Arc<dyn Policy>,
     clock: Arc<dyn Clock>,
-    audit: Option<Arc<dyn AuditLog>>,
     gate: Gate,
 }
 
@@ -72,15 +71,13 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
             inner,
             policy,
             clock,
-            audit: None,
         }
     }
 
     /// Records denials, deletions and refusals by a hold in `audit`.
     #[must_use]
     pub fn with_audit(mut self, audit: Arc<dyn AuditLog>) -> Self {
-        self.gate = self.gate.with_audit(Arc::clone(&audit));
-        self.audit = Some(audit);
+        self.gate = self.gate.with_audit(audit);
         self
     }
 
@@ -122,20 +119,18 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
         if !terms(&*self.policy, scope).legal_hold {
             return Ok(());
         }
-        if let (
-            Some(audit),
-            ArtifactScope::User { app, user } | ArtifactScope::Session { app, user, .. },
-        ) = (&self.audit, scope)
-        {
-            let r = NewAuditRecord {
-                event: AuditEvent::Hold,
-                target: "artifacts",
-                scope: Some(MemoryScope::new(app.clone(), user.clone())),
-                caller: opts.caller(),
-                outcome: Error::LegalHold.code().to_owned(),
-                count: None,
-            };
-            audit.record(r, self.clock.now_ms()).await;
+        if let Some(owner) = owner(scope) {
+            let outcome = Error::LegalHold.code().to_owned();
+            self.gate
+                .record(
+                    AuditEvent::Hold,
+                    "artifacts",
+                    Some(&owner),
+                    opts.caller(),
+                    outcome,
+                    None,
+                )
+                .await;
         }
         Err(Error::LegalHold)
     }
@@ -146,18 +141,18 @@ impl<S: ArtifactStore> GovernedArtifacts<S> {
     /// nothing (its expired versions stay invisible).
     pub async fn sweep(&self, max: u64, opts: &CallOptions) -> Result<Sweep> {
         let out = self.sweep_unaudited(max, opts).await?;
-        if out.deleted > 0
-            && let Some(audit) = &self.audit
-        {
-            let r = NewAuditRecord {
-                event: AuditEvent::Expiry,
-                target: "artifacts",
-                scope: None,
-                caller: opts.caller(),
-                outcome: "ok".to_owned(),
-                count: Some(out.deleted),
-            };
-            audit.record(r, self.clock.now_ms()).await;
+        if out.deleted > 0 {
+            let ok = "ok".to_owned();
+            self.gate
+                .record(
+                    AuditEvent::Expiry,
+                    "artifacts",
+                    None,
+                    opts.caller(),
+                    ok,
+                    Some(out.deleted),
+                )
+                .await;
         }
         Ok(out)
     }
@@ -302,19 +297,16 @@ impl<S: ArtifactStore> ArtifactLayer for GovernedArtifacts<S> {
         self.refuse_held(scope, opts).await?;
         let call = self.ask(Action::Delete, scope, name.as_str(), opts).await?;
         let result = self.inner.delete(scope, name, selector, &call).await;
-        let n = result.as_ref().ok().map(|v| v.len() as u64);
-        let outcome = NewAuditRecord::outcome_of(&result);
         self.gate
-            .record(
+            .recorded(
                 AuditEvent::ArtifactErasure,
                 "artifact",
                 owner(scope).as_ref(),
                 opts.caller(),
-                outcome,
-                n,
+                result,
+                |v| v.len() as u64,
             )
-            .await;
-        result
+            .await
     }
 
     async fn list_names(

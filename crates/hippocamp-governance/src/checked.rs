@@ -58,40 +58,6 @@ impl<S: MemoryStore> PolicyChecked<S> {
         self
     }
 
-    async fn record(
-        &self,
-        event: AuditEvent,
-        target: &'static str,
-        scope: Option<&MemoryScope>,
-        caller: hippocamp_core::Caller,
-        outcome: String,
-        count: Option<u64>,
-    ) {
-        self.gate
-            .record(event, target, scope, caller, outcome, count)
-            .await;
-    }
-
-    /// Records how a deletion of `target` ended, and passes it on.
-    async fn erased<T: Copy>(
-        &self,
-        target: &'static str,
-        scope: &MemoryScope,
-        caller: hippocamp_core::Caller,
-        result: Result<T>,
-        count: impl Fn(T) -> u64,
-    ) -> Result<T> {
-        let event = match &result {
-            Err(hippocamp_core::Error::LegalHold) => AuditEvent::Hold,
-            _ => AuditEvent::Erasure,
-        };
-        let n = result.as_ref().ok().map(|v| count(*v));
-        let outcome = NewAuditRecord::outcome_of(&result);
-        self.record(event, target, Some(scope), caller, outcome, n)
-            .await;
-        result
-    }
-
     /// The policy.
     pub fn policy(&self) -> &Arc<dyn Policy> {
         self.gate.policy()
@@ -274,7 +240,15 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         let r = Resource::entry(*entry);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
         let result = self.inner.delete_entry(scope, entry, &call).await;
-        self.erased("entry", scope, opts.caller(), result, |n| n)
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "entry",
+                Some(scope),
+                opts.caller(),
+                result,
+                |n| *n,
+            )
             .await
     }
 
@@ -287,7 +261,15 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         let r = Resource::session(session);
         let (_, call) = self.ask(Action::Delete, Some(scope), r, opts).await?;
         let result = self.inner.delete_session(scope, session, &call).await;
-        self.erased("session", scope, opts.caller(), result, |n| n)
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "session",
+                Some(scope),
+                opts.caller(),
+                result,
+                |n| *n,
+            )
             .await
     }
 
@@ -295,7 +277,15 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         let r = Resource::fixed("scope", "every entry of the scope");
         let (_, call) = self.ask(Action::Erase, Some(scope), r, opts).await?;
         let result = self.inner.delete_user(scope, &call).await;
-        self.erased("user", scope, opts.caller(), result, |e| e.deleted)
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "user",
+                Some(scope),
+                opts.caller(),
+                result,
+                |e| e.deleted,
+            )
             .await
     }
 
@@ -349,15 +339,16 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         let sweep = self.inner.sweep_expired(max, &spare, &call).await?;
         if sweep.deleted > 0 {
             let n = Some(sweep.deleted);
-            self.record(
-                AuditEvent::Expiry,
-                "store",
-                None,
-                opts.caller(),
-                "ok".into(),
-                n,
-            )
-            .await;
+            self.gate
+                .record(
+                    AuditEvent::Expiry,
+                    "store",
+                    None,
+                    opts.caller(),
+                    "ok".into(),
+                    n,
+                )
+                .await;
         }
         Ok(sweep)
     }
@@ -380,15 +371,16 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
             .await;
         let changed = result.as_ref().ok().map(|o| u64::from(o.changed));
         let outcome = NewAuditRecord::outcome_of(&result);
-        self.record(
-            AuditEvent::Correction,
-            "entry",
-            Some(scope),
-            opts.call.caller(),
-            outcome,
-            changed,
-        )
-        .await;
+        self.gate
+            .record(
+                AuditEvent::Correction,
+                "entry",
+                Some(scope),
+                opts.call.caller(),
+                outcome,
+                changed,
+            )
+            .await;
         result
     }
 

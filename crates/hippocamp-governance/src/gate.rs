@@ -75,6 +75,28 @@ impl Gate {
         audit.record(r, self.clock.now_ms()).await;
     }
 
+    /// Records how a deletion of `target` ended (an `event`, or a `Hold`
+    /// when a hold refused it, with the count `count` gives) and passes the
+    /// result on: every governed handle audits its deletions this way.
+    pub async fn recorded<T>(
+        &self,
+        event: AuditEvent,
+        target: &'static str,
+        scope: Option<&MemoryScope>,
+        caller: Caller,
+        result: Result<T>,
+        count: impl Fn(&T) -> u64,
+    ) -> Result<T> {
+        let event = match &result {
+            Err(hippocamp_core::Error::LegalHold) => AuditEvent::Hold,
+            _ => event,
+        };
+        let n = result.as_ref().ok().map(count);
+        let outcome = NewAuditRecord::outcome_of(&result);
+        self.record(event, target, scope, caller, outcome, n).await;
+        result
+    }
+
     /// Starts the call's clock, asks the policy, and returns the grant
     /// with the options to forward (the same deadline, the same caller).
     /// A denial (or an error, or a late answer) is recorded and returned.

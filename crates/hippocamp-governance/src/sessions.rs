@@ -17,7 +17,7 @@ use hippocamp_sessions::{
     SessionPage, SessionStatus, SessionStore,
 };
 
-use crate::audit::{AuditEvent, NewAuditRecord};
+use crate::audit::AuditEvent;
 use crate::gate::Gate;
 use crate::policy::{Action, Resource};
 
@@ -32,30 +32,6 @@ impl<S: SessionStore> GovernedSessions<S> {
     /// Wraps `inner` behind `gate`.
     pub fn new(inner: S, gate: Gate) -> Self {
         Self { inner, gate }
-    }
-
-    /// Records how an erasure ended, and passes it on.
-    async fn erased<T: Copy>(
-        &self,
-        target: &'static str,
-        scope: &MemoryScope,
-        call: &CallOptions,
-        result: Result<T>,
-        count: impl Fn(T) -> u64,
-    ) -> Result<T> {
-        let n = result.as_ref().ok().map(|v| count(*v));
-        let outcome = NewAuditRecord::outcome_of(&result);
-        self.gate
-            .record(
-                AuditEvent::Erasure,
-                target,
-                Some(scope),
-                call.caller(),
-                outcome,
-                n,
-            )
-            .await;
-        result
     }
 }
 
@@ -142,7 +118,15 @@ impl<S: SessionStore> SessionLayer for GovernedSessions<S> {
         let r = Resource::session(session);
         let (_, inner) = self.gate.ask(Action::Delete, Some(scope), r, call).await?;
         let result = self.inner.delete(scope, session, &inner).await;
-        self.erased("agent_session", scope, call, result, u64::from)
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "agent_session",
+                Some(scope),
+                call.caller(),
+                result,
+                |d| u64::from(*d),
+            )
             .await
     }
 
@@ -150,7 +134,15 @@ impl<S: SessionStore> SessionLayer for GovernedSessions<S> {
         let r = Resource::fixed("sessions", "every agent session of the user");
         let (_, inner) = self.gate.ask(Action::Erase, Some(scope), r, call).await?;
         let result = self.inner.delete_user(scope, &inner).await;
-        self.erased("agent_sessions", scope, call, result, |n| n)
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "agent_sessions",
+                Some(scope),
+                call.caller(),
+                result,
+                |n| *n,
+            )
             .await
     }
 

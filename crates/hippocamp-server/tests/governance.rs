@@ -9,9 +9,8 @@ mod support;
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client, send_json as send};
+use support::{ALICE, TestServer, client, entry, send_json as send};
 
-const ALICE: &str = "/v1/apps/shop/users/alice";
 const BOB: &str = "/v1/apps/shop/users/bob";
 
 fn policy(c: &mut hippocamp_server::Config) {
@@ -29,10 +28,6 @@ fn policy(c: &mut hippocamp_server::Config) {
     "#;
     let f: File = toml::from_str(toml).unwrap();
     c.policy = f.policy;
-}
-
-fn entry(text: &str, ts: u64) -> Value {
-    json!({"content": text, "provenance": {"timestamp_ms": ts}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

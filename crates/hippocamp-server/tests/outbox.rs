@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client, send_json as send};
-
-const ALICE: &str = "/v1/apps/shop/users/alice";
+use support::{ALICE, TestServer, client, search, send_json as send};
 
 fn event(id: &str, text: &str) -> Value {
     json!({"id": id, "author": "user", "timestamp_ms": 1,
@@ -45,24 +43,6 @@ async fn settled(s: &TestServer, token: &str, id: &str) -> Value {
         assert!(Instant::now() < until, "job {id} still {state}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn search(s: &TestServer, token: &str, query: &str) -> Vec<String> {
-    let (st, b) = send(
-        s,
-        Method::POST,
-        &format!("{ALICE}/memory/search"),
-        token,
-        Some(json!({"query": query})),
-    )
-    .await;
-    assert_eq!(st, StatusCode::OK, "{b}");
-    b["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn ingest_path(session: &str) -> String {

@@ -11,14 +11,9 @@ mod support;
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client, send_json as send};
+use support::{ALICE, TestServer, client, entry, search, send_json as send};
 
-const ALICE: &str = "/v1/apps/shop/users/alice";
 const BOB: &str = "/v1/apps/shop/users/bob";
-
-fn entry(text: &str, ts: u64) -> Value {
-    json!({"content": text, "provenance": {"timestamp_ms": ts}})
-}
 
 /// `GET …/export` streams JSON Lines: a header, every live entry, the
 /// consent, artifact records (never bytes), and an `end` line with counts;
@@ -266,24 +261,6 @@ async fn post_restore(
         .unwrap();
     let st = r.status();
     (st, r.json::<Value>().await.unwrap_or(Value::Null))
-}
-
-async fn search(s: &TestServer, token: &str, q: &str) -> Vec<String> {
-    let (st, b) = send(
-        s,
-        Method::POST,
-        &format!("{ALICE}/memory/search"),
-        token,
-        Some(json!({"query": q})),
-    )
-    .await;
-    assert_eq!(st, StatusCode::OK, "{b}");
-    b["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Alice with a note (no session), two turns of session `chat`, an agent

@@ -203,7 +203,16 @@ impl MemoryServices {
         id: &hippocamp_outbox::JobId,
         call: &CallOptions,
     ) -> Result<hippocamp_outbox::JobStatus> {
-        job_status(&self.gate, self.outbox()?, scope, id, call).await
+        let outbox = self.outbox()?;
+        ask_about_job(
+            &self.gate,
+            hippocamp_governance::Action::Get,
+            scope,
+            id,
+            call,
+        )
+        .await?;
+        outbox.job(scope, id).await
     }
 
     /// Cancels a queued job, through the gate.
@@ -213,7 +222,16 @@ impl MemoryServices {
         id: &hippocamp_outbox::JobId,
         call: &CallOptions,
     ) -> Result<hippocamp_outbox::JobStatus> {
-        cancel_job(&self.gate, self.outbox()?, scope, id, call).await
+        let outbox = self.outbox()?;
+        ask_about_job(
+            &self.gate,
+            hippocamp_governance::Action::Delete,
+            scope,
+            id,
+            call,
+        )
+        .await?;
+        outbox.cancel(scope, id).await
     }
 
     /// The agent session store of the same data directory, behind the
@@ -230,34 +248,18 @@ impl MemoryServices {
     }
 }
 
-/// A queued job's status, asked of the gate first (`get`): a job belongs
-/// to its scope like the memory it will write.
-async fn job_status(
+/// Asks the gate about a queued job of `scope`: `get` for its status,
+/// `delete` for a cancel (what it would have written is given up). A job
+/// belongs to its scope like the memory it will write.
+async fn ask_about_job(
     gate: &Gate,
-    outbox: &Outbox,
+    action: hippocamp_governance::Action,
     scope: &MemoryScope,
     id: &hippocamp_outbox::JobId,
     call: &CallOptions,
-) -> Result<hippocamp_outbox::JobStatus> {
+) -> Result<()> {
     let r = hippocamp_governance::Resource::new("job", id.to_string());
-    gate.ask(hippocamp_governance::Action::Get, Some(scope), r, call)
-        .await?;
-    outbox.job(scope, id).await
-}
-
-/// Cancels a queued job, asked of the gate first (`delete`: what it would
-/// have written is given up).
-async fn cancel_job(
-    gate: &Gate,
-    outbox: &Outbox,
-    scope: &MemoryScope,
-    id: &hippocamp_outbox::JobId,
-    call: &CallOptions,
-) -> Result<hippocamp_outbox::JobStatus> {
-    let r = hippocamp_governance::Resource::new("job", id.to_string());
-    gate.ask(hippocamp_governance::Action::Delete, Some(scope), r, call)
-        .await?;
-    outbox.cancel(scope, id).await
+    gate.ask(action, Some(scope), r, call).await.map(drop)
 }
 
 fn no_outbox(profile: Profile) -> Error {
@@ -784,10 +786,12 @@ impl Services {
         id: &hippocamp_outbox::JobId,
         call: &CallOptions,
     ) -> Result<hippocamp_outbox::JobStatus> {
+        let outbox = self.outbox()?;
         let gate = self
             .governance
             .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        job_status(&gate, self.outbox()?, scope, id, call).await
+        ask_about_job(&gate, hippocamp_governance::Action::Get, scope, id, call).await?;
+        outbox.job(scope, id).await
     }
 
     /// Cancels a queued job, through the gate.
@@ -797,10 +801,12 @@ impl Services {
         id: &hippocamp_outbox::JobId,
         call: &CallOptions,
     ) -> Result<hippocamp_outbox::JobStatus> {
+        let outbox = self.outbox()?;
         let gate = self
             .governance
             .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        cancel_job(&gate, self.outbox()?, scope, id, call).await
+        ask_about_job(&gate, hippocamp_governance::Action::Delete, scope, id, call).await?;
+        outbox.cancel(scope, id).await
     }
 
     /// The outbox, or why there is none.

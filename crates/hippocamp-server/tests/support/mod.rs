@@ -230,3 +230,30 @@ pub(crate) async fn snapshot(s: &TestServer) -> (Vec<String>, Vec<Vec<u64>>, u64
     }
     (hits, versions, epoch)
 }
+
+/// Alice of app `shop`, the user most tests act for.
+pub(crate) const ALICE: &str = "/v1/apps/shop/users/alice";
+
+/// An entry body with `text` and a provenance timestamp.
+pub(crate) fn entry(text: &str, ts: u64) -> serde_json::Value {
+    serde_json::json!({"content": text, "provenance": {"timestamp_ms": ts}})
+}
+
+/// The contents of alice's hits for `query`, in rank order.
+pub(crate) async fn search(s: &TestServer, token: &str, query: &str) -> Vec<String> {
+    let (st, b) = send_json(
+        s,
+        reqwest::Method::POST,
+        &format!("{ALICE}/memory/search"),
+        token,
+        Some(serde_json::json!({"query": query})),
+    )
+    .await;
+    assert_eq!(st, reqwest::StatusCode::OK, "{b}");
+    b["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap().to_owned())
+        .collect()
+}
