@@ -33,6 +33,9 @@ pub(crate) enum OutboxCmd {
     Status(JobArgs),
     /// Cancel a job (its events are dropped).
     Cancel(JobArgs),
+    /// Delete a finished job's status (a pending or running job is
+    /// refused: cancel it first).
+    Delete(JobArgs),
     /// Remove finished jobs older than the retention (one pass).
     Prune {
         /// Jobs to remove at most (default and ceiling:
@@ -73,6 +76,11 @@ pub(crate) async fn run(target: &crate::Place, cmd: OutboxCmd) -> anyhow::Result
             let (scope, id) = job(&args)?;
             serde_json::to_value(services.cancel_job(&scope, &id, &crate::cli_call()).await?)?
         }
+        OutboxCmd::Delete(args) => {
+            let (scope, id) = job(&args)?;
+            services.delete_job(&scope, &id, &crate::cli_call()).await?;
+            deleted(&id)
+        }
         OutboxCmd::Prune { limit } => serde_json::to_value(outbox.prune(limit).await?)?,
         OutboxCmd::Drain { timeout_ms } => {
             let processor =
@@ -94,6 +102,11 @@ pub(crate) async fn run(target: &crate::Place, cmd: OutboxCmd) -> anyhow::Result
             serde_json::to_value(stats)?
         }
     })
+}
+
+/// What `outbox delete` prints.
+fn deleted(id: &JobId) -> Value {
+    serde_json::json!({ "deleted": id.to_string() })
 }
 
 /// `METHOD /v1/apps/{app}/users/{user}/memory/jobs/{id}[/{action}]`.
@@ -129,6 +142,10 @@ async fn run_remote(remote: &crate::remote::Remote, cmd: OutboxCmd) -> anyhow::R
         }
         OutboxCmd::Status(args) => job_call(remote, Method::GET, &args, None).await?,
         OutboxCmd::Cancel(args) => job_call(remote, Method::POST, &args, Some("cancel")).await?,
+        OutboxCmd::Delete(args) => {
+            job_call(remote, Method::DELETE, &args, None).await?;
+            deleted(&job(&args)?.1)
+        }
         OutboxCmd::Prune { limit } => {
             let q: Vec<(&str, String)> = limit
                 .map(|l| ("limit", l.to_string()))

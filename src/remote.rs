@@ -90,6 +90,10 @@ impl Remote {
         if let Some(b) = body {
             rq = rq.json(b);
         }
-        Ok(self.send(rq).await?.json().await?)
+        let r = self.send(rq).await?;
+        if r.status() == reqwest::StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        Ok(r.json().await?)
     }
 }

@@ -1063,6 +1063,12 @@ fn an_async_ingest_queues_and_the_outbox_commands_deliver_and_report() {
     assert_eq!(pruned["pruned"], 0);
     let (ok, _, err) = outbox(d, &["prune", "--limt", "5"]);
     assert!(!ok && err.contains("--limt"), "{err}");
+    // A finished job's status can be deleted, once.
+    let (ok, deleted, err) = outbox(d, &["delete", "--app", "app", "--user", "alice", &job]);
+    assert!(ok, "{err}");
+    assert_eq!(deleted["deleted"], job.as_str());
+    let (ok, _, err) = outbox(d, &["status", "--app", "app", "--user", "alice", &job]);
+    assert!(!ok && err.contains("not found"), "{err}");
 }
 
 #[test]

@@ -121,6 +121,10 @@ pub enum Error {
     /// another owner took it over); nothing was changed.
     #[error("lease lost: {0}")]
     LeaseLost(&'static str),
+    /// The job is still pending or running: only a finished job can be
+    /// deleted (cancel it first); nothing was changed.
+    #[error("the job is still {0}; only a finished job can be deleted (cancel it first)")]
+    JobActive(&'static str),
     /// An I/O or storage-engine failure.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
@@ -251,6 +255,7 @@ impl Error {
             Error::MemoryDisabled => "memory_disabled",
             Error::OutboxUnavailable(_) => "outbox_unavailable",
             Error::LeaseLost(_) => "lease_lost",
+            Error::JobActive(_) => "job_active",
             Error::Storage(_) => "storage",
             Error::PolicyDenied { .. } => "policy_denied",
             Error::ConsentRequired(_) => "consent_required",
@@ -493,6 +498,12 @@ pub enum QuotaLimit {
     /// `outbox.max_active_bytes_per_scope`: event bytes queued for one
     /// scope.
     OutboxBytesPerScope(u64),
+    /// `outbox.max_watermark_events`: admitted event ids the outbox
+    /// remembers.
+    OutboxWatermarks(u64),
+    /// `outbox.max_watermark_events_per_scope`: admitted event ids the
+    /// outbox remembers for one scope.
+    OutboxWatermarksPerScope(u64),
     /// `sessions.max_events_per_session`: events of one session.
     EventsPerSession(u64),
     /// `sessions.max_sessions_per_user`: sessions of one user.
@@ -516,6 +527,8 @@ impl QuotaLimit {
             QuotaLimit::OutboxJobsPerScope(_) => "outbox.max_active_jobs_per_scope",
             QuotaLimit::OutboxBytes(_) => "outbox.max_active_bytes",
             QuotaLimit::OutboxBytesPerScope(_) => "outbox.max_active_bytes_per_scope",
+            QuotaLimit::OutboxWatermarks(_) => "outbox.max_watermark_events",
+            QuotaLimit::OutboxWatermarksPerScope(_) => "outbox.max_watermark_events_per_scope",
             QuotaLimit::EventsPerSession(_) => "sessions.max_events_per_session",
             QuotaLimit::SessionsPerUser(_) => "sessions.max_sessions_per_user",
         }
@@ -537,6 +550,8 @@ impl QuotaLimit {
             | QuotaLimit::OutboxJobsPerScope(v)
             | QuotaLimit::OutboxBytes(v)
             | QuotaLimit::OutboxBytesPerScope(v)
+            | QuotaLimit::OutboxWatermarks(v)
+            | QuotaLimit::OutboxWatermarksPerScope(v)
             | QuotaLimit::EventsPerSession(v)
             | QuotaLimit::SessionsPerUser(v) => v,
         }

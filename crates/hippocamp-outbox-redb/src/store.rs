@@ -506,6 +506,12 @@ impl JobStore for RedbJobStore {
         Ok(cancelled.len() as u64)
     }
 
+    async fn delete(&self, scope: &MemoryScope, job: &JobId) -> Result<()> {
+        let (scope, id, leases) = (scope.clone(), *job, Arc::clone(&self.leases));
+        self.write(true, move |kv, _| engine::delete(kv, &scope, &id, &leases))
+            .await
+    }
+
     async fn status(&self, scope: &MemoryScope, job: &JobId) -> Result<JobStatus> {
         engine::status(&self.read()?, scope, job, &self.leases)
     }
@@ -526,7 +532,8 @@ impl JobStore for RedbJobStore {
                 "the outbox stopped writing after a storage failure: {e}"
             )));
         }
-        // A read of the database proves it answers.
-        self.read()?.get(Table::Meta, FORMAT_KEY).map(drop)
+        // A durable write proves the log and the database still take one
+        // (a read alone passes on a full or read-only disk).
+        self.write(true, |_, ctx| engine::probe(ctx)).await
     }
 }

@@ -122,3 +122,65 @@ fn one_process_per_directory() {
         Err(Error::Unavailable(_))
     ));
 }
+
+/// A log that refuses writes once `broken` is set, as a full or
+/// read-only disk does.
+#[derive(Debug)]
+struct BreakableLog {
+    inner: hippocamp_durable::sim::LogFile<()>,
+    broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl BreakableLog {
+    fn check(&self) -> std::io::Result<()> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("no space left on device"));
+        }
+        Ok(())
+    }
+}
+
+impl hippocamp_durable::wal::WalStorage for BreakableLog {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        self.inner.read_all()
+    }
+    fn append(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.append(data)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.sync()
+    }
+    fn truncate(&mut self) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.truncate()
+    }
+}
+
+/// The health check writes: a store whose disk stopped taking writes
+/// reports it at once, before any admission fails (a read alone would
+/// pass), and stays unhealthy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_fails_once_the_disk_stops_taking_writes() {
+    let disk = hippocamp_durable::sim::PowerLoss::<()>::new();
+    let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let log = BreakableLog {
+        inner: disk.wal(),
+        broken: std::sync::Arc::clone(&broken),
+    };
+    let store = RedbJobStore::open_with_backend(
+        disk.backend(),
+        log,
+        OutboxLimits::default(),
+        hippocamp_outbox_redb::DurableOptions::default(),
+    )
+    .unwrap();
+    store.admit(sub(&["a"])).await.unwrap();
+    store.health().await.unwrap();
+    broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Reads still answer: only a write shows the failure.
+    store.stats().await.unwrap();
+    assert!(store.health().await.is_err());
+    assert!(store.health().await.is_err());
+}

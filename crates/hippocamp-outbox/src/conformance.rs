@@ -86,6 +86,10 @@ macro_rules! job_store_conformance_tests {
             a_released_job_is_cancelled,
             an_unclaimed_job_is_due_again_without_an_attempt,
             batches_recorded_together_answer_each_on_its_own,
+            a_finished_job_can_be_deleted_and_an_active_one_cannot,
+            finished_jobs_are_capped_oldest_first,
+            watermarks_are_counted_and_bounded,
+            a_health_check_writes_and_changes_no_count,
         );
         #[test]
         fn model_test() {
@@ -976,4 +980,208 @@ pub async fn batches_recorded_together_answer_each_on_its_own(f: &dyn JobStoreFa
     let stats = o.store.stats().await.unwrap();
     assert_eq!((stats.succeeded, stats.running), (2, 1));
     assert_eq!(stats.delivered_events_total, 4);
+}
+
+/// One finished job's status can be deleted by its scope; a pending or
+/// running one is refused with `JobActive` and stays; another scope's is
+/// `NotFound`.
+pub async fn a_finished_job_can_be_deleted_and_an_active_one_cannot(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_events_per_job: 1,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("del");
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    let (a, b) = (r.jobs[0].id, r.jobs[1].id);
+    assert!(matches!(
+        o.store.delete(&s, &a).await,
+        Err(Error::JobActive("pending"))
+    ));
+    let owner = Owner::random();
+    let item = claimed(&o, owner, LONG).await;
+    assert!(matches!(
+        o.store.delete(&s, &item.job).await,
+        Err(Error::JobActive("running"))
+    ));
+    o.store
+        .complete_batch(&item.job, &owner, 0, done(), LONG)
+        .await
+        .unwrap();
+    let other = if item.job == a { b } else { a };
+    o.store.cancel(&s, &other).await.unwrap();
+    // Another scope cannot see it, let alone delete it.
+    assert!(matches!(
+        o.store.delete(&scope("mallory"), &item.job).await,
+        Err(Error::NotFound(_))
+    ));
+    let before = o.store.stats().await.unwrap();
+    assert_eq!((before.succeeded, before.cancelled), (1, 1));
+    o.store.delete(&s, &item.job).await.unwrap();
+    o.store.delete(&s, &other).await.unwrap();
+    for j in [a, b] {
+        assert!(matches!(
+            o.store.status(&s, &j).await,
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            o.store.delete(&s, &j).await,
+            Err(Error::NotFound(_))
+        ));
+    }
+    let after = o.store.stats().await.unwrap();
+    assert_eq!((after.succeeded, after.cancelled), (0, 0));
+    assert_eq!(after.pruned_total, before.pruned_total + 2);
+    // The watermark stays: the same events queue nothing again.
+    let again = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    assert_eq!(again.new_events, 0);
+}
+
+/// Finished statuses are capped at `max_finished_jobs`: when another job
+/// ends past it, the oldest finished one goes, whatever the retention.
+pub async fn finished_jobs_are_capped_oldest_first(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_events_per_job: 1,
+            max_finished_jobs: 2,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("cap");
+    let mut order = Vec::new();
+    for i in 0..5 {
+        let r = o
+            .store
+            .admit(submission(&s, "s", &ids(i..i + 1), 0))
+            .await
+            .unwrap();
+        let id = r.jobs[0].id;
+        o.store.cancel(&s, &id).await.unwrap();
+        order.push(id);
+        let st = o.store.stats().await.unwrap();
+        assert_eq!(st.cancelled, (i as u64 + 1).min(2), "after job {i}");
+    }
+    for (i, id) in order.iter().enumerate() {
+        let kept = o.store.status(&s, id).await;
+        if i < 3 {
+            assert!(matches!(kept, Err(Error::NotFound(_))), "job {i} kept");
+        } else {
+            assert_eq!(kept.unwrap().state, JobState::Cancelled);
+        }
+    }
+    assert_eq!(o.store.stats().await.unwrap().pruned_total, 3);
+    // An erasure that cancels several at once keeps the cap too.
+    let r = o
+        .store
+        .admit(submission(&s, "t", &ids(10..14), 0))
+        .await
+        .unwrap();
+    assert_eq!(r.jobs.len(), 4);
+    assert_eq!(o.store.erase(&s, None, None).await.unwrap(), 4);
+    // The two kept before go at once; the four just cancelled are over
+    // the cap until the next job ends.
+    let st = o.store.stats().await.unwrap();
+    assert!(st.cancelled <= 4, "{st:?}");
+    let r = o
+        .store
+        .admit(submission(&s, "u", &ids(20..21), 0))
+        .await
+        .unwrap();
+    o.store.cancel(&s, &r.jobs[0].id).await.unwrap();
+    assert_eq!(o.store.stats().await.unwrap().cancelled, 2);
+}
+
+/// Watermark rows (one per admitted event id) are counted per scope and
+/// store-wide: an admission past either limit is refused whole, a failed
+/// job's released events are uncounted, and other scopes are not
+/// affected by one scope's count.
+pub async fn watermarks_are_counted_and_bounded(f: &dyn JobStoreFactory) {
+    let o = f
+        .open(OutboxLimits {
+            max_watermark_events_per_scope: 4,
+            max_watermark_events: 6,
+            max_attempts: 1,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let (a, b) = (scope("wa"), scope("wb"));
+    o.store
+        .admit(submission(&a, "s", &ids(0..3), 0))
+        .await
+        .unwrap();
+    // Two more would make five of the scope's: refused whole.
+    assert!(matches!(
+        o.store.admit(submission(&a, "s", &ids(0..5), 0)).await,
+        Err(Error::QuotaExceeded {
+            limit: QuotaLimit::OutboxWatermarksPerScope(4)
+        })
+    ));
+    // Resending what is covered costs nothing.
+    let again = o
+        .store
+        .admit(submission(&a, "s", &ids(0..3), 0))
+        .await
+        .unwrap();
+    assert_eq!(again.new_events, 0);
+    o.store
+        .admit(submission(&b, "s", &ids(0..3), 0))
+        .await
+        .unwrap();
+    // Seven store-wide would pass the total.
+    assert!(matches!(
+        o.store.admit(submission(&a, "s2", &ids(0..1), 0)).await,
+        Err(Error::QuotaExceeded {
+            limit: QuotaLimit::OutboxWatermarks(6)
+        })
+    ));
+    // A failed job releases its events, and their rows are uncounted.
+    let owner = Owner::random();
+    let item = claimed(&o, owner, LONG).await;
+    let st = o
+        .store
+        .fail(
+            &item.job,
+            &owner,
+            JobError {
+                code: "x".into(),
+                message: "x".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(st, JobState::Failed);
+    o.store
+        .admit(submission(&item.scope, "s2", &ids(0..3), 0))
+        .await
+        .unwrap();
+}
+
+/// The health check writes (a store that cannot write fails it) and
+/// changes no count and no job.
+pub async fn a_health_check_writes_and_changes_no_count(f: &dyn JobStoreFactory) {
+    let o = f.open(OutboxLimits::default()).await;
+    let s = scope("health");
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..2), 0))
+        .await
+        .unwrap();
+    let before = o.store.stats().await.unwrap();
+    let job = o.store.status(&s, &r.jobs[0].id).await.unwrap();
+    for _ in 0..3 {
+        o.store.health().await.unwrap();
+    }
+    let mut after = o.store.stats().await.unwrap();
+    after.oldest_due_age_ms = before.oldest_due_age_ms;
+    assert_eq!(after, before);
+    assert_eq!(o.store.status(&s, &r.jobs[0].id).await.unwrap(), job);
 }

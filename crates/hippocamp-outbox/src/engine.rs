@@ -277,6 +277,13 @@ fn floor(kv: &dyn KvRead, scope: &[u8; 16]) -> Result<u64> {
 struct Tally {
     counters: Counters,
     usage: HashMap<[u8; 16], (u64, u64)>,
+    /// Watermark rows, store-wide (loaded on first use).
+    marks_total: Option<u64>,
+    /// Watermark rows per scope (loaded on first use).
+    marks: HashMap<[u8; 16], u64>,
+    /// The last finished job this operation removed to keep
+    /// `max_finished_jobs`: the next one is after it.
+    evicted_after: Option<Vec<u8>>,
 }
 
 impl Tally {
@@ -284,7 +291,49 @@ impl Tally {
         Ok(Self {
             counters: counters(kv)?,
             usage: HashMap::new(),
+            marks_total: None,
+            marks: HashMap::new(),
+            evicted_after: None,
         })
+    }
+
+    /// Adds `n` watermark rows of `scope` (negative: removes), refusing
+    /// an addition past either limit.
+    fn mark(
+        &mut self,
+        kv: &dyn KvRead,
+        limits: &OutboxLimits,
+        scope: [u8; 16],
+        n: i64,
+    ) -> Result<()> {
+        let total = match self.marks_total {
+            Some(t) => t,
+            None => read_u64(kv, Table::Meta, MARKS_KEY)?,
+        };
+        let mine = match self.marks.get(&scope) {
+            Some(m) => *m,
+            None => read_u64(kv, Table::Usage, &marks_key(&scope))?,
+        };
+        let (total, mine) = if n >= 0 {
+            let n = n.unsigned_abs();
+            if total.saturating_add(n) > limits.max_watermark_events {
+                return Err(quota(QuotaLimit::OutboxWatermarks(
+                    limits.max_watermark_events,
+                )));
+            }
+            if mine.saturating_add(n) > limits.max_watermark_events_per_scope {
+                return Err(quota(QuotaLimit::OutboxWatermarksPerScope(
+                    limits.max_watermark_events_per_scope,
+                )));
+            }
+            (total + n, mine + n)
+        } else {
+            let n = n.unsigned_abs();
+            (total.saturating_sub(n), mine.saturating_sub(n))
+        };
+        self.marks_total = Some(total);
+        self.marks.insert(scope, mine);
+        Ok(())
     }
 
     fn usage(&mut self, kv: &dyn KvRead, scope: [u8; 16]) -> Result<&mut (u64, u64)> {
@@ -309,8 +358,39 @@ impl Tally {
                 w.put(Table::Usage, scope.to_vec(), encode(&u)?);
             }
         }
+        for (scope, m) in self.marks {
+            let key = marks_key(&scope);
+            if m == 0 {
+                w.del(Table::Usage, key);
+            } else {
+                w.put(Table::Usage, key, m.to_le_bytes().to_vec());
+            }
+        }
+        if let Some(t) = self.marks_total {
+            w.put(Table::Meta, MARKS_KEY.to_vec(), t.to_le_bytes().to_vec());
+        }
         w.put(Table::Meta, STATS_KEY.to_vec(), encode(&self.counters)?);
         Ok(())
+    }
+}
+
+/// The watermark rows counted store-wide (rows admitted before they were
+/// counted are not: they were never limited either).
+const MARKS_KEY: &[u8] = b"watermarks";
+
+/// Where a scope's watermark row count lives: its usage key and `w`.
+fn marks_key(scope: &[u8; 16]) -> Vec<u8> {
+    cat(&[scope, b"w"])
+}
+
+fn read_u64(kv: &dyn KvRead, table: Table, key: &[u8]) -> Result<u64> {
+    match kv.get(table, key)? {
+        None => Ok(0),
+        Some(v) => v
+            .as_slice()
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| Error::Corrupt("an outbox counter is not 8 bytes".into())),
     }
 }
 
@@ -528,6 +608,8 @@ fn queue(
         active_key(&job.scope, session, &id),
         Vec::new(),
     );
+    let n = i64::try_from(job.events.len()).unwrap_or(i64::MAX);
+    tally.mark(kv, limits, job.scope, n)?;
     for e in job.events {
         w.put(
             Table::Watermark,
@@ -656,14 +738,17 @@ fn finish(
     let sk = scope_key(&scope);
     if state == JobState::Failed {
         let stream = stream_key(&row.target, &scope, &row.session);
+        let mut released = 0i64;
         for b in row.next_batch..row.batches {
             for e in load_batch(kv, id, b)? {
                 let key = cat(&[&stream, &event_key(&e.id)]);
                 if kv.get(Table::Watermark, &key)?.as_deref() == Some(id.as_bytes().as_slice()) {
                     w.del(Table::Watermark, key);
+                    released += 1;
                 }
             }
         }
+        tally.mark(kv, ctx.limits, sk, -released)?;
     }
     for b in row.next_batch..row.batches {
         w.del(Table::Batches, batch_key(id, b));
@@ -696,8 +781,103 @@ fn finish(
     row.updated_ms = ctx.wall;
     w.put(Table::Terminal, time_key(row.finished, id), Vec::new());
     w.put(Table::Jobs, id.as_bytes().to_vec(), encode_job(&row)?);
+    evict_past_cap(kv, ctx, w, tally)
+}
+
+/// Finished jobs held now.
+fn finished_count(c: &Counters) -> u64 {
+    c.succeeded + c.failed + c.cancelled
+}
+
+/// Keeps `max_finished_jobs`: removes the oldest finished job stored
+/// before this operation while the count is past it. Jobs this operation
+/// finished are not in the store's view yet; if they alone pass the cap,
+/// the next operation that finishes one (or a prune) removes them.
+fn evict_past_cap(kv: &dyn KvRead, ctx: &Ctx<'_>, w: &mut Writes, tally: &mut Tally) -> Result<()> {
+    while finished_count(&tally.counters) > ctx.limits.max_finished_jobs {
+        let from = tally
+            .evicted_after
+            .as_ref()
+            .map_or_else(Vec::new, |k| cat(&[k, &[0]]));
+        let Some((key, _)) = kv
+            .range(Table::Terminal, &from, None, 1)?
+            .into_iter()
+            .next()
+        else {
+            return Ok(());
+        };
+        let id = job_of_key(&key, 8)?;
+        drop_finished(kv, w, tally, &key, &id)?;
+        tally.evicted_after = Some(key);
+    }
     Ok(())
 }
+
+/// Removes the finished job `id` (its terminal index entry is `key`) and
+/// counts it as pruned.
+fn drop_finished(
+    kv: &dyn KvRead,
+    w: &mut Writes,
+    tally: &mut Tally,
+    key: &[u8],
+    id: &JobId,
+) -> Result<()> {
+    w.del(Table::Terminal, key.to_vec());
+    if let Some(row) = load_job(kv, id)? {
+        w.del(Table::Jobs, id.as_bytes().to_vec());
+        let c = &mut tally.counters;
+        match row.state {
+            JobState::Succeeded => c.succeeded = c.succeeded.saturating_sub(1),
+            JobState::Failed => c.failed = c.failed.saturating_sub(1),
+            JobState::Cancelled => c.cancelled = c.cancelled.saturating_sub(1),
+            _ => {}
+        }
+    }
+    tally.counters.pruned_total += 1;
+    Ok(())
+}
+
+/// Deletes one finished job of `scope` (another scope's, or an unknown
+/// id, is `NotFound`; a pending or running one is `JobActive`).
+pub fn delete(
+    kv: &dyn KvRead,
+    scope: &MemoryScope,
+    id: &JobId,
+    leases: &Leases,
+) -> Result<((), Writes)> {
+    let row = load_job(kv, id)?
+        .filter(|r| r.in_scope(scope))
+        .ok_or(Error::NotFound("job"))?;
+    if row.state == JobState::Pending {
+        let shown = if leases.is_held(id) {
+            "running"
+        } else {
+            "pending"
+        };
+        return Err(Error::JobActive(shown));
+    }
+    let mut w = Writes::default();
+    let mut tally = Tally::new(kv)?;
+    drop_finished(kv, &mut w, &mut tally, &time_key(row.finished, id), id)?;
+    tally.flush(&mut w)?;
+    Ok(((), w))
+}
+
+/// The health check's write: one meta row set to `now`, so a store that
+/// can no longer write (a full or read-only disk) fails its health check
+/// rather than its next admission. Counts and every other row stay as
+/// they are.
+pub fn probe(ctx: &Ctx<'_>) -> Result<((), Writes)> {
+    let mut w = Writes::default();
+    w.put(
+        Table::Meta,
+        HEALTH_KEY.to_vec(),
+        ctx.now.to_le_bytes().to_vec(),
+    );
+    Ok(((), w))
+}
+
+const HEALTH_KEY: &[u8] = b"health";
 
 fn active_row(kv: &dyn KvRead, id: &JobId) -> Result<JobRow> {
     match load_job(kv, id)? {
@@ -907,18 +1087,7 @@ pub fn prune(kv: &dyn KvRead, ctx: &Ctx<'_>, limit: usize) -> Result<(Pruned, Wr
             break;
         }
         let id = job_of_key(key, 8)?;
-        w.del(Table::Terminal, key.clone());
-        if let Some(row) = load_job(kv, &id)? {
-            w.del(Table::Jobs, id.as_bytes().to_vec());
-            let c = &mut tally.counters;
-            match row.state {
-                JobState::Succeeded => c.succeeded = c.succeeded.saturating_sub(1),
-                JobState::Failed => c.failed = c.failed.saturating_sub(1),
-                JobState::Cancelled => c.cancelled = c.cancelled.saturating_sub(1),
-                _ => {}
-            }
-        }
-        tally.counters.pruned_total += 1;
+        drop_finished(kv, &mut w, &mut tally, key, &id)?;
         pruned += 1;
     }
     if pruned > 0 {

@@ -39,6 +39,15 @@ hippocamp_core::limit_table! {
         /// Finished jobs removed by one prune pass.
         max_prune_batch: default 1_000, min 1, max 100_000,
             "finished jobs one prune pass removes at most";
+        /// Finished jobs kept; past it the oldest goes when another ends.
+        max_finished_jobs: default 100_000, min 1, max 10_000_000,
+            "finished job statuses kept; when another job ends past it, the oldest finished one is removed (as a prune would)";
+        /// Admitted event ids remembered (the watermark), store-wide.
+        max_watermark_events: default 10_000_000, min 1, max 1_000_000_000,
+            "admitted event ids the outbox remembers so a resent session queues only what is new; over it an admission is refused (quota_exceeded)";
+        /// Admitted event ids remembered for one scope.
+        max_watermark_events_per_scope: default 1_000_000, min 1, max 1_000_000_000,
+            "admitted event ids remembered for one (app, user) scope; over it an admission is refused (quota_exceeded)";
         /// Schedule entries one claim pass examines.
         max_claim_scan: default 1_000, min 1, max 100_000,
             "schedule entries one claim pass examines at most";
@@ -62,6 +71,12 @@ impl OutboxLimits {
             return above(
                 "outbox.max_active_bytes_per_scope",
                 "outbox.max_active_bytes",
+            );
+        }
+        if self.max_watermark_events_per_scope > self.max_watermark_events {
+            return above(
+                "outbox.max_watermark_events_per_scope",
+                "outbox.max_watermark_events",
             );
         }
         if self.backoff_base_ms > self.max_backoff_ms {

@@ -226,6 +226,10 @@ impl JobStore for InMemoryJobStore {
         Ok(cancelled.len() as u64)
     }
 
+    async fn delete(&self, scope: &MemoryScope, job: &JobId) -> Result<()> {
+        self.write(|kv, _| engine::delete(kv, scope, job, &self.leases))
+    }
+
     async fn status(&self, scope: &MemoryScope, job: &JobId) -> Result<JobStatus> {
         engine::status(&*self.kv.lock(), scope, job, &self.leases)
     }
@@ -240,6 +244,6 @@ impl JobStore for InMemoryJobStore {
     }
 
     async fn health(&self) -> Result<()> {
-        Ok(())
+        self.write(|_, ctx| engine::probe(ctx))
     }
 }

@@ -311,6 +311,12 @@ impl Outbox {
         self.store.cancel(scope, id).await
     }
 
+    /// Deletes a finished job of `scope` (`JobActive` while it is pending
+    /// or running).
+    pub async fn delete(&self, scope: &MemoryScope, id: &JobId) -> Result<()> {
+        self.store.delete(scope, id).await
+    }
+
     /// Tells the outbox that `scope` (its `session`, when given) was
     /// erased, at `epoch` for a user's erasure: its queued jobs are
     /// cancelled and their events dropped.

@@ -116,6 +116,11 @@ pub trait JobStore: Send + Sync + fmt::Debug {
         epoch: Option<u64>,
     ) -> Result<u64>;
 
+    /// Deletes a finished job of `scope` (its status goes; nothing else
+    /// changes). Another scope's job is `NotFound`; a pending or running
+    /// one is `JobActive` (cancel it first).
+    async fn delete(&self, scope: &MemoryScope, job: &JobId) -> Result<()>;
+
     /// A job of `scope`; another scope's job is `NotFound`.
     async fn status(&self, scope: &MemoryScope, job: &JobId) -> Result<JobStatus>;
 
@@ -126,6 +131,7 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// most `limit` (default and ceiling `max_prune_batch`).
     async fn prune(&self, limit: Option<u64>) -> Result<Pruned>;
 
-    /// Whether it can take writes now.
+    /// Whether it can take writes now: it writes one meta row (no count
+    /// changes), so a store that can no longer write says so here.
     async fn health(&self) -> Result<()>;
 }

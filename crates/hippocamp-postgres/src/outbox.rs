@@ -558,6 +558,15 @@ impl JobStore for PgJobStore {
         .await
     }
 
+    async fn delete(&self, scope: &MemoryScope, job: &JobId) -> Result<()> {
+        let (scope, job) = (scope.clone(), *job);
+        self.run(move |tx, _, _| {
+            let leases = tx.leases()?;
+            write(tx, || engine::delete(tx, &scope, &job, &leases))
+        })
+        .await
+    }
+
     async fn status(&self, scope: &MemoryScope, job: &JobId) -> Result<JobStatus> {
         let (scope, job) = (scope.clone(), *job);
         self.run(move |tx, _, _| engine::status(tx, &scope, &job, &tx.leases()?))
@@ -576,9 +585,9 @@ impl JobStore for PgJobStore {
     }
 
     async fn health(&self) -> Result<()> {
-        self.inner
-            .db
-            .ping(Deadline::after(Duration::from_secs(2)))
+        // A write, not a ping: a database that answers but cannot write
+        // (read-only, out of space) is not healthy.
+        self.run(move |tx, ctx, _| write(tx, || engine::probe(ctx)))
             .await
     }
 }

@@ -656,6 +656,18 @@ async fn cancel_job(
     json(timed("cancel_job", s.services.cancel_job(&m.scope, &id, &call)).await?)
 }
 
+async fn delete_job(
+    State(s): State<AppState>,
+    m: MemoryCall,
+    q: Q<NoQuery>,
+) -> ApiResult<Response> {
+    parse_query(q)?;
+    let id = job_id(&m)?;
+    let call = m.call(None)?;
+    timed("delete_job", s.services.delete_job(&m.scope, &id, &call)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 /// A caller whose token holds the route's permission over every app (an
 /// app-bound token, even an admin one, is refused): the outbox's global
 /// routes.
@@ -1483,6 +1495,25 @@ const MEMORY: &[Route] = &[
             "outbox_unavailable",
         ],
         handler: || post(cancel_job),
+    },
+    Route {
+        method: "delete",
+        path: "/v1/apps/{app}/users/{user}/memory/jobs/{id}",
+        id: "delete_job",
+        summary: "Delete a finished ingestion job's status (a pending or running job is refused with job_active: cancel it first)",
+        permission: Some(Permission::MemoryWrite),
+        query: &[],
+        request: Payload::None,
+        success: (204, Payload::None),
+        errors: &[
+            "invalid_argument",
+            "forbidden",
+            "not_found",
+            "job_active",
+            "memory_disabled",
+            "outbox_unavailable",
+        ],
+        handler: || delete(delete_job),
     },
     Route {
         method: "get",

@@ -79,6 +79,11 @@ pub const CODES: &[Code] = &[
         "the idempotency key was used for other data in this scope",
     ),
     code(
+        "job_active",
+        409,
+        "the job is still pending or running; only a finished job can be deleted (cancel it first); nothing was changed",
+    ),
+    code(
         "retention",
         409,
         "a record is retained until a later time (the message says when); nothing was deleted",

@@ -223,6 +223,25 @@ async fn a_job_is_its_scopes_alone_and_a_cancel_drops_its_events() {
     )
     .await;
     assert_eq!(st, StatusCode::FORBIDDEN);
+    // A job's status is deleted only once it finished, by a writer of its
+    // own scope.
+    let job_path = format!("{ALICE}/memory/jobs/{id}");
+    let (st, b) = send(&s, Method::DELETE, &job_path, &alice, None).await;
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::CONFLICT, json!("job_active"))
+    );
+    let (st, _) = send(&s, Method::DELETE, &job_path, &reader, None).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, _) = send(
+        &s,
+        Method::DELETE,
+        &format!("/v1/apps/shop/users/bob/memory/jobs/{id}"),
+        &bob,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
 
     let (st, b) = send(
         &s,
@@ -284,6 +303,15 @@ async fn a_job_is_its_scopes_alone_and_a_cancel_drops_its_events() {
     assert_eq!((st, b["pruned"].clone()), (StatusCode::OK, json!(0)));
     let (st, _) = send(&s, Method::POST, "/v1/outbox/prune?lmit=10", &s.admin, None).await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
+    // The cancelled job's status goes when its scope deletes it.
+    let (st, _) = send(&s, Method::DELETE, &job_path, &alice, None).await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    for method in [Method::GET, Method::DELETE] {
+        let (st, _) = send(&s, method, &job_path, &alice, None).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+    }
+    let (_, stats) = send(&s, Method::GET, "/v1/outbox/stats", &s.admin, None).await;
+    assert_eq!(stats["cancelled"], json!(0));
     s.stop().await;
 }
 

@@ -234,6 +234,25 @@ impl MemoryServices {
         outbox.cancel(scope, id).await
     }
 
+    /// Deletes a finished job's status, through the gate.
+    pub async fn delete_job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<()> {
+        let outbox = self.outbox()?;
+        ask_about_job(
+            &self.gate,
+            hippocamp_governance::Action::Delete,
+            scope,
+            id,
+            call,
+        )
+        .await?;
+        outbox.delete(scope, id).await
+    }
+
     /// The agent session store of the same data directory, behind the
     /// same gate (the command line's erasures take a user's sessions with
     /// their memory). Blocking.
@@ -249,7 +268,8 @@ impl MemoryServices {
 }
 
 /// Asks the gate about a queued job of `scope`: `get` for its status,
-/// `delete` for a cancel (what it would have written is given up). A job
+/// `delete` for a cancel (what it would have written is given up) or
+/// the deletion of a finished job's status. A job
 /// belongs to its scope like the memory it will write.
 async fn ask_about_job(
     gate: &Gate,
@@ -807,6 +827,21 @@ impl Services {
             .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
         ask_about_job(&gate, hippocamp_governance::Action::Delete, scope, id, call).await?;
         outbox.cancel(scope, id).await
+    }
+
+    /// Deletes a finished job's status, through the gate.
+    pub async fn delete_job(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<()> {
+        let outbox = self.outbox()?;
+        let gate = self
+            .governance
+            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+        ask_about_job(&gate, hippocamp_governance::Action::Delete, scope, id, call).await?;
+        outbox.delete(scope, id).await
     }
 
     /// The outbox, or why there is none.

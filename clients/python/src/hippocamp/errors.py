@@ -72,6 +72,7 @@ _BY_CODE: dict[str, type[HippocampError]] = {
     "idempotency_conflict": Conflict,
     "stale_epoch": Conflict,
     "future_epoch": Conflict,
+    "job_active": Conflict,
     "quota_exceeded": QuotaExceeded,
     "overloaded": Overloaded,
     "max_active_scopes_reached": Overloaded,
