@@ -27,6 +27,7 @@ use hippocamp_core::{
 };
 use hippocamp_memory::entry::{
     EntryUpdate, PreparedEntry, Revision, UpdateOutcome, apply_update, check_deletes, check_revise,
+    stored_bytes,
 };
 use hippocamp_memory::erasure::{ErasureImport, ImportedErasures, check_import_epoch};
 use hippocamp_memory::event::{Decision, EventPlan, IngestReport, PlanTerms};
@@ -541,6 +542,16 @@ impl<'t> Tx<'t> {
         scope: &MemoryScope,
         id: &EntryId,
     ) -> Result<Option<MemoryEntry>, Fail> {
+        Ok(self.existing_counted(h, scope, id)?.map(|(e, _)| e))
+    }
+
+    /// [`Self::existing`] with the bytes its record was counted at.
+    fn existing_counted(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        id: &EntryId,
+    ) -> Result<Option<(MemoryEntry, u64)>, Fail> {
         let key = entry_key(h, id);
         let found = match &self.t {
             Tables::Direct(d) => d.entries.get(&key)?.map(|v| v.value().to_vec()),
@@ -550,7 +561,7 @@ impl<'t> Tx<'t> {
             None => Ok(None),
             Some(v) => {
                 let rec: EntryRecord = decode(&v, "entry").op()?;
-                let mut entry = rec.into_entry(scope).op()?.0;
+                let (mut entry, bytes, _) = rec.into_entry(scope).op()?;
                 entry.obligations = self.obligations_of(&key)?;
                 (entry.revision, entry.revised_at_ms) = match &self.t {
                     Tables::Direct(d) => revision_of(&d.revisions, &key),
@@ -559,7 +570,7 @@ impl<'t> Tx<'t> {
                     Tables::Staged(s) => revision_of(table(&s.revisions, s, REVISIONS)?, &key),
                 }
                 .op()?;
-                Ok(Some(entry))
+                Ok(Some((entry, bytes)))
             }
         }
     }
@@ -982,25 +993,12 @@ impl<'t> Tx<'t> {
         if embeds && vector.is_none() {
             return Ok(Embedded::NeedVectors);
         }
-        check_scope_quota(
-            self.limits,
-            row.entries,
-            row.held_bytes(),
-            1,
-            prepared.storage_bytes,
-        )
-        .op()?;
-        self.check_global(1, prepared.storage_bytes)?;
+        let bytes = stored_bytes(prepared.storage_bytes, vector.as_deref());
+        check_scope_quota(self.limits, row.entries, row.held_bytes(), 1, bytes).op()?;
+        self.check_global(1, bytes)?;
         deadline.check(Stage::Commit).op()?;
         let entry = self
-            .insert(
-                &h,
-                &mut row,
-                prepared.entry,
-                prepared.storage_bytes,
-                terms,
-                vector,
-            )?
+            .insert(&h, &mut row, prepared.entry, bytes, terms, vector)?
             .clone();
         self.put_row(&h, &row)?;
         Ok(Embedded::Done(AddOutcome {
@@ -1047,7 +1045,13 @@ impl<'t> Tx<'t> {
         if embeds && new.iter().any(|p| !vectors.contains_key(&p.index)) {
             return Ok(Embedded::NeedVectors);
         }
-        let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
+        let bytes_of = |p: &hippocamp_memory::event::PlannedEntry| {
+            stored_bytes(
+                p.prepared.storage_bytes,
+                vectors.get(&p.index).map(Vec::as_slice),
+            )
+        };
+        let add_bytes: u64 = new.iter().map(bytes_of).sum();
         let add_entries = new.len() as u64;
         check_scope_quota(
             self.limits,
@@ -1059,12 +1063,13 @@ impl<'t> Tx<'t> {
         .op()?;
         self.check_global(add_entries, add_bytes)?;
         deadline.check(Stage::Commit).op()?;
-        for p in new {
+        let sized: Vec<_> = new.into_iter().map(|p| (bytes_of(&p), p)).collect();
+        for (bytes, p) in sized {
             let t = terms.take(p.index);
             let v = vectors.remove(&p.index);
             let mut entry = p.prepared.entry;
             entry.obligations = obligations.obligations_for(&entry.metadata);
-            self.insert(&h, &mut row, entry, p.prepared.storage_bytes, Some(t), v)?;
+            self.insert(&h, &mut row, entry, bytes, Some(t), v)?;
         }
         self.put_row(&h, &row)?;
         Ok(Embedded::Done(report))
@@ -1276,8 +1281,8 @@ impl Tx<'_> {
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
-        let current = match self.existing(&h, scope, id)? {
-            Some(e) if !e.obligations.expired(at.now_ms) => e,
+        let (current, old_bytes) = match self.existing_counted(&h, scope, id)? {
+            Some((e, b)) if !e.obligations.expired(at.now_ms) => (e, b),
             _ => return Err(Fail::Op(Error::NotFound("entry"))),
         };
         let Some((entry, bytes)) = apply_update(&current, update, granted, at.now_ms) else {
@@ -1288,8 +1293,7 @@ impl Tx<'_> {
         };
         check_revise(&current, self.limits.max_revisions, at.now_ms).op()?;
         let key = entry_key(&h, id);
-        // What the record counts: every write stores `storage_bytes()`.
-        let old_bytes = current.storage_bytes();
+        let bytes = stored_bytes(bytes, vector.as_deref());
         check_scope_quota(
             self.limits,
             row.entries.saturating_sub(1),
@@ -1407,7 +1411,10 @@ impl Tx<'_> {
                 new.push((p, terms, vector));
             }
         }
-        let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
+        let add_bytes: u64 = new
+            .iter()
+            .map(|(p, _, v)| stored_bytes(p.storage_bytes, v.as_deref()))
+            .sum();
         let add_entries = new.len() as u64;
         check_scope_quota(
             self.limits,
@@ -1424,7 +1431,8 @@ impl Tx<'_> {
             for r in &p.history {
                 self.put_revision(scope, &key, r)?;
             }
-            self.insert(&h, &mut row, p.entry, p.storage_bytes, Some(terms), vector)?;
+            let bytes = stored_bytes(p.storage_bytes, vector.as_deref());
+            self.insert(&h, &mut row, p.entry, bytes, Some(terms), vector)?;
             report.imported += 1;
         }
         if report.imported > 0 {

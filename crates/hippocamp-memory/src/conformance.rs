@@ -31,7 +31,7 @@ use hippocamp_core::{
 };
 use serde_json::{Value, json};
 
-use crate::entry::{NewEntry, Provenance};
+use crate::entry::{EntryUpdate, NewEntry, Provenance};
 use crate::event::{Content, Event, Part, SkipReason};
 use crate::store::{MemoryStore, ScoreType, SearchRequest, WriteOptions};
 use crate::{InMemoryStore, MemoryConfig};
@@ -157,6 +157,7 @@ macro_rules! vector_conformance_tests {
             erased_users_leave_vector_search,
             only_what_would_be_new_is_embedded,
             large_batches_are_embedded_within_the_provider_bounds,
+            vectors_count_against_byte_quotas,
         );
     };
 }
@@ -273,6 +274,17 @@ fn sid(s: &str) -> SessionId {
 
 async fn default_store(f: &dyn StoreFactory) -> Arc<dyn MemoryStore> {
     f.open(MemoryConfig::default()).await
+}
+
+/// What one vector of the factory's embedder counts against byte quotas
+/// (0 for stores that do not embed).
+pub(crate) async fn vector_bytes(f: &dyn StoreFactory) -> u64 {
+    let store = f.open(MemoryConfig::default()).await;
+    store
+        .capabilities()
+        .search
+        .embedder
+        .map_or(0, |e| 4 * e.dimension as u64)
 }
 
 async fn with_limits(f: &dyn StoreFactory, limits: MemoryLimits) -> Arc<dyn MemoryStore> {
@@ -964,11 +976,13 @@ pub async fn global_quotas_span_scopes(f: &dyn StoreFactory) {
     assert_eq!(store.delete_user(&a, &c()).await.unwrap().deleted, 2);
     add(&*store, &b, "five").await;
 
+    // Vectors count too (0 for a store that does not embed).
+    let vector = vector_bytes(f).await;
     let bytes = with_limits(
         f,
         MemoryLimits {
-            max_bytes_per_scope: 1_000,
-            max_bytes_total: 1_500,
+            max_bytes_per_scope: 1_000 + vector,
+            max_bytes_total: 1_500 + 2 * vector,
             ..MemoryLimits::default()
         },
     )
@@ -978,12 +992,15 @@ pub async fn global_quotas_span_scopes(f: &dyn StoreFactory) {
         .add_entry(&b, NewEntry::new("b".repeat(600)), &w())
         .await
         .unwrap_err();
-    assert!(matches!(
-        e,
-        Error::QuotaExceeded {
-            limit: QuotaLimit::BytesTotal(1_500)
-        }
-    ));
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                limit: QuotaLimit::BytesTotal(total)
+            } if total == 1_500 + 2 * vector
+        ),
+        "{e}"
+    );
     add(&*bytes, &b, "small").await;
 }
 
@@ -2011,4 +2028,85 @@ pub async fn search_modes_match_capabilities(f: &dyn StoreFactory) {
             );
         }
     }
+}
+
+/// A stored vector counts against the byte quotas with its entry (4 bytes
+/// a dimension), on every path that writes one, and a correction is
+/// counted at its new size: a quota that fits an entry's text but not its
+/// vector refuses it.
+pub async fn vectors_count_against_byte_quotas(f: &dyn StoreFactory) {
+    let store = f.open(MemoryConfig::default()).await;
+    let dim = store
+        .capabilities()
+        .search
+        .embedder
+        .expect("an embedder is reported")
+        .dimension as u64;
+    let vector = 4 * dim;
+    let s = scope("app", "vector-bytes");
+    let bytes = || async { store.status().await.unwrap().bytes };
+    let added = store
+        .add_entry(&s, NewEntry::new("apples are red"), &w())
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(bytes().await, added.storage_bytes() + vector);
+    let corrected = store
+        .update_entry(
+            &s,
+            &added.id,
+            &EntryUpdate {
+                content: "apples are green, mostly".into(),
+                metadata: hippocamp_core::Metadata::new(),
+            },
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    assert_eq!(bytes().await, corrected.storage_bytes() + vector);
+    let report = store
+        .add_events(
+            &s,
+            &sid("s"),
+            &[Event::text("e1", "user", 1, "pears are yellow")],
+            &w(),
+        )
+        .await
+        .unwrap();
+    let from_event = store
+        .get_entry(&s, &report.added[0].entry_id, &c())
+        .await
+        .unwrap();
+    assert_eq!(
+        bytes().await,
+        corrected.storage_bytes() + from_event.storage_bytes() + 2 * vector
+    );
+    store.delete_entry(&s, &added.id, &c()).await.unwrap();
+    assert_eq!(bytes().await, from_event.storage_bytes() + vector);
+
+    // Room for the text, not for its vector: refused, nothing written.
+    let text = NewEntry::new("plums are purple");
+    let probe = crate::entry::prepare_entry(&s, text.clone(), &MemoryLimits::default())
+        .unwrap()
+        .storage_bytes;
+    let tight = with_limits(
+        f,
+        MemoryLimits {
+            max_bytes_per_scope: probe + vector - 1,
+            ..MemoryLimits::default()
+        },
+    )
+    .await;
+    let e = tight.add_entry(&s, text, &w()).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                limit: QuotaLimit::BytesPerScope(_)
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(tight.status().await.unwrap().entries, 0);
 }

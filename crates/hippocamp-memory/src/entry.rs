@@ -360,6 +360,16 @@ impl MemoryEntry {
 /// Fixed per-entry overhead counted by quotas and result budgets.
 pub const ENTRY_OVERHEAD_BYTES: usize = 256;
 
+/// What an entry counts against byte quotas once stored: its
+/// [`MemoryEntry::storage_bytes`] and its vector's floats (4 bytes each;
+/// up to 32 KiB at 8,192 dimensions), so an embedding store's quotas hold
+/// what it keeps. Every store counts an entry with this, once, when it
+/// writes it, and releases what it counted.
+pub fn stored_bytes(entry_bytes: u64, vector: Option<&[f32]>) -> u64 {
+    let floats = vector.map_or(0, <[f32]>::len) as u64;
+    entry_bytes.saturating_add(floats.saturating_mul(4))
+}
+
 /// A validated entry, ready for a store to commit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedEntry {

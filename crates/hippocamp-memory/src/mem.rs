@@ -23,7 +23,7 @@ use crate::config::{MemoryConfig, StoreClock};
 use crate::embedding::{embed_passages, embed_plan};
 use crate::entry::{
     EntryUpdate, MemoryEntry, NewEntry, PreparedEntry, Revision, UpdateOutcome, apply_update,
-    check_revise, check_update, prepare_entry,
+    check_revise, check_update, prepare_entry, stored_bytes,
 };
 use crate::erasure::{
     ErasureCursor, ErasureImport, ErasurePage, ErasureRequest, ImportedErasures,
@@ -316,21 +316,16 @@ impl MemoryStore for InMemoryStore {
                 .await?
                 .pop();
         }
-        check_scope_quota(
-            limits,
-            s.data.len(),
-            s.held_bytes(),
-            1,
-            prepared.storage_bytes,
-        )?;
-        let reservation = self.quota.reserve(1, prepared.storage_bytes)?;
+        let bytes = stored_bytes(prepared.storage_bytes, vector.as_deref());
+        check_scope_quota(limits, s.data.len(), s.held_bytes(), 1, bytes)?;
+        let reservation = self.quota.reserve(1, bytes)?;
         deadline.check(Stage::Commit)?;
         reservation.commit();
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
         let id = entry.id;
-        s.data.insert(entry.clone(), prepared.storage_bytes, &terms);
+        s.data.insert(entry.clone(), bytes, &terms);
         if let Some(v) = vector {
             s.data.insert_vector(id, &v);
         }
@@ -378,20 +373,27 @@ impl MemoryStore for InMemoryStore {
             vectors.extend(embed_plan(embedder, &plan, &missing, deadline).await?);
         }
         let (new, report) = plan.resolve(|p| s.decide(p));
-        let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
+        let bytes_of = |p: &crate::event::PlannedEntry| {
+            stored_bytes(
+                p.prepared.storage_bytes,
+                vectors.get(&p.index).map(Vec::as_slice),
+            )
+        };
+        let add_bytes: u64 = new.iter().map(bytes_of).sum();
         let add_entries = new.len() as u64;
         check_scope_quota(limits, s.data.len(), s.held_bytes(), add_entries, add_bytes)?;
         let reservation = self.quota.reserve(add_entries, add_bytes)?;
         deadline.check(Stage::Commit)?;
         reservation.commit();
         let epoch = s.epoch;
-        for planned in new {
+        let sized: Vec<_> = new.into_iter().map(|p| (bytes_of(&p), p)).collect();
+        for (bytes, planned) in sized {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
             entry.obligations = opts.obligations_for(&entry.metadata);
             let terms = terms.take(planned.index);
             let id = entry.id;
-            s.data.insert(entry, planned.prepared.storage_bytes, &terms);
+            s.data.insert(entry, bytes, &terms);
             if let Some(v) = vectors.remove(&planned.index) {
                 s.data.insert_vector(id, &v);
             }
@@ -676,7 +678,12 @@ impl MemoryStore for InMemoryStore {
             });
         };
         check_revise(&current, limits.max_revisions, now)?;
-        let old_bytes = current.storage_bytes();
+        let bytes = stored_bytes(bytes, vector.as_deref());
+        // What the entry was counted at when it was written.
+        let old_bytes = s
+            .data
+            .bytes_of(id)
+            .unwrap_or_else(|| current.storage_bytes());
         let grow = bytes.saturating_sub(old_bytes);
         check_scope_quota(
             limits,
@@ -772,7 +779,10 @@ impl MemoryStore for InMemoryStore {
                 new.push((p, t, v));
             }
         }
-        let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
+        let add_bytes: u64 = new
+            .iter()
+            .map(|(p, _, v)| stored_bytes(p.storage_bytes, v.as_deref()))
+            .sum();
         let add_entries = new.len() as u64;
         check_scope_quota(limits, s.data.len(), s.held_bytes(), add_entries, add_bytes)?;
         let reservation = self.quota.reserve(add_entries, add_bytes)?;
@@ -786,7 +796,8 @@ impl MemoryStore for InMemoryStore {
             if !p.history.is_empty() {
                 s.history.insert(id, p.history);
             }
-            s.data.insert(entry, p.storage_bytes, &t);
+            s.data
+                .insert(entry, stored_bytes(p.storage_bytes, v.as_deref()), &t);
             if let Some(v) = v {
                 s.data.insert_vector(id, &v);
             }

@@ -27,7 +27,11 @@ use crate::store::{ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults
 #[derive(Debug, Clone)]
 struct Stored {
     entry: Arc<MemoryEntry>,
+    /// What it counts against quotas (its vector included).
     bytes: u64,
+    /// What it costs a listing or a search's byte budget: what a reply
+    /// carries, so never its vector.
+    hit_bytes: u64,
 }
 
 /// What a scope already holds under a prepared entry's id.
@@ -187,10 +191,10 @@ impl ScopeData {
             if stored.entry.obligations.expired(now_ms) || !keep(&stored.entry) {
                 continue;
             }
-            if out.len() == limit || (!out.is_empty() && used + stored.bytes > max_bytes) {
+            if out.len() == limit || (!out.is_empty() && used + stored.hit_bytes > max_bytes) {
                 return (out, last);
             }
-            used += stored.bytes;
+            used += stored.hit_bytes;
             out.push(Arc::clone(&stored.entry));
             last = Some(*pos);
         }
@@ -243,10 +247,16 @@ impl ScopeData {
         self.entries.insert(
             entry.id,
             Stored {
+                hit_bytes: entry.storage_bytes(),
                 entry: Arc::new(entry),
                 bytes,
             },
         );
+    }
+
+    /// What entry `id` was counted at when it was inserted.
+    pub fn bytes_of(&self, id: &EntryId) -> Option<u64> {
+        self.entries.get(id).map(|s| s.bytes)
     }
 
     /// Stores the vector of entry `id` (already inserted); `false` if it
@@ -532,7 +542,7 @@ impl ScopeData {
             {
                 continue;
             }
-            if used + stored.bytes > q.max_bytes {
+            if used + stored.hit_bytes > q.max_bytes {
                 out.skipped_over_budget = true;
                 if q.max_bytes - used < min_hit {
                     // Nothing else can fit.
@@ -540,7 +550,7 @@ impl ScopeData {
                 }
                 continue;
             }
-            used += stored.bytes;
+            used += stored.hit_bytes;
             out.hits.push(SearchHit {
                 entry: Arc::clone(&stored.entry),
                 score: f64::from(c.score),
@@ -665,7 +675,7 @@ mod tests {
             let mut want = Vec::new();
             let mut used = 0;
             for hit in &ranking.hits {
-                let bytes = data.entries[&hit.entry.id].bytes;
+                let bytes = data.entries[&hit.entry.id].hit_bytes;
                 if want.len() < walked.limit && used + bytes <= walked.max_bytes {
                     used += bytes;
                     want.push(hit.entry.id);

@@ -46,7 +46,7 @@ use hippocamp_memory::ErasureFence;
 use hippocamp_memory::config::StoreClock;
 use hippocamp_memory::embedding::{embed_passages, embed_plan};
 use hippocamp_memory::entry::{
-    PreparedEntry, apply_update, check_revise, check_update, prepare_entry,
+    PreparedEntry, apply_update, check_revise, check_update, prepare_entry, stored_bytes,
 };
 use hippocamp_memory::erasure::{
     ErasureCursor, ErasureImport, ErasurePage, ErasureRequest, ImportedErasures, check_import_epoch,
@@ -1071,21 +1071,15 @@ impl MemoryStore for PgMemoryStore {
                 .await?
                 .pop();
         }
-        check_scope_quota(
-            limits,
-            w.data().len(),
-            w.held_bytes(),
-            1,
-            prepared.storage_bytes,
-        )?;
+        let bytes = stored_bytes(prepared.storage_bytes, vector.as_deref());
+        check_scope_quota(limits, w.data().len(), w.held_bytes(), 1, bytes)?;
         let mut entry = prepared.entry;
         entry.epoch = w.row.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
-        let row = entry_row(&entry, prepared.storage_bytes, &terms, vector.as_deref())?;
+        let row = entry_row(&entry, bytes, &terms, vector.as_deref())?;
         insert_entries(&w.tx, w.row.id, std::slice::from_ref(&row)).await?;
         let mut delta = Delta::default();
-        delta.add(prepared.storage_bytes, terms.doc_len());
-        let bytes = prepared.storage_bytes;
+        delta.add(bytes, terms.doc_len());
         let stored = entry.clone();
         w.commit(delta, &self.config, deadline, move |data| {
             let id = stored.id;
@@ -1151,7 +1145,13 @@ impl MemoryStore for PgMemoryStore {
             vectors.extend(embed_plan(embedder, &plan, &missing, deadline).await?);
         }
         let (new, report) = plan.resolve(decide);
-        let add_bytes: u64 = new.iter().map(|p| p.prepared.storage_bytes).sum();
+        let bytes_of = |p: &hippocamp_memory::event::PlannedEntry| {
+            stored_bytes(
+                p.prepared.storage_bytes,
+                vectors.get(&p.index).map(Vec::as_slice),
+            )
+        };
+        let add_bytes: u64 = new.iter().map(bytes_of).sum();
         check_scope_quota(
             limits,
             w.data().len(),
@@ -1163,20 +1163,16 @@ impl MemoryStore for PgMemoryStore {
         let mut delta = Delta::default();
         let mut rows = Vec::with_capacity(new.len());
         let mut stored = Vec::with_capacity(new.len());
-        for planned in new {
+        let sized: Vec<_> = new.into_iter().map(|p| (bytes_of(&p), p)).collect();
+        for (bytes, planned) in sized {
             let mut entry = planned.prepared.entry;
             entry.epoch = epoch;
             entry.obligations = opts.obligations_for(&entry.metadata);
             let t = terms.take(planned.index);
             let v = vectors.remove(&planned.index);
-            rows.push(entry_row(
-                &entry,
-                planned.prepared.storage_bytes,
-                &t,
-                v.as_deref(),
-            )?);
-            delta.add(planned.prepared.storage_bytes, t.doc_len());
-            stored.push((entry, planned.prepared.storage_bytes, t, v));
+            rows.push(entry_row(&entry, bytes, &t, v.as_deref())?);
+            delta.add(bytes, t.doc_len());
+            stored.push((entry, bytes, t, v));
         }
         if rows.is_empty() {
             return Ok(report);
@@ -1470,7 +1466,12 @@ impl MemoryStore for PgMemoryStore {
             });
         };
         check_revise(&current, limits.max_revisions, now)?;
-        let old_bytes = current.storage_bytes();
+        let bytes = stored_bytes(bytes, vector.as_deref());
+        // What the entry was counted at when it was written.
+        let old_bytes = w
+            .data()
+            .bytes_of(id)
+            .unwrap_or_else(|| current.storage_bytes());
         check_scope_quota(
             limits,
             w.data().len().saturating_sub(1),
@@ -1622,7 +1623,10 @@ impl MemoryStore for PgMemoryStore {
                 new.push((p, t, v));
             }
         }
-        let add_bytes: u64 = new.iter().map(|(p, ..)| p.storage_bytes).sum();
+        let add_bytes: u64 = new
+            .iter()
+            .map(|(p, _, v)| stored_bytes(p.storage_bytes, v.as_deref()))
+            .sum();
         check_scope_quota(
             limits,
             w.data().len(),
@@ -1641,12 +1645,13 @@ impl MemoryStore for PgMemoryStore {
         for (p, t, v) in new {
             let mut entry = p.entry;
             entry.epoch = epoch;
-            rows.push(entry_row(&entry, p.storage_bytes, &t, v.as_deref())?);
+            let bytes = stored_bytes(p.storage_bytes, v.as_deref());
+            rows.push(entry_row(&entry, bytes, &t, v.as_deref())?);
             for r in &p.history {
                 revisions.push((entry.id.to_string(), r.revision, revision_record(r)?));
             }
-            delta.add(p.storage_bytes, t.doc_len());
-            stored.push((entry, p.storage_bytes, t, v));
+            delta.add(bytes, t.doc_len());
+            stored.push((entry, bytes, t, v));
             report.imported += 1;
         }
         insert_entries(&w.tx, w.row.id, &rows).await?;
