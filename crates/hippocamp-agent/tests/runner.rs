@@ -1221,3 +1221,125 @@ async fn every_store_scope_is_the_invocations() {
     let s = w.session_json("s").await;
     assert!(s.contains("invalid_arguments") && !s.contains("Mallory fact"));
 }
+
+/// Preload's `filter` narrows the hits to matching metadata, and its
+/// `mode` reaches the search: the lexical store answers `lexical` and
+/// refuses `vector` (it has no embedder), which fails the run as
+/// `on_error = fail` asks.
+#[tokio::test]
+async fn preload_filter_and_mode_reach_the_search() {
+    let w = World::new(vec![Reply::openai_text("ok")]).await;
+    for (text, topic) in [
+        ("lisbon trip in may", "travel"),
+        ("lisbon custard tarts", "food"),
+    ] {
+        let mut metadata = hippocamp_core::Metadata::new();
+        metadata.insert("topic".into(), json!(topic));
+        w.memory
+            .inner
+            .add_entry(
+                &scope(),
+                NewEntry::new(text).metadata(metadata),
+                &hippocamp_memory::WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let opts = RunnerOptions {
+        preload: Some(PreloadOptions {
+            filter: Some(json!({"topic": "travel"})),
+            mode: Some(hippocamp_memory::SearchMode::Lexical),
+            ..PreloadOptions::default()
+        }),
+        ..RunnerOptions::default()
+    };
+    let r = w.runner(vec![], opts);
+    let out = r.run("app", "alice", "s", "lisbon").await.unwrap();
+    assert!(out.preloaded);
+    let block = block_of(&w.server.requests()[0].json()).unwrap();
+    assert!(block.contains("lisbon trip in may"), "{block}");
+    assert!(
+        !block.contains("custard"),
+        "the filter keeps food out: {block}"
+    );
+
+    let vector = RunnerOptions {
+        preload: Some(PreloadOptions {
+            mode: Some(hippocamp_memory::SearchMode::Vector),
+            on_error: OnError::Fail,
+            ..PreloadOptions::default()
+        }),
+        ..RunnerOptions::default()
+    };
+    let r = w.runner(vec![], vector);
+    let e = r.run("app", "alice", "s2", "lisbon").await.unwrap_err();
+    assert!(
+        matches!(e, AgentError::Service(Error::InvalidArgument { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("vector"), "{e}");
+    // The failed retrieval never reached the model.
+    assert_eq!(w.server.requests().len(), 1);
+}
+
+/// Background ingestion retries a failed write and stores the run once
+/// the store takes it; a store that keeps failing is given up on after
+/// `max_attempts` tries, counted as `failed`, and nothing is stored.
+#[tokio::test]
+async fn background_ingestion_retries_then_gives_up() {
+    use std::sync::atomic::Ordering;
+    let w = World::new(vec![
+        Reply::openai_text("Noted: Porto."),
+        Reply::openai_text("Noted: tea."),
+    ])
+    .await;
+    let opts = RunnerOptions {
+        ingestion: Ingestion::OnSuccess {
+            workers: 1,
+            queue: 8,
+            max_attempts: 3,
+        },
+        ..RunnerOptions::default()
+    };
+    let r = w.runner(vec![], opts);
+    let found = |q: &'static str| {
+        let m = w.memory.clone();
+        async move {
+            m.inner
+                .search(
+                    &scope(),
+                    &SearchRequest::new(q),
+                    &hippocamp_core::CallOptions::default(),
+                )
+                .await
+                .unwrap()
+                .hits
+                .len()
+        }
+    };
+    // Two failures, then the third try lands.
+    w.memory.fail_events.store(2, Ordering::SeqCst);
+    r.run("app", "alice", "s", "I moved to Porto")
+        .await
+        .unwrap();
+    assert!(r.flush_ingestion(Duration::from_secs(10)).await);
+    assert_eq!(w.memory.event_calls.load(Ordering::SeqCst), 3);
+    let stats = r.ingestion_stats().unwrap();
+    assert_eq!((stats.done, stats.failed), (1, 0), "{stats:?}");
+    assert!(found("Porto").await >= 1);
+    // Failing for good: three tries, then `failed`, nothing stored.
+    w.memory.fail_events.store(100, Ordering::SeqCst);
+    r.run("app", "alice", "s", "I like green tea")
+        .await
+        .unwrap();
+    assert!(r.flush_ingestion(Duration::from_secs(10)).await);
+    assert_eq!(w.memory.event_calls.load(Ordering::SeqCst), 6);
+    let stats = r.ingestion_stats().unwrap();
+    assert_eq!(
+        (stats.done, stats.failed, stats.pending),
+        (1, 1, 0),
+        "{stats:?}"
+    );
+    w.memory.fail_events.store(0, Ordering::SeqCst);
+    assert_eq!(found("tea").await, 0);
+}

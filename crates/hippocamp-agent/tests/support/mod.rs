@@ -39,6 +39,10 @@ pub struct Wrapped {
     pub mode: AtomicU8,
     /// Searches asked of it.
     pub searches: std::sync::atomic::AtomicUsize,
+    /// `add_events` calls asked of it.
+    pub event_calls: std::sync::atomic::AtomicUsize,
+    /// The next this many `add_events` calls fail (`Unavailable`).
+    pub fail_events: std::sync::atomic::AtomicUsize,
 }
 
 impl Wrapped {
@@ -47,6 +51,8 @@ impl Wrapped {
             inner: InMemoryStore::new(MemoryConfig::default()).unwrap(),
             mode: AtomicU8::new(NORMAL),
             searches: std::sync::atomic::AtomicUsize::new(0),
+            event_calls: std::sync::atomic::AtomicUsize::new(0),
+            fail_events: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -87,8 +93,16 @@ impl hippocamp_memory::MemoryLayer for Wrapped {
         events: &[Event],
         opts: &WriteOptions,
     ) -> Result<IngestReport> {
+        self.event_calls.fetch_add(1, Ordering::SeqCst);
         if self.mode() == STUCK_EVENTS {
             std::future::pending::<()>().await;
+        }
+        let failing = self
+            .fail_events
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(hippocamp_core::Error::Unavailable("injected".into()));
         }
         self.inner.add_events(scope, session, events, opts).await
     }
