@@ -980,6 +980,7 @@ pub(crate) fn cli_embedder(
         dimension: None,
         api_key_env: Some("HIPPOCAMP_EMBED_API_KEY".to_owned()),
         limits: hippocamp_embed::EmbedLimits::default(),
+        local: hippocamp_embed::LocalLimits::default(),
     };
     if let Some(url) = spec.strip_prefix("http:") {
         let model = model.context("--embedder http:… needs --embedder-model")?;

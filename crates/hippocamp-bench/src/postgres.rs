@@ -242,6 +242,9 @@ impl hippocamp_embed::Embedder for QueryCache {
     fn limits(&self) -> &hippocamp_embed::EmbedLimits {
         self.inner.limits()
     }
+    fn describe_limits(&self) -> Vec<hippocamp_core::LimitInfo> {
+        self.inner.describe_limits()
+    }
     async fn embed(
         &self,
         texts: &[String],

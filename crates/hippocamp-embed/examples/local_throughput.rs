@@ -15,7 +15,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .ok_or("usage: local_throughput MODEL_DIR")?;
     let started = Instant::now();
-    let e = LocalEmbedder::load(std::path::Path::new(&dir), EmbedLimits::default())?;
+    let e = LocalEmbedder::load(
+        std::path::Path::new(&dir),
+        EmbedLimits::default(),
+        hippocamp_embed::LocalLimits::default(),
+    )?;
     println!("load: {:.2} s", started.elapsed().as_secs_f64());
     let words = "I went hiking with my sister last weekend and we saw a waterfall near the old mill by the lake";
     let texts: Vec<String> = (0..256).map(|i| format!("{i}: {words}")).collect();

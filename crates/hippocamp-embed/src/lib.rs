@@ -68,6 +68,26 @@ impl EmbedLimits {
     }
 }
 
+hippocamp_core::limit_table! {
+    /// How a local model (`local::LocalEmbedder`) runs: the work of one forward pass, and how many
+    /// calls infer at once.
+    pub struct LocalLimits, prefix "embed.local." {
+        /// Texts in one forward pass.
+        chunk_inputs: default 16, min 1, max 128,
+            "texts in one forward pass of the local model; a call past its deadline stops before its next one";
+        /// Calls inferring at once.
+        max_concurrent_batches: default 2, min 1, max 64,
+            "calls the local model runs at once; more wait for a slot within their deadline";
+    }
+}
+
+impl LocalLimits {
+    /// Checks every range.
+    pub fn validate(&self) -> Result<()> {
+        self.check_ranges()
+    }
+}
+
 /// One vector.
 pub type Vector = Vec<f32>;
 
@@ -91,6 +111,11 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn dimension(&self) -> usize;
     /// The limits this embedder enforces.
     fn limits(&self) -> &EmbedLimits;
+    /// Every limit it enforces, for capabilities: [`Embedder::limits`],
+    /// and those only this kind of embedder has.
+    fn describe_limits(&self) -> Vec<hippocamp_core::LimitInfo> {
+        self.limits().describe()
+    }
     /// One vector per text, in order; bounded by [`EmbedLimits`] and
     /// `deadline`, validated before it is returned.
     async fn embed(

@@ -7,12 +7,18 @@
 //! The weights are read into memory (`from_buffered_safetensors`) rather
 //! than memory-mapped: mapping is `unsafe` in candle and this crate forbids
 //! unsafe code; the 90 MB copy costs a fraction of a second at start.
-//! Inference runs on a blocking thread. A call that outlives its deadline
-//! returns `Timeout` at the deadline; the batch already running finishes
-//! in the background and its result is dropped.
+//! Inference runs on a blocking thread, a call's texts in chunks of
+//! `embed.local.chunk_inputs` forward passes, and at most
+//! `embed.local.max_concurrent_batches` calls infer at once (a call waits
+//! for a slot within its deadline). A call that outlives its deadline
+//! returns `Timeout` at the deadline; its work stops before its next
+//! chunk and gives its slot back then, so abandoned calls cannot pile up
+//! on the blocking pool (candle cannot stop a forward pass midway: one
+//! chunk is what a late call costs).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
@@ -21,7 +27,7 @@ use candle_transformers::models::bert::{BertModel, Config};
 use hippocamp_core::{Deadline, Error, Problem, Result, Stage};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use crate::{EmbedLimits, Embedder, InputKind, Vector, check_reply, check_request};
+use crate::{EmbedLimits, Embedder, InputKind, LocalLimits, Vector, check_reply, check_request};
 
 const SERVICE: &str = "the local embedding model";
 
@@ -38,6 +44,13 @@ pub struct LocalEmbedder {
     name: String,
     dimension: usize,
     limits: EmbedLimits,
+    local: LocalLimits,
+    /// One permit per call allowed to infer at once; held by the
+    /// inference itself, so a call abandoned at its deadline keeps it
+    /// until its work really stops.
+    slots: Arc<tokio::sync::Semaphore>,
+    /// Forward passes run (chunks), for tests and diagnostics.
+    passes: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -63,8 +76,9 @@ fn infer(e: impl std::fmt::Display) -> Error {
 impl LocalEmbedder {
     /// Loads the model in `dir`; its name is the directory's (or its
     /// parent's, for a directory called `model`).
-    pub fn load(dir: &Path, limits: EmbedLimits) -> Result<Self> {
+    pub fn load(dir: &Path, limits: EmbedLimits, local: LocalLimits) -> Result<Self> {
         limits.validate()?;
+        local.validate()?;
         let read = |f: &str| -> Result<Vec<u8>> {
             std::fs::read(dir.join(f)).map_err(|e| load_err(&format!("cannot read {f}"), e))
         };
@@ -98,7 +112,17 @@ impl LocalEmbedder {
             name,
             dimension: config.hidden_size,
             limits,
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(local.max_concurrent_batches).unwrap_or(1),
+            )),
+            local,
+            passes: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Forward passes run so far (one per chunk).
+    pub fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
     }
 }
 
@@ -116,6 +140,27 @@ fn model_name(dir: &Path) -> String {
 }
 
 impl Model {
+    /// [`Model::embed`] chunk by chunk, stopping before the next chunk
+    /// once `stop` is set or `deadline` has passed.
+    fn embed_chunked(
+        &self,
+        texts: &[String],
+        chunk: usize,
+        stop: &AtomicBool,
+        deadline: Deadline,
+        passes: &AtomicU64,
+    ) -> Result<Vec<Vector>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for part in texts.chunks(chunk.max(1)) {
+            if stop.load(Ordering::Relaxed) || deadline.expired() {
+                return Err(Error::Timeout(Stage::Embedding));
+            }
+            passes.fetch_add(1, Ordering::Relaxed);
+            out.extend(self.embed(part)?);
+        }
+        Ok(out)
+    }
+
     /// Mean-pooled, normalised sentence vectors.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vector>> {
         let encodings = self
@@ -177,6 +222,12 @@ impl Embedder for LocalEmbedder {
         &self.limits
     }
 
+    fn describe_limits(&self) -> Vec<hippocamp_core::LimitInfo> {
+        let mut all = self.limits.describe();
+        all.extend(self.local.describe());
+        all
+    }
+
     async fn embed(
         &self,
         texts: &[String],
@@ -185,13 +236,34 @@ impl Embedder for LocalEmbedder {
     ) -> Result<Vec<Vector>> {
         check_request(&self.limits, texts)?;
         deadline.check(Stage::Embedding)?;
+        let late = |_| Error::Timeout(Stage::Embedding);
+        let slot = tokio::time::timeout(
+            deadline.remaining(),
+            Arc::clone(&self.slots).acquire_owned(),
+        )
+        .await
+        .map_err(late)?
+        .map_err(infer)?;
         let model = Arc::clone(&self.model);
         let owned = texts.to_vec();
-        let job = tokio::task::spawn_blocking(move || model.embed(&owned));
-        let vectors = tokio::time::timeout(deadline.remaining(), job)
-            .await
-            .map_err(|_| Error::Timeout(Stage::Embedding))?
-            .map_err(infer)??;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (chunk, passes) = (
+            usize::try_from(self.local.chunk_inputs).unwrap_or(1),
+            Arc::clone(&self.passes),
+        );
+        let job = {
+            let stop = Arc::clone(&stop);
+            tokio::task::spawn_blocking(move || {
+                let _slot = slot;
+                model.embed_chunked(&owned, chunk, &stop, deadline, &passes)
+            })
+        };
+        let Ok(done) = tokio::time::timeout(deadline.remaining(), job).await else {
+            // The work stops before its next chunk.
+            stop.store(true, Ordering::Relaxed);
+            return Err(Error::Timeout(Stage::Embedding));
+        };
+        let vectors = done.map_err(infer)??;
         check_reply(
             SERVICE,
             &self.limits,

@@ -127,7 +127,7 @@ pub fn describe(c: &mut Capabilities, embedder: Option<&dyn Embedder>) {
         });
         // The embedder's own bounds (`embed.*`) apply to every write and
         // vector query, so they are limits of this store too.
-        c.limits.extend(e.limits().describe());
+        c.limits.extend(e.describe_limits());
     }
 }
 

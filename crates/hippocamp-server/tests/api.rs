@@ -849,6 +849,7 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
             dimension: None,
             api_key_env: None,
             limits: hippocamp_embed::EmbedLimits::default(),
+            local: hippocamp_embed::LocalLimits::default(),
         });
     })
     .await;

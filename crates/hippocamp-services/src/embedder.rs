@@ -34,12 +34,17 @@ pub struct EmbedderConfig {
     /// Bounds of every call (timeout, batch size...).
     #[serde(default)]
     pub limits: hippocamp_embed::EmbedLimits,
+    /// How a local model runs (`model_dir` only): texts per forward
+    /// pass, calls at once.
+    #[serde(default)]
+    pub local: hippocamp_embed::LocalLimits,
 }
 
 impl EmbedderConfig {
     /// Checks the limits and that exactly one source is named.
     pub fn validate(&self) -> Result<()> {
         self.limits.validate()?;
+        self.local.validate()?;
         let bad = |m: &str| Error::config("embedder", Problem::Malformed(m.into()));
         if let Some(d) = self.dimension
             && (d == 0 || d as u64 > self.limits.max_dimension)
@@ -90,6 +95,7 @@ fn local_embedder(dir: &std::path::Path, e: &EmbedderConfig) -> Result<Arc<dyn E
     Ok(Arc::new(hippocamp_embed::local::LocalEmbedder::load(
         dir,
         e.limits.clone(),
+        e.local.clone(),
     )?))
 }
 
@@ -113,6 +119,7 @@ mod tests {
             dimension,
             api_key_env: None,
             limits: hippocamp_embed::EmbedLimits::default(),
+            local: hippocamp_embed::LocalLimits::default(),
         }
     }
 
