@@ -27,6 +27,7 @@ pub mod context;
 pub mod error;
 pub mod ingest;
 pub mod instruction;
+pub mod journal;
 pub mod preload;
 pub mod runner;
 pub mod services;

@@ -160,6 +160,8 @@ pub struct Runner {
     max_query: usize,
     /// Who its calls are made for: the runner itself.
     caller: Caller,
+    /// Results it could not append, for the next run of their session.
+    journal: crate::journal::Journal,
 }
 
 fn invalid(m: impl Into<String>) -> AgentError {
@@ -349,6 +351,7 @@ impl Runner {
             options,
             background,
             caller: Caller::of(CallerKind::Runner),
+            journal: crate::journal::Journal::default(),
         })
     }
 
@@ -451,6 +454,16 @@ impl Runner {
             Err(Error::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e.into()),
         };
+        // Calls of an earlier run left without a result get theirs first
+        // (`journal`).
+        let recovered = self.journal.recover(&scope, &session_id, &history, now());
+        for (k, mut e) in recovered.into_iter().enumerate() {
+            e.id = format!("{invocation_id}-j{k}");
+            e.invocation_id = Some(invocation_id.clone());
+            let opts = AppendOptions::new(call).fenced(session_fence);
+            sessions.append(&scope, &session_id, &e, &opts).await?;
+            history.push(e);
+        }
         let mut ids = Vec::new();
         let mut append = async |mut e: SessionEvent, history: &mut Vec<SessionEvent>| {
             e.id = format!("{invocation_id}-{}", ids.len());
@@ -564,7 +577,13 @@ impl Runner {
             event.actions = Actions {
                 context_effects: effects,
             };
-            append(event, &mut history).await?;
+            // The tools have run: a failed append must not lose what
+            // they did (`journal`).
+            let kept = event.clone();
+            if let Err(e) = append(event, &mut history).await {
+                self.journal.keep(&scope, &session_id, kept);
+                return Err(e);
+            }
             attachments = inv.take_attachments();
         };
         let outcome = RunOutcome {

@@ -1343,3 +1343,138 @@ async fn background_ingestion_retries_then_gives_up() {
     w.memory.fail_events.store(0, Ordering::SeqCst);
     assert_eq!(found("tea").await, 0);
 }
+
+/// A session store whose append of a tool-results event fails while
+/// `failing` is set (the store is full, a disk error).
+#[derive(Debug)]
+struct FailToolAppends {
+    inner: Arc<hippocamp_sessions::InMemorySessions>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl hippocamp_sessions::SessionLayer for FailToolAppends {
+    type Inner = hippocamp_sessions::InMemorySessions;
+    fn inner(&self) -> &Self::Inner {
+        &self.inner
+    }
+    async fn append(
+        &self,
+        scope: &hippocamp_core::MemoryScope,
+        session: &SessionId,
+        event: &hippocamp_sessions::SessionEvent,
+        opts: &hippocamp_sessions::AppendOptions,
+    ) -> hippocamp_core::Result<hippocamp_sessions::Appended> {
+        if event.author == "tool" && self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Unavailable("injected append failure".into()));
+        }
+        SessionStore::append(&*self.inner, scope, session, event, opts).await
+    }
+}
+
+/// The effect journal (row 100): a tool's memory write commits, then the
+/// append of its result fails and the run errs. The next run of that
+/// session (same runner) first writes the kept result, with its effect;
+/// a fresh runner (a restart) finds the call without a result and writes
+/// an `interrupted` one. The provider never sees a call without a result.
+#[tokio::test]
+async fn a_tool_effect_whose_result_append_failed_is_recorded_by_the_next_run() {
+    use std::sync::atomic::Ordering;
+    let w = World::new(vec![
+        Reply::openai_calls(&[("c1", "memory_add", r#"{"content": "Alice likes tea"}"#)]),
+        Reply::openai_text("ok"),
+        Reply::openai_calls(&[("c2", "memory_add", r#"{"content": "Alice likes jazz"}"#)]),
+        Reply::openai_text("ok again"),
+    ])
+    .await;
+    let flaky = Arc::new(FailToolAppends {
+        inner: Arc::clone(&w.sessions),
+        failing: std::sync::atomic::AtomicBool::new(true),
+    });
+    let services = {
+        let mut s = w.services();
+        s.sessions = flaky.clone() as Arc<dyn SessionStore>;
+        s
+    };
+    let runner = || {
+        hippocamp_agent::Runner::new(
+            hippocamp_agent::Agent {
+                name: "helper".into(),
+                model: w.model(),
+                instruction: "You help Alice.".into(),
+                tools: builtins(&["memory_add"]).unwrap(),
+            },
+            services.clone(),
+            RunnerOptions::default(),
+        )
+        .unwrap()
+    };
+    let session = || async {
+        w.sessions
+            .get(
+                &scope(),
+                &SessionId::new("s").unwrap(),
+                &hippocamp_core::CallOptions::default(),
+            )
+            .await
+            .unwrap()
+    };
+    let results_of = |s: &hippocamp_sessions::Session| -> Vec<(String, Value)> {
+        s.events
+            .iter()
+            .filter(|e| e.author == "tool")
+            .flat_map(|e| e.content.iter().flat_map(|c| c.parts.clone()))
+            .filter_map(|p| p.function_response)
+            .map(|r| (r.id.unwrap_or_default(), r.response))
+            .collect()
+    };
+    let r = runner();
+    let e = r
+        .run("app", "alice", "s", "remember tea")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("injected"), "{e}");
+    // The write happened; its result is nowhere yet.
+    assert!(results_of(&session().await).is_empty());
+    flaky.failing.store(false, Ordering::SeqCst);
+    r.run("app", "alice", "s", "hello again").await.unwrap();
+    let s = session().await;
+    let results = results_of(&s);
+    assert_eq!(results[0].0, "c1");
+    assert!(
+        results[0].1["id"].as_str().unwrap().starts_with("mem-"),
+        "{results:?}"
+    );
+    let kept = s.events.iter().find(|e| e.author == "tool").unwrap();
+    assert_eq!(kept.actions.context_effects[0]["operation"], "add");
+    // Its request to the model carried the call and its result.
+    let second = w.server.requests()[1].json().to_string();
+    assert!(second.contains("\"c1\""), "{second}");
+
+    // A restart: the call of a failed append is found without a result.
+    flaky.failing.store(true, Ordering::SeqCst);
+    let e = r
+        .run("app", "alice", "s", "remember jazz")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("injected"), "{e}");
+    drop(r);
+    flaky.failing.store(false, Ordering::SeqCst);
+    let fresh = runner();
+    let out = fresh.run("app", "alice", "s", "and now?").await;
+    // The script is spent (its last reply answered): what matters is what
+    // was written before the model was asked.
+    drop(out);
+    let s = session().await;
+    let results = results_of(&s);
+    let c2 = results.iter().find(|(id, _)| id == "c2").unwrap();
+    assert_eq!(c2.1["error"]["code"], "interrupted");
+    let fx = s
+        .events
+        .iter()
+        .flat_map(|e| &e.actions.context_effects)
+        .find(|f| f.get("interrupted").is_some())
+        .unwrap();
+    assert_eq!(fx["interrupted"]["call_id"], "c2");
+    assert_eq!(fx["interrupted"]["tool"], "memory_add");
+}
