@@ -3,7 +3,6 @@
 
 mod support;
 
-use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_router::RouterConfig;
 use support::factory::FsFactory;
 
@@ -16,7 +15,7 @@ mod plain {
 mod routed {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
+    hippocamp_artifacts::artifact_conformance_tests!(hippocamp_routed::artifacts::routed_factory(
         FsFactory::default(),
         RouterConfig {
             idle_scope_timeout_ms: 1,

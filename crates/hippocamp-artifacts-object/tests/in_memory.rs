@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, ArtifactStore, Body, PutOptions};
 use hippocamp_artifacts_object::{ObjectArtifacts, ObjectOptions};
 use hippocamp_core::Error;
@@ -33,7 +32,7 @@ mod plain {
 mod routed {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
+    hippocamp_artifacts::artifact_conformance_tests!(hippocamp_routed::artifacts::routed_factory(
         ObjectFactory::new(Target::Memory),
         RouterConfig::default()
     ));

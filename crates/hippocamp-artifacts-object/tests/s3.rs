@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt as _;
-use hippocamp_artifacts::conformance::WrappedFactory;
 use hippocamp_artifacts::{ArtifactName, ArtifactScope, ArtifactStore, Body, PutOptions, Selector};
 use hippocamp_artifacts_object::{ObjectArtifacts, ObjectOptions};
 use hippocamp_core::{CallOptions, Sha256Digest};
@@ -33,7 +32,10 @@ mod routed {
 
     hippocamp_artifacts::artifact_conformance_tests!(
         guard = have_s3,
-        WrappedFactory::routed(ObjectFactory::new(Target::S3), RouterConfig::default())
+        hippocamp_routed::artifacts::routed_factory(
+            ObjectFactory::new(Target::S3),
+            RouterConfig::default()
+        )
     );
 }
 

@@ -136,7 +136,7 @@ impl ArtifactFactory for InMemoryFactory {
 /// How a [`WrappedFactory`] wraps each store.
 type Wrap = Box<dyn Fn(Arc<dyn ArtifactStore>) -> Arc<dyn ArtifactStore> + Send + Sync>;
 
-/// Wraps the stores of another factory (in [`RoutedArtifacts`](crate::RoutedArtifacts)
+/// Wraps the stores of another factory (in `hippocamp_routed::RoutedArtifacts`
 /// or [`ScopeChecked`](crate::ScopeChecked)), so each wrapper runs the same
 /// suite as the stores it fronts.
 pub struct WrappedFactory<F> {
@@ -164,13 +164,6 @@ impl<F> WrappedFactory<F> {
             wrap: Box::new(wrap),
             last_inner: parking_lot::Mutex::new(None),
         }
-    }
-
-    /// Routes the stores of `inner` with `config`.
-    pub fn routed(inner: F, config: hippocamp_router::RouterConfig) -> Self {
-        Self::new(inner, move |s| {
-            Arc::new(crate::RoutedArtifacts::new(s, config.clone()).unwrap())
-        })
     }
 
     /// Puts the stores of `inner` behind reply verification.

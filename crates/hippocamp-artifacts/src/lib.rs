@@ -5,7 +5,6 @@
 //! - [`integrity`]: per-chunk and whole SHA-256, verified streaming reads;
 //! - [`store`]: the [`ArtifactStore`] contract and its limits;
 //! - [`mem`]: the in-memory store;
-//! - [`routed`]: any store behind the exact-scope router;
 //! - [`checked`]: any store behind reply verification (foreign records
 //!   refuse the reply);
 //! - `conformance` (feature): the suite every store and wrapper runs.
@@ -20,7 +19,6 @@ pub mod checked;
 pub mod integrity;
 pub mod mem;
 pub mod model;
-pub mod routed;
 pub mod store;
 
 #[cfg(feature = "conformance")]
@@ -33,7 +31,6 @@ pub use model::{
     ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, MimeType, Page,
     PageRequest, PutOptions, ScopePage, Selector,
 };
-pub use routed::RoutedArtifacts;
 pub use store::{
     ArtifactCapabilities, ArtifactLayer, ArtifactLimits, ArtifactRead, ArtifactStatus,
     ArtifactStore, Body, ByteStream,

@@ -274,7 +274,7 @@ pub struct ArtifactCapabilities {
     pub limits: Vec<LimitInfo>,
     /// Router details, when routed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub routing: Option<hippocamp_router::RouterStats>,
+    pub routing: Option<hippocamp_core::routing::RouterStats>,
 }
 
 impl ArtifactCapabilities {
@@ -302,7 +302,7 @@ pub struct ArtifactStatus {
     pub bytes: Option<u64>,
     /// Router state, when routed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router: Option<hippocamp_router::RouterStats>,
+    pub router: Option<hippocamp_core::routing::RouterStats>,
 }
 
 /// Versioned artifacts.

@@ -43,10 +43,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hippocamp_core::{CallOptions, MemoryScope, SessionId};
-use hippocamp_memory::{
-    Event, MemoryConfig, MemoryStore, NewEntry, RoutedMemory, SearchRequest, WriteOptions,
-};
+use hippocamp_memory::{Event, MemoryConfig, MemoryStore, NewEntry, SearchRequest, WriteOptions};
 use hippocamp_memory_redb::{RedbMemoryStore, WalStorage as _};
+use hippocamp_routed::RoutedMemory;
 use hippocamp_router::RouterConfig;
 use serde::Serialize;
 

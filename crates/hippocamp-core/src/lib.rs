@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod content;
 pub mod deadline;
 pub mod digest;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod ident;
 pub mod json;
 pub mod limits;
 pub mod permission;
+pub mod routing;
 pub mod secrets;
 pub mod time;
 

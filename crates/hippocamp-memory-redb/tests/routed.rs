@@ -10,9 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, MemoryScope};
 use hippocamp_memory::conformance::{Guarded, StoreFactory};
-use hippocamp_memory::{
-    MemoryConfig, MemoryStore, NewEntry, RoutedMemory, SearchRequest, WriteOptions,
-};
+use hippocamp_memory::{MemoryConfig, MemoryStore, NewEntry, SearchRequest, WriteOptions};
 use hippocamp_memory_redb::RedbMemoryStore;
 use hippocamp_router::RouterConfig;
 use rand::{Rng, SeedableRng};
@@ -31,7 +29,7 @@ impl StoreFactory for Factory {
     async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
         let dir = tempfile::tempdir().unwrap();
         let inner = Arc::new(RedbMemoryStore::open(dir.path(), config).unwrap());
-        let routed = RoutedMemory::new(inner, churning()).unwrap();
+        let routed = hippocamp_routed::RoutedMemory::new(inner, churning()).unwrap();
         Arc::new(Guarded::new(routed, dir))
     }
 }
@@ -42,7 +40,7 @@ hippocamp_memory::memory_conformance_tests!(Factory);
 async fn durable_routing_reclaims_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     let inner = Arc::new(RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap());
-    let routed = RoutedMemory::new(inner.clone(), churning()).unwrap();
+    let routed = hippocamp_routed::RoutedMemory::new(inner.clone(), churning()).unwrap();
     assert!(routed.capabilities().routing.unwrap().idle_reclamation);
     let s = MemoryScope::parse("app", "u").unwrap();
     routed
@@ -84,7 +82,7 @@ async fn dropped_callers_leak_nothing() {
     config.limits.max_result_bytes = 1_048_576;
     let inner = Arc::new(RedbMemoryStore::open(dir.path(), config).unwrap());
     let routed = Arc::new(
-        RoutedMemory::new(
+        hippocamp_routed::RoutedMemory::new(
             inner,
             RouterConfig {
                 max_active_scopes: 4,
@@ -169,7 +167,8 @@ async fn an_export_does_not_load_the_scope() {
         }
     }
     let inner = Arc::new(RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap());
-    let routed = RoutedMemory::new(inner.clone(), RouterConfig::default()).unwrap();
+    let routed =
+        hippocamp_routed::RoutedMemory::new(inner.clone(), RouterConfig::default()).unwrap();
     let page = routed
         .export_entries(
             &scope,

@@ -39,7 +39,6 @@ pub mod import;
 pub mod list;
 pub mod mem;
 pub mod quota;
-pub mod routed;
 pub mod scope;
 pub mod search;
 pub mod store;
@@ -56,7 +55,6 @@ pub use entry::{
 pub use event::{Event, IngestReport, SkipReason};
 pub use import::{ImportReport, ImportedEntry};
 pub use mem::InMemoryStore;
-pub use routed::RoutedMemory;
 pub use store::{
     AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ErasureFence, ExportRequest,
     ListOrder, ListRequest, MemoryLayer, MemoryStore, NamePage, NamesRequest, ObligationRules,

@@ -1,40 +1,18 @@
 //! The in-memory store with an embedder (feature hashing): the whole
-//! conformance suite, the vector and hybrid scenarios, and both again
-//! behind the exact-scope router.
+//! conformance suite and the vector and hybrid scenarios (behind the
+//! exact-scope router: `hippocamp-routed`).
 
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use hippocamp_memory::conformance::{EmbeddedInMemoryFactory, StoreFactory};
-use hippocamp_memory::{MemoryConfig, MemoryStore, RoutedMemory};
-use hippocamp_router::RouterConfig;
+use hippocamp_memory::MemoryConfig;
+use hippocamp_memory::conformance::EmbeddedInMemoryFactory;
 
 mod plain {
     use super::*;
     hippocamp_memory::memory_conformance_tests!(EmbeddedInMemoryFactory::default());
     hippocamp_memory::vector_conformance_tests!(EmbeddedInMemoryFactory::default());
-}
-
-#[derive(Default)]
-struct Routed(EmbeddedInMemoryFactory);
-
-#[async_trait]
-impl StoreFactory for Routed {
-    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
-        let inner = self.0.open(config).await;
-        Arc::new(RoutedMemory::new(inner, RouterConfig::default()).unwrap())
-    }
-
-    fn embedded_texts(&self) -> Option<u64> {
-        self.0.embedded_texts()
-    }
-}
-
-mod routed {
-    use super::*;
-    hippocamp_memory::vector_conformance_tests!(Routed::default());
 }
 
 /// The embedding races and deadlines on the in-memory store.

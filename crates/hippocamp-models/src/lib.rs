@@ -34,7 +34,7 @@ use hippocamp_core::{Deadline, Result, limit_table};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use hippocamp_sessions::{Content, FunctionCall, FunctionResponse, InlineData, Part};
+pub use hippocamp_core::content::{Content, FunctionCall, FunctionResponse, InlineData, Part};
 
 /// Role of the user's (and tool results') contents.
 pub const USER: &str = "user";

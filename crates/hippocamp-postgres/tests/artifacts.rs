@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hippocamp_artifacts::conformance::{ArtifactFactory, WrappedFactory};
+use hippocamp_artifacts::conformance::ArtifactFactory;
 use hippocamp_artifacts::{
     ArtifactLimits, ArtifactName, ArtifactScope, ArtifactStore, Body, PageRequest, PutOptions,
     Selector,
@@ -110,7 +110,7 @@ mod routed {
 
     hippocamp_artifacts::artifact_conformance_tests!(
         guard = have_both,
-        WrappedFactory::routed(
+        hippocamp_routed::artifacts::routed_factory(
             PgFactory::default(),
             hippocamp_router::RouterConfig::default()
         )

@@ -1,7 +1,9 @@
 //! The server reaches stores only through `hippocamp-services`, which
 //! hands out governed handles: it names no store implementation, so no
 //! route can open one around the gate. The MCP adapter is handed its
-//! stores and names neither the services nor a store.
+//! stores and names neither the services nor a store. A store contract
+//! names no implementation it could be served by: not the router, not an
+//! embedding client, not another contract's wire client.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,4 +61,61 @@ fn the_server_depends_on_no_store_implementation() {
     let doc: toml::Table = toml::from_str(&services).unwrap();
     let deps = doc["dependencies"].as_table().unwrap();
     assert!(deps.keys().any(|k| STORES.contains(&k.as_str())));
+}
+
+/// The contract crates (what a store or a client implements).
+const CONTRACTS: &[&str] = &[
+    "hippocamp-memory",
+    "hippocamp-artifacts",
+    "hippocamp-sessions",
+    "hippocamp-outbox",
+    "hippocamp-governance",
+];
+
+#[test]
+fn contracts_name_no_router_and_no_embedding_client() {
+    for krate in CONTRACTS {
+        let deps = dependencies(krate);
+        assert!(
+            deps.iter().any(|d| d == "hippocamp-core"),
+            "{krate}: {deps:?}"
+        );
+        assert!(
+            !deps
+                .iter()
+                .any(|d| d == "hippocamp-router" || d == "hippocamp-routed"),
+            "{krate} names the router: {deps:?}"
+        );
+    }
+    // Memory takes the `Embedder` contract only: no HTTP or local client.
+    let path = format!(
+        "{}/../hippocamp-memory/Cargo.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let embed = &doc["dependencies"]["hippocamp-embed"];
+    let features = embed.get("features").and_then(toml::Value::as_array);
+    assert!(features.is_none_or(Vec::is_empty), "{embed:?}");
+    let root: toml::Table = toml::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        root["workspace"]["dependencies"]["hippocamp-embed"]["default-features"].as_bool(),
+        Some(false),
+        "the workspace's hippocamp-embed must not turn on its HTTP client by default"
+    );
+    // The model client takes message parts from core, not the session
+    // store's contract.
+    let models = dependencies("hippocamp-models");
+    assert!(
+        !models.iter().any(|d| d == "hippocamp-sessions"),
+        "{models:?}"
+    );
+    // The check can fail: the routed layer does name the router.
+    assert!(
+        dependencies("hippocamp-routed")
+            .iter()
+            .any(|d| d == "hippocamp-router")
+    );
 }

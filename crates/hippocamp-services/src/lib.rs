@@ -43,7 +43,7 @@ pub mod restore;
 
 use std::sync::Arc;
 
-use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
+use hippocamp_artifacts::{ArtifactStore, InMemoryArtifacts};
 use hippocamp_artifacts_fs::FsArtifacts;
 use hippocamp_core::{CallOptions, Caller, CallerKind, Clock, Error, MemoryScope, Result};
 use hippocamp_governance::{
@@ -51,10 +51,11 @@ use hippocamp_governance::{
     InMemoryAudit, InMemoryConsents, NewConsent, Policy, PolicyChecked, RedbAudit, RedbConsents,
     StaticPolicy,
 };
-use hippocamp_memory::{InMemoryStore, MemoryStore, RoutedMemory, ScopeChecked};
+use hippocamp_memory::{InMemoryStore, MemoryStore, ScopeChecked};
 use hippocamp_memory_redb::RedbMemoryStore;
 use hippocamp_outbox::{Erasing, Outbox, Processor, Target, TargetName};
 use hippocamp_outbox_redb::RedbJobStore;
+use hippocamp_routed::{RoutedArtifacts, RoutedMemory};
 use hippocamp_router::{RouterConfig, Strategy};
 use hippocamp_sessions::{InMemorySessions, SessionStore};
 use hippocamp_sessions_redb::RedbSessions;

@@ -5,14 +5,15 @@
 
 use std::sync::Arc;
 
-use hippocamp_artifacts::conformance::{InMemoryFactory, WrappedFactory};
-use hippocamp_artifacts::{ArtifactLimits, ArtifactStore, InMemoryArtifacts, RoutedArtifacts};
+use hippocamp_artifacts::conformance::InMemoryFactory;
+use hippocamp_artifacts::{ArtifactLimits, ArtifactStore, InMemoryArtifacts};
+use hippocamp_routed::RoutedArtifacts;
 use hippocamp_router::{RouterConfig, Strategy};
 
 mod exact_scope {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
+    hippocamp_artifacts::artifact_conformance_tests!(hippocamp_routed::artifacts::routed_factory(
         InMemoryFactory::default(),
         RouterConfig::default()
     ));
@@ -21,7 +22,7 @@ mod exact_scope {
 mod shared {
     use super::*;
 
-    hippocamp_artifacts::artifact_conformance_tests!(WrappedFactory::routed(
+    hippocamp_artifacts::artifact_conformance_tests!(hippocamp_routed::artifacts::routed_factory(
         InMemoryFactory::default(),
         RouterConfig {
             strategy: Strategy::Shared,

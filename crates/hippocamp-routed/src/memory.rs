@@ -17,10 +17,10 @@ use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, EntryId, MemoryScope, Result, SessionId};
 use hippocamp_router::{Access, RouterConfig, RouterStats, ScopeRouter, ScopeState};
 
-use crate::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
-use crate::event::{Event, IngestReport};
-use crate::import::{ImportReport, ImportedEntry};
-use crate::store::{
+use hippocamp_memory::entry::{EntryUpdate, MemoryEntry, NewEntry, Revision, UpdateOutcome};
+use hippocamp_memory::event::{Event, IngestReport};
+use hippocamp_memory::import::{ImportReport, ImportedEntry};
+use hippocamp_memory::store::{
     AddOutcome, Capabilities, EntryPage, Erasure, ErasureFence, ListRequest, MemoryStore, NamePage,
     NamesRequest, RouterStatus, RoutingInfo, SearchRequest, SearchResults, StoreStatus, Sweep,
     WriteOptions,
@@ -237,9 +237,9 @@ impl MemoryStore for RoutedMemory {
     async fn export_entries(
         &self,
         scope: &MemoryScope,
-        request: &crate::store::ExportRequest,
+        request: &hippocamp_memory::store::ExportRequest,
         opts: &CallOptions,
-    ) -> Result<crate::store::EntryPage> {
+    ) -> Result<hippocamp_memory::store::EntryPage> {
         // Not through the scope's worker: activating it would load the
         // scope's search state, which an export must not need.
         self.inner.export_entries(scope, request, opts).await
@@ -303,9 +303,9 @@ impl MemoryStore for RoutedMemory {
     async fn export_erasures(
         &self,
         scope: &MemoryScope,
-        request: &crate::erasure::ErasureRequest,
+        request: &hippocamp_memory::erasure::ErasureRequest,
         opts: &CallOptions,
-    ) -> Result<crate::erasure::ErasurePage> {
+    ) -> Result<hippocamp_memory::erasure::ErasurePage> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Read).await?;
         self.inner
@@ -316,9 +316,9 @@ impl MemoryStore for RoutedMemory {
     async fn import_erasures(
         &self,
         scope: &MemoryScope,
-        erasures: &crate::erasure::ImportedErasures,
+        erasures: &hippocamp_memory::erasure::ImportedErasures,
         opts: &CallOptions,
-    ) -> Result<crate::erasure::ErasureImport> {
+    ) -> Result<hippocamp_memory::erasure::ErasureImport> {
         let deadline = self.deadline(opts);
         let _lease = self.router.enter(scope, deadline, Access::Write).await?;
         self.inner

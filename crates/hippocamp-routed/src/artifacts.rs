@@ -12,11 +12,13 @@ use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, Result};
 use hippocamp_router::{Access, RouterConfig, RouterStats, ScopeRouter, ScopeState};
 
-use crate::model::{
+use hippocamp_artifacts::model::{
     ArtifactMeta, ArtifactName, ArtifactScope, ByteRange, DeleteSelector, Page, PageRequest,
     PutOptions, Selector,
 };
-use crate::store::{ArtifactCapabilities, ArtifactRead, ArtifactStatus, ArtifactStore, Body};
+use hippocamp_artifacts::store::{
+    ArtifactCapabilities, ArtifactRead, ArtifactStatus, ArtifactStore, Body,
+};
 
 struct Adapter {
     inner: Arc<dyn ArtifactStore>,
@@ -170,7 +172,7 @@ impl ArtifactStore for RoutedArtifacts {
         cursor: Option<&str>,
         limit: Option<u64>,
         opts: &CallOptions,
-    ) -> Result<crate::model::ScopePage> {
+    ) -> Result<hippocamp_artifacts::model::ScopePage> {
         // The store's index of scopes, not any one scope: no worker to enter.
         self.inner.list_scopes(cursor, limit, opts).await
     }
@@ -188,4 +190,22 @@ impl ArtifactStore for RoutedArtifacts {
     fn release_scope(&self, scope: &ArtifactScope) {
         self.inner.release_scope(scope);
     }
+}
+
+/// A conformance factory whose stores are those of `inner` behind the
+/// router with `config`, so the router runs the suite of every store it
+/// fronts.
+///
+/// # Panics
+///
+/// When a store is opened with an invalid `config` (the test's bug).
+#[cfg(feature = "conformance")]
+#[allow(clippy::expect_used)] // test support: a bad config is the test's bug
+pub fn routed_factory<F>(
+    inner: F,
+    config: RouterConfig,
+) -> hippocamp_artifacts::conformance::WrappedFactory<F> {
+    hippocamp_artifacts::conformance::WrappedFactory::new(inner, move |s| {
+        Arc::new(RoutedArtifacts::new(s, config.clone()).expect("a valid router configuration"))
+    })
 }

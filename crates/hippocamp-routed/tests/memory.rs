@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hippocamp_memory::conformance::StoreFactory;
-use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore, RoutedMemory};
+use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore};
+use hippocamp_routed::RoutedMemory;
 use hippocamp_router::{RouterConfig, Strategy};
 
 mod exact_scope {
@@ -77,4 +78,25 @@ async fn routing_is_reported() {
     assert_eq!(report.strategy, "shared");
     assert_eq!(report.reclaimed_workers, 0);
     assert_eq!(report.idle_scope_timeout_ms, 60_000);
+}
+
+#[derive(Default)]
+struct Embedded(hippocamp_memory::conformance::EmbeddedInMemoryFactory);
+
+#[async_trait]
+impl StoreFactory for Embedded {
+    async fn open(&self, config: MemoryConfig) -> Arc<dyn MemoryStore> {
+        let inner = self.0.open(config).await;
+        Arc::new(RoutedMemory::new(inner, RouterConfig::default()).unwrap())
+    }
+
+    fn embedded_texts(&self) -> Option<u64> {
+        self.0.embedded_texts()
+    }
+}
+
+/// With an embedder: the vector and hybrid scenarios behind the router.
+mod embedded {
+    use super::*;
+    hippocamp_memory::vector_conformance_tests!(Embedded::default());
 }
