@@ -119,7 +119,7 @@ async fn a_late_call_stops_at_its_next_chunk_and_calls_wait_for_a_slot() {
             e.embed(
                 &t,
                 InputKind::Passage,
-                Deadline::after(Duration::from_secs(60)),
+                Deadline::after(Duration::from_mins(1)),
             )
             .await
         })
