@@ -15,6 +15,26 @@ fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::Unavailable(format!("{what} {}: {e}", path.display()))
 }
 
+/// Opens an embedded store's directory the one way every store does:
+/// `dir` made a private data directory (owner-only, never through a
+/// link), locked for this process with the lock file `lock`, and its
+/// database `dir/file` opened (created atomically and stamped by `init`
+/// when new; see [`open_cached`]). The lock is held for as long as the
+/// store keeps it.
+pub fn open_owned(
+    dir: &Path,
+    lock: &str,
+    file: &str,
+    init: impl Fn(&Database) -> Result<()>,
+    cache_bytes: Option<usize>,
+) -> Result<(crate::DirLock, Database)> {
+    crate::fs::private_dir(dir)
+        .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
+    let lock = crate::DirLock::own(dir, lock)?;
+    let db = open_cached(&dir.join(file), init, cache_bytes)?;
+    Ok((lock, db))
+}
+
 /// Opens the database at `path`, creating it first (see
 /// [`create_atomically`]) when it does not exist. `init` prepares a new
 /// database (its format stamp and tables). Another handle to the same file

@@ -289,15 +289,13 @@ impl fmt::Debug for RedbAudit {
 impl RedbAudit {
     /// Opens (or creates) the log in `dir`, which this process then owns.
     pub fn open(dir: &Path) -> Result<Self> {
-        hippocamp_durable::fs::private_dir(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
-        let lock = DirLock::own(dir, "audit.lock")?;
         let init = |db: &Database| {
             hippocamp_durable::db::init_format(db, META, "format", FORMAT, "the audit log", |txn| {
                 txn.open_table(RECORDS).map(drop).map_err(storage)
             })
         };
-        let db = hippocamp_durable::db::open(&dir.join("audit.redb"), init)?;
+        let (lock, db) =
+            hippocamp_durable::db::open_owned(dir, "audit.lock", "audit.redb", init, None)?;
         init(&db)?;
         let key = scope_key(&db)?;
         Ok(Self {

@@ -200,9 +200,6 @@ impl fmt::Debug for RedbConsents {
 impl RedbConsents {
     /// Opens (or creates) the store in `dir`, which this process then owns.
     pub fn open(dir: &Path) -> Result<Self> {
-        hippocamp_durable::fs::private_dir(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
-        let lock = DirLock::own(dir, "governance.lock")?;
         let init = |db: &Database| {
             hippocamp_durable::db::init_format(
                 db,
@@ -217,7 +214,8 @@ impl RedbConsents {
                 },
             )
         };
-        let db = hippocamp_durable::db::open(&dir.join("consents.redb"), init)?;
+        let (lock, db) =
+            hippocamp_durable::db::open_owned(dir, "governance.lock", "consents.redb", init, None)?;
         init(&db)?;
         Ok(Self { db, _lock: lock })
     }

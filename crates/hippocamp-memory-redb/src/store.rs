@@ -197,11 +197,10 @@ impl RedbMemoryStore {
         config.validate()?;
         options.validate()?;
         let dir = dir.as_ref();
-        hippocamp_durable::fs::private_dir(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
-        let lock = DirLock::own(dir, LOCK_FILE)?;
-        let db = hippocamp_durable::db::open_cached(
-            &dir.join(DB_FILE),
+        let (lock, db) = hippocamp_durable::db::open_owned(
+            dir,
+            LOCK_FILE,
+            DB_FILE,
             init_format,
             Some(options.cache_bytes),
         )?;

@@ -79,10 +79,8 @@ impl RedbJobStore {
     ) -> Result<Self> {
         limits.validate()?;
         let dir = dir.as_ref();
-        hippocamp_durable::fs::private_dir(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
-        let lock = DirLock::own(dir, LOCK_FILE)?;
-        let db = hippocamp_durable::db::open(&dir.join(DB_FILE), init_format)?;
+        let (lock, db) =
+            hippocamp_durable::db::open_owned(dir, LOCK_FILE, DB_FILE, init_format, None)?;
         let wal = FileWal::open(&dir.join(WAL_FILE)).map_err(storage)?;
         Self::start(db, Box::new(wal), limits, options, Some(lock))
     }

@@ -258,7 +258,7 @@ impl MemoryServices {
     /// same gate (the command line's erasures take a user's sessions with
     /// their memory). Blocking.
     pub fn sessions(&self, config: &Config) -> Result<Arc<dyn SessionStore>> {
-        let inner = Services::sessions_on(config, None)?;
+        let inner = Services::sessions_on(Valid::check(config)?, None)?;
         Ok(Arc::new(GovernedSessions::new(inner, self.gate.clone())))
     }
 
@@ -412,21 +412,43 @@ fn needs_remote() -> Error {
     )
 }
 
+/// A configuration checked once, by the public entry point that builds
+/// from it (`Config::validate`); every builder below takes one, so none
+/// checks again and none can be reached with an unchecked one.
+#[derive(Debug, Clone, Copy)]
+struct Valid<'a>(&'a Config);
+
+impl<'a> Valid<'a> {
+    fn check(config: &'a Config) -> Result<Self> {
+        config.validate()?;
+        Ok(Self(config))
+    }
+}
+
+impl std::ops::Deref for Valid<'_> {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        self.0
+    }
+}
+
 /// Connects `config`'s embedder, then runs `open` with it on a blocking
 /// thread (stores open files and replay logs).
 async fn with_embedder<T: Send + 'static>(
-    config: &Config,
-    open: impl FnOnce(&Config, Option<Arc<dyn hippocamp_embed::Embedder>>) -> Result<T> + Send + 'static,
+    config: Valid<'_>,
+    open: impl FnOnce(Valid<'_>, Option<Arc<dyn hippocamp_embed::Embedder>>) -> Result<T>
+    + Send
+    + 'static,
 ) -> Result<T> {
-    config.validate()?;
     let embedder = match &config.embedder {
         None => None,
         // The disabled profile has no memory to embed for.
         Some(_) if config.profile == Profile::Disabled => None,
         Some(e) => Some(connect_embedder(e).await?),
     };
-    let c = config.clone();
-    tokio::task::spawn_blocking(move || open(&c, embedder))
+    let c = config.0.clone();
+    // A copy of a checked configuration is checked.
+    tokio::task::spawn_blocking(move || open(Valid(&c), embedder))
         .await
         .map_err(|e| Error::Unavailable(e.to_string()))?
 }
@@ -437,11 +459,11 @@ impl Services {
     /// outbox's processor is not started: see
     /// [`start_processor`](Self::start_processor).
     pub async fn open(config: &Config) -> Result<Self> {
-        config.validate()?;
+        let config = Valid::check(config)?;
         if config.profile != Profile::Distributed {
-            return with_embedder(config, Self::build).await;
+            return with_embedder(config, |c, e| Self::build_on(c, e, None)).await;
         }
-        let remote = Remote::connect(config).await?;
+        let remote = Remote::connect(&config).await?;
         let tokens =
             TokenStore::shared(hippocamp_postgres::PgTokens::new(remote.db.clone())).await?;
         let mut services =
@@ -457,17 +479,16 @@ impl Services {
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     ) -> Result<Self> {
-        Self::build_on(config, embedder, None)
+        Self::build_on(Valid::check(config)?, embedder, None)
     }
 
     /// [`build`](Self::build), the distributed profile's stores on
     /// `remote` (its tokens are set by [`open`](Self::open)). Blocking.
     fn build_on(
-        config: &Config,
+        config: Valid<'_>,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
         remote: Option<&Remote>,
     ) -> Result<Self> {
-        config.validate()?;
         let tokens = match config.profile {
             // The distributed profile's shared tokens replace these.
             Profile::Ephemeral | Profile::Distributed => TokenStore::in_memory(),
@@ -509,10 +530,10 @@ impl Services {
     /// records (in memory for the ephemeral profile, else in the data
     /// directory), reading the memory configuration's clock. Blocking.
     pub fn governance(config: &Config) -> Result<Governance> {
-        Self::governance_on(config, None)
+        Self::governance_on(Valid::check(config)?, None)
     }
 
-    fn governance_on(config: &Config, remote: Option<&Remote>) -> Result<Governance> {
+    fn governance_on(config: Valid<'_>, remote: Option<&Remote>) -> Result<Governance> {
         let consents: Arc<dyn ConsentStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryConsents::default()),
             Profile::Durable | Profile::Disabled => Arc::new(RedbConsents::open(
@@ -757,7 +778,7 @@ impl Services {
     /// profile, in the data directory or PostgreSQL otherwise) behind
     /// `governance`'s gate. Blocking.
     fn sessions_governed(
-        config: &Config,
+        config: Valid<'_>,
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<Arc<dyn SessionStore>> {
@@ -766,8 +787,7 @@ impl Services {
         Ok(Arc::new(GovernedSessions::new(inner, gate)))
     }
 
-    fn sessions_on(config: &Config, remote: Option<&Remote>) -> Result<Arc<dyn SessionStore>> {
-        config.validate()?;
+    fn sessions_on(config: Valid<'_>, remote: Option<&Remote>) -> Result<Arc<dyn SessionStore>> {
         Ok(match config.profile {
             Profile::Ephemeral => Arc::new(InMemorySessions::new(config.sessions.clone())?),
             Profile::Durable | Profile::Disabled => Arc::new(RedbSessions::open(
@@ -927,7 +947,7 @@ impl Services {
     /// The memory side of `config` alone, with the configured embedder
     /// connected (the `memory` and `outbox` commands use it).
     pub async fn memory(config: &Config) -> Result<MemoryServices> {
-        with_embedder(config, Self::memory_with).await
+        with_embedder(Valid::check(config)?, Self::memory_valid).await
     }
 
     /// The memory side of `config` embedding with `embedder`: in memory
@@ -937,17 +957,23 @@ impl Services {
         config: &Config,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
     ) -> Result<MemoryServices> {
-        let governance = Self::governance(config)?;
+        Self::memory_valid(Valid::check(config)?, embedder)
+    }
+
+    fn memory_valid(
+        config: Valid<'_>,
+        embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
+    ) -> Result<MemoryServices> {
+        let governance = Self::governance_on(config, None)?;
         Self::memory_governed(config, embedder, &governance, None)
     }
 
     fn memory_governed(
-        config: &Config,
+        config: Valid<'_>,
         embedder: Option<Arc<dyn hippocamp_embed::Embedder>>,
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<MemoryServices> {
-        config.validate()?;
         let governed = |store: Arc<dyn MemoryStore>| -> Arc<dyn MemoryStore> {
             Arc::new(
                 PolicyChecked::new(
@@ -1046,14 +1072,15 @@ impl Services {
     /// data directory (durable, disabled), behind its router and reply
     /// check. Blocking.
     pub fn artifacts(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
-        let governance = Self::governance(config)?;
+        let config = Valid::check(config)?;
+        let governance = Self::governance_on(config, None)?;
         Ok(Self::artifacts_governed(config, &governance, None)?)
     }
 
     /// The artifact store of `config` under `governance`'s artifact terms
     /// (outermost), with its reply check and router. Blocking.
     fn artifacts_governed(
-        config: &Config,
+        config: Valid<'_>,
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>> {
@@ -1069,10 +1096,9 @@ impl Services {
     }
 
     fn artifacts_checked(
-        config: &Config,
+        config: Valid<'_>,
         remote: Option<&Remote>,
     ) -> Result<Arc<dyn ArtifactStore>> {
-        config.validate()?;
         let inner: Arc<dyn ArtifactStore> = match config.profile {
             Profile::Ephemeral => Arc::new(InMemoryArtifacts::new(config.artifacts.clone())?),
             Profile::Durable | Profile::Disabled => Arc::new(Self::filesystem_artifacts(config)?),
@@ -1093,14 +1119,14 @@ impl Services {
         opts: hippocamp_artifacts_fs::RepairOptions,
     ) -> Result<hippocamp_artifacts_fs::RepairReport> {
         let config = config.clone();
-        let store = tokio::task::spawn_blocking(move || Self::filesystem_artifacts(&config))
-            .await
-            .map_err(|e| Error::Unavailable(e.to_string()))??;
+        let store =
+            tokio::task::spawn_blocking(move || Self::filesystem_artifacts(Valid::check(&config)?))
+                .await
+                .map_err(|e| Error::Unavailable(e.to_string()))??;
         store.repair(opts).await
     }
 
-    fn filesystem_artifacts(config: &Config) -> Result<FsArtifacts> {
-        config.validate()?;
+    fn filesystem_artifacts(config: Valid<'_>) -> Result<FsArtifacts> {
         FsArtifacts::open(
             layout::artifacts_dir(&config.data_dir)?,
             config.artifacts.clone(),

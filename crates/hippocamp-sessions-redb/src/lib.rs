@@ -144,11 +144,7 @@ impl RedbSessions {
     /// directory is locked for this process. Blocking.
     pub fn open(dir: &Path, limits: SessionLimits) -> Result<Self> {
         limits.validate()?;
-        hippocamp_durable::fs::private_dir(dir)
-            .map_err(|e| Error::Unavailable(format!("cannot use {}: {e}", dir.display())))?;
-        let lock = DirLock::own(dir, "sessions.lock")?;
-        let path = dir.join("sessions.redb");
-        let db = hippocamp_durable::db::open(&path, |db| {
+        let init = |db: &redb::Database| {
             hippocamp_durable::db::init_format(
                 db,
                 META,
@@ -163,7 +159,9 @@ impl RedbSessions {
                     Ok(())
                 },
             )
-        })?;
+        };
+        let (lock, db) =
+            hippocamp_durable::db::open_owned(dir, "sessions.lock", "sessions.redb", init, None)?;
         hippocamp_durable::db::init_format(
             &db,
             META,
@@ -178,7 +176,7 @@ impl RedbSessions {
                 db,
                 limits,
                 _lock: lock,
-                path,
+                path: dir.join("sessions.redb"),
             }),
         })
     }
