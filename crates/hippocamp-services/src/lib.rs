@@ -1155,13 +1155,23 @@ mod tests {
             let s = Services::open(&config).await.unwrap();
             let memory = s.memory_store().unwrap();
             let debug = format!("{memory:?}");
-            assert!(
-                debug.starts_with("PolicyChecked { inner: ScopeChecked"),
-                "{debug}"
-            );
+            // The whole chain, in order: the policy decides first, so a
+            // refused erasure never reaches `Erasing` (which cancels
+            // queued jobs), and the store decides before `Erasing` acts.
+            let chain = match profile {
+                Profile::Durable => {
+                    "PolicyChecked { inner: ScopeChecked { inner: Erasing { inner: RoutedMemory { inner: RedbMemoryStore"
+                }
+                _ => {
+                    "PolicyChecked { inner: ScopeChecked { inner: RoutedMemory { inner: InMemoryStore"
+                }
+            };
+            assert!(debug.starts_with(chain), "{debug}");
             let artifacts = format!("{:?}", s.artifacts);
             assert!(
-                artifacts.starts_with("GovernedArtifacts { inner: ScopeChecked"),
+                artifacts.starts_with(
+                    "GovernedArtifacts { inner: ScopeChecked { inner: RoutedArtifacts"
+                ),
                 "{artifacts}"
             );
             let sessions = format!("{:?}", s.sessions);
