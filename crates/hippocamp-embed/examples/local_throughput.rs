@@ -1,7 +1,9 @@
 //! Embedding throughput of a local model: `cargo run --release -p
-//! hippocamp-embed --features local --example local_throughput -- MODEL_DIR`.
-//! Embeds LoCoMo-like short texts (~20 words) in batches of 1, 8, 32 and
-//! 128 and prints texts per second for each.
+//! hippocamp-embed --features local --example local_throughput -- MODEL_DIR
+//! [CHUNK_INPUTS]`. Embeds LoCoMo-like short texts (~20 words) in batches
+//! of 1, 8, 32 and 128 and prints texts per second for each; the model
+//! runs forward passes of `CHUNK_INPUTS` texts (default: the
+//! `embed.local.chunk_inputs` default).
 
 use std::time::{Duration, Instant};
 
@@ -14,12 +16,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)
         .ok_or("usage: local_throughput MODEL_DIR")?;
+    let mut local = hippocamp_embed::LocalLimits::default();
+    if let Some(chunk) = std::env::args().nth(2) {
+        local.chunk_inputs = chunk.parse()?;
+    }
+    println!("chunk_inputs: {}", local.chunk_inputs);
     let started = Instant::now();
-    let e = LocalEmbedder::load(
-        std::path::Path::new(&dir),
-        EmbedLimits::default(),
-        hippocamp_embed::LocalLimits::default(),
-    )?;
+    let e = LocalEmbedder::load(std::path::Path::new(&dir), EmbedLimits::default(), local)?;
     println!("load: {:.2} s", started.elapsed().as_secs_f64());
     let words = "I went hiking with my sister last weekend and we saw a waterfall near the old mill by the lake";
     let texts: Vec<String> = (0..256).map(|i| format!("{i}: {words}")).collect();

@@ -73,7 +73,10 @@ hippocamp_core::limit_table! {
     /// calls infer at once.
     pub struct LocalLimits, prefix "embed.local." {
         /// Texts in one forward pass.
-        chunk_inputs: default 16, min 1, max 128,
+        // 32: at batches of 128 short texts, 160-163 texts/s against 192
+        // in one pass (`examples/local_throughput`, docs/PERFORMANCE.md),
+        // for a late call that wastes at most one 32-text pass.
+        chunk_inputs: default 32, min 1, max 128,
             "texts in one forward pass of the local model; a call past its deadline stops before its next one";
         /// Calls inferring at once.
         max_concurrent_batches: default 2, min 1, max 64,
