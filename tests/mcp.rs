@@ -396,6 +396,35 @@ fn bad_origins_hosts_and_tokens_are_refused() {
         403
     );
     assert_eq!(status("/mcp", &token, &["Host: evil.example"]), 403);
+    // The refusals speak JSON, like every other error of the server.
+    for bad in ["Host: evil.example", "Origin: https://evil.example"] {
+        let out = Command::new("curl")
+            .args(["-s", "-i", "-X", "POST"])
+            .args(["-H", "content-type: application/json"])
+            .args(["-H", "accept: application/json, text/event-stream"])
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {token}"))
+            .args(["-H", bad])
+            .arg("--data")
+            .arg(init)
+            .arg(format!("{}/mcp", server.base))
+            .output()
+            .unwrap();
+        let reply = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 403"), "{reply}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{reply}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["code"], "forbidden", "{reply}");
+        assert!(
+            v["message"].as_str().unwrap().contains("not allowed"),
+            "{reply}"
+        );
+    }
     assert_eq!(status("/mcp", "hct_not_a_token", &[]), 401);
     // An app-wide token must name the user; another app is forbidden.
     assert_eq!(status("/mcp", &app_wide, &[]), 400);

@@ -278,6 +278,8 @@ impl BuiltinSpec {
                 json!({
                     "content": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
                     "metadata": {"type": "object"},
+                    "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 256,
+                        "description": "Repeat it when retrying: the same key and content is stored once"},
                 }),
                 &["content"],
             ),
@@ -490,6 +492,11 @@ impl Tool for Builtin {
                 let mut e = NewEntry::new(str_arg(&args, "content").unwrap_or_default());
                 if let Some(m) = args.get("metadata").and_then(Value::as_object) {
                     e = e.metadata(m.clone());
+                }
+                // A retried call with its key is a duplicate, not a second
+                // fact (other content under the key: a conflict).
+                if let Some(k) = str_arg(&args, "idempotency_key") {
+                    e = e.idempotency_key(hippocamp_core::IdempotencyKey::new(k)?);
                 }
                 let out = ctx.memory_add(e).await?;
                 Ok(json!({"success": true, "id": out.entry.id.to_string(),

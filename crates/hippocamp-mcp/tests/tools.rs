@@ -376,3 +376,42 @@ async fn resources_page_through_the_user_scope_only() {
             .is_none()
     );
 }
+
+/// `memory_add` with an idempotency key: a model's retried call stores
+/// the fact once (`duplicate: true`), and other content under the same key
+/// is refused as a conflict.
+#[tokio::test]
+async fn a_retried_memory_add_with_its_key_stores_once() {
+    let tools = Tools::new().unwrap();
+    let b = backends();
+    let alice = who("alice", &[Permission::Admin]);
+    let args = json!({"content": "Alice keeps bees", "idempotency_key": "call-7"});
+    let first = ok(&tools, &alice, &b, "memory_add", args.clone()).await;
+    let again = ok(&tools, &alice, &b, "memory_add", args).await;
+    assert_eq!(first["id"], again["id"]);
+    assert_eq!(
+        (first["duplicate"].clone(), again["duplicate"].clone()),
+        (json!(false), json!(true))
+    );
+    let other = call(
+        &tools,
+        &alice,
+        &b,
+        "memory_add",
+        json!({"content": "Alice keeps wasps", "idempotency_key": "call-7"})
+            .as_object()
+            .cloned(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other.is_error, Some(true), "{other:?}");
+    let hits = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_search",
+        json!({"query": "keeps"}),
+    )
+    .await;
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
+}

@@ -102,7 +102,16 @@ impl FromRequestParts<AppState> for Caller {
             .tokens
             .identify(secret)
             .map(|(grant, id)| Caller(grant, hippocamp_core::Caller::token(&id)))
-            .ok_or_else(ApiError::unauthorized)
+            .ok_or_else(ApiError::invalid_token)
+    }
+}
+
+/// An artifact scope in words, for errors.
+fn scope_words(scope: &ArtifactScope) -> String {
+    match scope {
+        ArtifactScope::App { app } => format!("the app {app}"),
+        ArtifactScope::User { app, user } => format!("{app}/{user}"),
+        ArtifactScope::Session { app, user, session } => format!("{app}/{user}/{session}"),
     }
 }
 
@@ -191,8 +200,12 @@ impl FromRequestParts<AppState> for MemoryCall {
         if let Some(logged) = parts.extensions.get::<crate::LoggedScope>() {
             logged.set(scope.keyed_hash(&state.services.governance.audit.scope_key()));
         }
-        if !grant.allows_memory(&scope, permission(route)?) {
-            return Err(ApiError::forbidden());
+        let needed = permission(route)?;
+        if !grant.allows_memory(&scope, needed) {
+            return Err(ApiError::forbidden(
+                needed.as_str(),
+                format_args!("{}/{}", scope.app(), scope.user()),
+            ));
         }
         Ok(Self {
             scope,
@@ -247,8 +260,9 @@ impl FromRequestParts<AppState> for ArtifactCall {
             (Some(user), None) => ArtifactScope::user(app, user)?,
             (Some(user), Some(session)) => ArtifactScope::session(app, user, session)?,
         };
-        if !grant.allows_artifacts(&scope, permission(route)?) {
-            return Err(ApiError::forbidden());
+        let needed = permission(route)?;
+        if !grant.allows_artifacts(&scope, needed) {
+            return Err(ApiError::forbidden(needed.as_str(), scope_words(&scope)));
         }
         Ok(Self {
             scope,
@@ -258,11 +272,13 @@ impl FromRequestParts<AppState> for ArtifactCall {
     }
 }
 
-/// Reads a JSON body of at most `max_json_body_bytes`, refusing unknown
-/// fields (the types say so).
+/// Reads a JSON body of at most `max_json_body_bytes`: a JSON object
+/// (`shape` shows it, for the error), refusing unknown fields (the types
+/// say so).
 pub(crate) async fn json_body<T: DeserializeOwned>(
     state: &AppState,
     body: HttpBody,
+    shape: &'static str,
 ) -> ApiResult<T> {
     let max = usize::try_from(state.config.http.max_json_body_bytes).unwrap_or(usize::MAX);
     // A client trickling its body must not hold a slot for ever.
@@ -281,8 +297,30 @@ pub(crate) async fn json_body<T: DeserializeOwned>(
             }
         })?
         .to_bytes();
+    // Every request body is an object: serde would also build a struct
+    // from a positional array (`["text", {}]` was an entry), and a bare
+    // list of events is the first thing a new user tries.
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(b'[') => {
+            return Err(ApiError::bad_request(format!(
+                "the body is a JSON object, {shape}, not an array"
+            )));
+        }
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "the body is a JSON object, {shape}"
+            )));
+        }
+    }
     serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("bad JSON body: {e}")))
 }
+
+/// The shape of an entry's body, for errors.
+pub(crate) const ENTRY_SHAPE: &str = r#"{"content": "…", "metadata": {…}}"#;
+
+/// The shape of an events body, for errors.
+const EVENTS_SHAPE: &str = r#"{"events": [ …ADK events… ]}"#;
 
 pub(crate) fn json(v: impl serde::Serialize) -> ApiResult<Response> {
     // Straight to bytes: going through a `serde_json::Value` first was
@@ -426,7 +464,7 @@ async fn add_entry(
     body: HttpBody,
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
-    let entry: NewEntry = json_body(&s, body).await?;
+    let entry: NewEntry = json_body(&s, body, ENTRY_SHAPE).await?;
     let opts = WriteOptions {
         epoch: q.epoch,
         ..WriteOptions::new(m.call(q.timeout_ms)?)
@@ -459,7 +497,7 @@ async fn add_events(
 ) -> ApiResult<Response> {
     let session = SessionId::new(param(&m.params, "session")?)?;
     let q = parse_query(q)?;
-    let b: EventsBody = json_body(&s, body).await?;
+    let b: EventsBody = json_body(&s, body, EVENTS_SHAPE).await?;
     let opts = WriteOptions {
         epoch: q.epoch,
         ..WriteOptions::new(m.call(q.timeout_ms)?)
@@ -480,7 +518,7 @@ async fn search(
     body: HttpBody,
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
-    let req: SearchRequest = json_body(&s, body).await?;
+    let req: SearchRequest = json_body(&s, body, r#"{"query": "…"}"#).await?;
     let call = m.call(q.timeout_ms)?;
     // The hot reply, written directly (the same bytes as serde_json's).
     json_bytes(
@@ -613,7 +651,7 @@ async fn ingest_events(
 ) -> ApiResult<Response> {
     parse_query(q)?;
     let session = SessionId::new(param(&m.params, "session")?)?;
-    let b: EventsBody = json_body(&s, body).await?;
+    let b: EventsBody = json_body(&s, body, EVENTS_SHAPE).await?;
     let outbox = s.services.outbox()?;
     let target = hippocamp_outbox::TargetName::new(hippocamp_services::MEMORY_TARGET)?;
     let call = m.call(None)?;
@@ -683,8 +721,9 @@ impl FromRequestParts<AppState> for Operator {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let route = served(parts)?;
         let Caller(grant, caller) = Caller::from_request_parts(parts, state).await?;
-        if grant.app.is_some() || !grant.permissions.contains(&permission(route)?) {
-            return Err(ApiError::forbidden());
+        let needed = permission(route)?;
+        if grant.app.is_some() || !grant.permissions.contains(&needed) {
+            return Err(ApiError::forbidden(needed.as_str(), "every app"));
         }
         Ok(Self { caller })
     }
@@ -707,8 +746,12 @@ impl FromRequestParts<AppState> for AppOperator {
         let params = path_params(parts, state).await?;
         let app = hippocamp_core::AppName::new(param(&params, "app")?)?;
         let whole_app = grant.app.as_ref().is_none_or(|a| *a == app) && grant.user.is_none();
-        if !whole_app || !grant.permissions.contains(&permission(route)?) {
-            return Err(ApiError::forbidden());
+        let needed = permission(route)?;
+        if !whole_app || !grant.permissions.contains(&needed) {
+            return Err(ApiError::forbidden(
+                needed.as_str(),
+                format_args!("the whole app {app}"),
+            ));
         }
         Ok(Self { app, caller })
     }

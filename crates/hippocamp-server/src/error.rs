@@ -204,6 +204,8 @@ pub struct ErrorBody {
 pub struct ApiError {
     status: StatusCode,
     body: ErrorBody,
+    /// The `WWW-Authenticate` challenge of a 401 (RFC 6750).
+    challenge: Option<&'static str>,
 }
 
 impl ApiError {
@@ -219,6 +221,7 @@ impl ApiError {
                 code,
                 message: message.into(),
             },
+            challenge: None,
         }
     }
 
@@ -227,16 +230,35 @@ impl ApiError {
         Self::new("invalid_argument", message)
     }
 
-    /// 401.
+    /// 401: no bearer token (`WWW-Authenticate: Bearer`).
     pub fn unauthorized() -> Self {
-        Self::new("unauthorized", "a valid bearer token is required")
+        Self {
+            challenge: Some("Bearer"),
+            ..Self::new(
+                "unauthorized",
+                "a bearer token is required (Authorization: Bearer <token>)",
+            )
+        }
     }
 
-    /// 403: the token does not grant this scope or permission.
-    pub fn forbidden() -> Self {
+    /// 401: a bearer token that is not a current one (unknown or
+    /// revoked): `WWW-Authenticate: Bearer error="invalid_token"`.
+    pub fn invalid_token() -> Self {
+        Self {
+            challenge: Some(r#"Bearer error="invalid_token""#),
+            ..Self::new(
+                "unauthorized",
+                "the bearer token is not a current one (unknown or revoked)",
+            )
+        }
+    }
+
+    /// 403: the token does not grant `permission` on `scope` (a scope in
+    /// the path, or what the route needs, in words).
+    pub fn forbidden(permission: &str, scope: impl std::fmt::Display) -> Self {
         Self::new(
             "forbidden",
-            "the token does not grant this operation on this scope",
+            format!("the token does not grant `{permission}` on {scope}"),
         )
     }
 
@@ -263,6 +285,10 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body)).into_response();
+        if let Some(c) = self.challenge {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(c));
+        }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

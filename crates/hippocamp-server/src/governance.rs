@@ -71,7 +71,8 @@ async fn update_entry(
 ) -> ApiResult<Response> {
     let id = entry_id(&m)?;
     let call = m.call(parse_query(q)?.timeout_ms)?;
-    let update: hippocamp_memory::EntryUpdate = json_body(&s, body).await?;
+    let update: hippocamp_memory::EntryUpdate =
+        json_body(&s, body, crate::api::ENTRY_SHAPE).await?;
     let w = hippocamp_memory::WriteOptions::new(call);
     json(
         timed(
@@ -197,7 +198,8 @@ async fn put_consent(
     body: HttpBody,
 ) -> ApiResult<Response> {
     parse_query(q)?;
-    let consent: NewConsent = json_body(&s, body).await?;
+    let consent: NewConsent =
+        json_body(&s, body, r#"{"consent_id": "…", "scope": "memory"}"#).await?;
     json(
         timed(
             "put_consent",
@@ -590,7 +592,7 @@ pub(crate) const ROUTES: &[Route] = &[
             200,
             Payload::Json("Withdrawal", schema::<hippocamp_services::Withdrawal>),
         ),
-        errors: &["invalid_argument", "forbidden", "retention", "legal_hold"],
+        errors: &["invalid_argument", "forbidden"],
         handler: || delete(delete_consent),
     },
 ];

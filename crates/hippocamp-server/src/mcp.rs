@@ -42,7 +42,10 @@ fn scope_of(grant: &Grant, path: &str) -> Result<MemoryScope, ApiError> {
             let in_grant = grant.app.as_ref().is_none_or(|a| *a == app)
                 && grant.user.as_ref().is_none_or(|u| *u == user);
             if !in_grant {
-                return Err(ApiError::forbidden());
+                return Err(ApiError::forbidden(
+                    "any permission",
+                    format_args!("{app}/{user}"),
+                ));
             }
             Ok(MemoryScope::new(app, user))
         }
@@ -78,6 +81,31 @@ pub(crate) async fn authority(State(state): State<AppState>, req: Request, next:
     next.run(Request::from_parts(parts, body)).await
 }
 
+/// rmcp refuses a `Host` or `Origin` it does not allow with a plain-text
+/// 403; every other error of the server is JSON (`ErrorBody`), so this one
+/// is made JSON too, its text kept as the message.
+async fn json_refusals(r: Response) -> Response {
+    let is_json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if r.status() != axum::http::StatusCode::FORBIDDEN || is_json {
+        return r;
+    }
+    let bytes = http_body_util::BodyExt::collect(http_body_util::Limited::new(r.into_body(), 4096))
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+    let message = if text.is_empty() {
+        "refused by the MCP transport".to_owned()
+    } else {
+        text
+    };
+    ApiError::new("forbidden", message).into_response()
+}
+
 /// The MCP service with its authority layer, for `/mcp`.
 pub(crate) fn service(state: &AppState) -> Option<axum::Router<AppState>> {
     let tools = match hippocamp_mcp::tools::Tools::new() {
@@ -101,6 +129,7 @@ pub(crate) fn service(state: &AppState) -> Option<axum::Router<AppState>> {
     Some(
         axum::Router::new()
             .fallback_service(svc)
+            .layer(axum::middleware::map_response(json_refusals))
             .layer(axum::middleware::from_fn_with_state(
                 state.clone(),
                 authority,

@@ -1380,3 +1380,86 @@ async fn the_inspection_page_is_static_and_holds_no_data() {
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     s.stop().await;
 }
+
+/// What a new user guesses first: a bare array of events is refused with
+/// a message showing the body's shape; a positional array never stands in
+/// for an object (it used to create an entry); a request without a token
+/// is challenged (`WWW-Authenticate: Bearer`), one with an unknown token
+/// is told it is invalid, and a 403 names the permission that is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_guesses_get_errors_that_say_what_to_do() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let event = json!({"id": "e1", "author": "user", "timestamp_ms": 1,
+        "content": {"role": "user", "parts": [{"text": "hello"}]}});
+    let bare = serde_json::to_vec(&json!([event])).unwrap();
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/events"),
+        Some(&t),
+        Some(bare),
+    )
+    .await;
+    let b = j(&b);
+    assert_eq!(
+        (st, b["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_argument"))
+    );
+    let m = b["message"].as_str().unwrap();
+    assert!(
+        m.contains(r#"{"events": ["#) && m.contains("not an array"),
+        "{m}"
+    );
+    // A positional array is not an entry.
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        Some(&t),
+        Some(br#"["text", {}]"#.to_vec()),
+    )
+    .await;
+    assert_eq!(
+        st,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    assert!(j(&b)["message"].as_str().unwrap().contains(r#"{"content""#));
+    let (_, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/search"),
+        Some(&t),
+        Some(br#"{"query": "text"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(j(&b)["hits"], json!([]), "nothing was stored");
+    // 401: challenged, and told why.
+    let path = format!("{ALICE}/memory/entries?limit=1");
+    let (st, h, _) = send(&s, Method::GET, &path, None, None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    assert_eq!(h["www-authenticate"], "Bearer");
+    let (st, h, b) = send(&s, Method::GET, &path, Some("hct_not-a-token"), None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    assert_eq!(h["www-authenticate"], r#"Bearer error="invalid_token""#);
+    assert_eq!(j(&b)["code"], "unauthorized");
+    // 403 names the permission.
+    let reader = s.token(Some("shop"), Some("alice"), "memory:read");
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/entries"),
+        Some(&reader),
+        Some(br#"{"content": "x"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let m = j(&b)["message"].as_str().unwrap().to_owned();
+    assert!(
+        m.contains("`memory:write`") && m.contains("shop/alice"),
+        "{m}"
+    );
+    s.stop().await;
+}

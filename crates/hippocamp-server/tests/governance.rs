@@ -296,13 +296,15 @@ async fn the_policy_requires_consent_sets_lifetimes_holds_and_erases_on_withdraw
         (StatusCode::CONFLICT, json!("legal_hold"))
     );
     // Withdrawal: the consent goes and ingestion stops at once; erasing
-    // on withdrawal meets alice's retention, which refuses it.
+    // on withdrawal meets alice's retention, which refuses it: the reply
+    // says so, and the withdrawal stands (200, not an error).
     let (st, b) = send(&s, Method::DELETE, &format!("{ALICE}/consent"), &t, None).await;
     assert_eq!(
-        (st, b["code"].clone()),
-        (StatusCode::CONFLICT, json!("retention")),
+        (st, b["erasure_refused"].clone(), b["erased"].clone()),
+        (StatusCode::OK, json!("retention"), Value::Null),
         "{b}"
     );
+    assert_eq!(b["withdrawn"]["consent_id"], "form-1", "{b}");
     let (_, b) = send(&s, Method::GET, &format!("{ALICE}/consent"), &t, None).await;
     assert_eq!(b["consent"], Value::Null);
     let (st, b) = send(

@@ -181,6 +181,21 @@ pub struct Withdrawal {
     /// consent covered artifacts: the user's own and those of each of
     /// their agent sessions.
     pub artifacts: Option<ArtifactsErased>,
+    /// Why the erasure the policy asks for on withdrawal was refused
+    /// (`retention` or `legal_hold`: the data is kept, nothing of it
+    /// erased); the withdrawal itself took effect (ingestion stops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub erasure_refused: Option<&'static str>,
+}
+
+/// Why a store kept what an erasure asked for: `retention` or
+/// `legal_hold`, or `None` for any other failure.
+fn kept_by(e: &Error) -> Option<&'static str> {
+    match e {
+        Error::Retention { .. } => Some("retention"),
+        Error::LegalHold => Some("legal_hold"),
+        _ => None,
+    }
 }
 
 /// The memory side of a profile: the store callers use and its outbox.
@@ -616,14 +631,30 @@ impl Services {
         };
         let erase = self.governance.policy.erases_on_withdrawal(scope);
         let covered = |c: &Consent| c.scope.covers_artifacts();
+        // The withdrawal has taken effect: an erasure a retention or a
+        // hold refuses is reported, not an error (nothing of it ran).
+        let mut erasure_refused = None;
+        let mut kept = |e: Error| match kept_by(&e) {
+            Some(why) => {
+                erasure_refused.get_or_insert(why);
+                Ok(())
+            }
+            None => Err(e),
+        };
         // Before the sessions go: they name the session scopes.
         let artifacts = if erase && withdrawn.as_ref().is_some_and(covered) {
-            Some(self.erase_user_artifacts(scope, call).await?)
+            match self.erase_user_artifacts(scope, call).await {
+                Ok(a) => Some(a),
+                Err(e) => kept(e).map(|()| None)?,
+            }
         } else {
             None
         };
         let erased = if erase && self.memory.is_some() {
-            self.agent().erase_user(scope, call).await?.memory
+            match self.agent().erase_user(scope, call).await {
+                Ok(u) => u.memory,
+                Err(e) => kept(e).map(|()| None)?,
+            }
         } else {
             None
         };
@@ -632,6 +663,7 @@ impl Services {
             cancelled_jobs,
             erased,
             artifacts,
+            erasure_refused,
         })
     }
 
