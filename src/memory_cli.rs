@@ -317,7 +317,12 @@ pub(crate) async fn restore(target: &Target, file: &Path) -> anyhow::Result<Valu
         let url = user_url(&remote, &scope, "restore")?;
         let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(f));
         let r = remote
-            .send(remote.request(reqwest::Method::POST, url).body(body))
+            .send(
+                remote
+                    .request(reqwest::Method::POST, url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                    .body(body),
+            )
             .await?;
         return Ok(r.json().await?);
     }

@@ -1348,6 +1348,7 @@ const MEMORY: &[Route] = &[
             Payload::Json("AddOutcome", schema::<hippocamp_memory::AddOutcome>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "consent_required",
@@ -1374,6 +1375,7 @@ const MEMORY: &[Route] = &[
             Payload::Json("IngestReport", schema::<hippocamp_memory::IngestReport>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "consent_required",
@@ -1398,6 +1400,7 @@ const MEMORY: &[Route] = &[
             Payload::Json("SearchResults", schema::<hippocamp_memory::SearchResults>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "payload_too_large",
@@ -1487,6 +1490,7 @@ const MEMORY: &[Route] = &[
             Payload::Json("Ingested", schema::<hippocamp_outbox::Ingested>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "consent_required",
@@ -1657,12 +1661,58 @@ pub async fn method_not_allowed() -> ApiError {
     ApiError::new("method_not_allowed", "this path does not take this method")
 }
 
+/// The media types a route's request body may be declared as (`None`:
+/// any, as for an artifact's bytes).
+fn media_types(r: &Route) -> Option<&'static [&'static str]> {
+    match (r.request, r.id) {
+        (_, "restore") => Some(&["application/x-ndjson", "application/json"]),
+        (Payload::Json(..), _) => Some(&["application/json"]),
+        _ => None,
+    }
+}
+
+/// Refuses a request whose `Content-Type` is not one of `types` (a
+/// `+json` type counts as `application/json`; parameters are ignored; a
+/// request without one is taken as what the route reads), with 415.
+fn check_media_type(types: &[&str], headers: &HeaderMap) -> ApiResult<()> {
+    let Some(given) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let given = given.to_str().unwrap_or("").to_ascii_lowercase();
+    let essence = given.split(';').next().unwrap_or("").trim();
+    let json = types.contains(&"application/json")
+        && essence.starts_with("application/")
+        && essence.ends_with("+json");
+    if types.contains(&essence) || json {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        "unsupported_media_type",
+        format!(
+            "Content-Type `{essence}` is not taken here: send {}",
+            types.join(" or ")
+        ),
+    ))
+}
+
 /// The API v1 router (without the state and the outer layers): each
-/// handler is registered with its row of the table.
+/// handler is registered with its row of the table, and a route that
+/// reads a typed body checks its `Content-Type` first.
 pub fn router() -> axum::Router<AppState> {
     let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for r in routes() {
-        let handler = (r.handler)().layer(axum::Extension(Served(r)));
+        let mut handler = (r.handler)();
+        if let Some(types) = media_types(r) {
+            handler = handler.layer(axum::middleware::from_fn(
+                move |rq: axum::extract::Request, next: axum::middleware::Next| async move {
+                    match check_media_type(types, rq.headers()) {
+                        Ok(()) => next.run(rq).await,
+                        Err(e) => e.into_response(),
+                    }
+                },
+            ));
+        }
+        let handler = handler.layer(axum::Extension(Served(r)));
         match by_path.iter_mut().find(|(p, _)| *p == r.path) {
             Some((_, m)) => *m = std::mem::take(m).merge(handler),
             None => by_path.push((r.path, handler)),

@@ -114,6 +114,11 @@ pub const CODES: &[Code] = &[
         "the JSON body is larger than http.max_json_body_bytes",
     ),
     code(
+        "unsupported_media_type",
+        415,
+        "the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done",
+    ),
+    code(
         "range_not_satisfiable",
         416,
         "the Range is not one bytes= range within the artifact",

@@ -397,6 +397,7 @@ pub(crate) const ROUTES: &[Route] = &[
             Payload::Json("UpdateOutcome", schema::<hippocamp_memory::UpdateOutcome>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "not_found",
@@ -446,6 +447,7 @@ pub(crate) const ROUTES: &[Route] = &[
             ),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "sensitive_content",
@@ -561,6 +563,7 @@ pub(crate) const ROUTES: &[Route] = &[
             Payload::Json("Consent", schema::<hippocamp_governance::Consent>),
         ),
         errors: &[
+            "unsupported_media_type",
             "invalid_argument",
             "forbidden",
             "sensitive_content",

@@ -1463,3 +1463,76 @@ async fn first_guesses_get_errors_that_say_what_to_do() {
     );
     s.stop().await;
 }
+
+/// A route that reads JSON takes `application/json` (or a `+json` type,
+/// or no Content-Type at all) and answers anything else with 415, before
+/// reading the body; restore takes NDJSON or JSON; an artifact takes any
+/// type. (curl's `-d` sends a form type: the README's lines send the
+/// header.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_routes_check_the_content_type() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let post = |path: String, ct: Option<&'static str>, body: &'static str| {
+        let mut rq = client()
+            .post(s.url(&path))
+            .bearer_auth(&t)
+            .body(body.as_bytes().to_vec());
+        if let Some(ct) = ct {
+            rq = rq.header("content-type", ct);
+        }
+        async move {
+            let r = rq.send().await.unwrap();
+            (r.status(), j(&r.bytes().await.unwrap()))
+        }
+    };
+    let entries = || format!("{ALICE}/memory/entries");
+    let body = r#"{"content": "likes tea"}"#;
+    for ct in [
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "application/xml",
+    ] {
+        let (st, b) = post(entries(), Some(ct), body).await;
+        assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct}: {b}");
+        assert_eq!(b["code"], "unsupported_media_type");
+        assert!(b["message"].as_str().unwrap().contains("application/json"));
+    }
+    for ct in [
+        Some("application/json"),
+        Some("application/json; charset=utf-8"),
+        Some("application/merge-patch+json"),
+        None,
+    ] {
+        let (st, b) = post(entries(), ct, body).await;
+        assert_eq!(st, StatusCode::CREATED, "{ct:?}: {b}");
+    }
+    // Nothing of the refused ones was stored: four accepted adds.
+    let (_, b) = post(
+        format!("{ALICE}/memory/search"),
+        None,
+        r#"{"query": "tea", "limit": 10}"#,
+    )
+    .await;
+    assert_eq!(b["hits"].as_array().unwrap().len(), 4, "{b}");
+    // Restore: NDJSON or JSON.
+    let (st, b) = post(format!("{ALICE}/restore"), Some("text/csv"), "").await;
+    assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{b}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("application/x-ndjson")
+    );
+    // An artifact takes any type.
+    let r = client()
+        .put(s.url(&format!("{ALICE}/artifacts/a.csv")))
+        .bearer_auth(&t)
+        .header("content-type", "text/csv")
+        .body("a,b\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    s.stop().await;
+}

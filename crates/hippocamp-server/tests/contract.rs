@@ -223,6 +223,10 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         ("restore", "quota_exceeded" | "consent_required") => {
             rq(scoped(""), Some(export_of(&["one", "two"])))
         }
+        (_, "unsupported_media_type") => Rq {
+            headers: vec![("content-type", "text/plain".to_owned())],
+            ..rq(scoped(""), body(r))
+        },
         (_, "range_not_satisfiable") => Rq {
             headers: vec![("range", "bytes=100-".to_owned())],
             ..rq(scoped("doc.txt"), None)

@@ -65,6 +65,7 @@ class InvalidReply(HippocampError):
 _BY_CODE: dict[str, type[HippocampError]] = {
     "invalid_argument": InvalidArgument,
     "invalid_config": InvalidArgument,
+    "unsupported_media_type": InvalidArgument,
     "sensitive_content": InvalidArgument,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
