@@ -129,7 +129,15 @@ pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Valu
             json!({ "token": secret, "record": record })
         }
         TokenCmd::List => json!({ "tokens": store.list_shared().await? }),
-        TokenCmd::Revoke { id } => json!({ "revoked": store.revoke_shared(&id).await? }),
+        TokenCmd::Revoke { id } => {
+            // A typo must not read as success: nothing was revoked.
+            if !store.revoke_shared(&id).await? {
+                anyhow::bail!(
+                    "no token has the id `{id}`: nothing was revoked (`hippocamp token list` shows the ids)"
+                );
+            }
+            json!({ "revoked": true })
+        }
     })
 }
 

@@ -595,6 +595,9 @@ fn tokens_are_created_listed_and_revoked_on_a_data_directory() {
     assert_eq!(revoked["revoked"], true);
     let (_, listed, _) = run(&["list"]);
     assert_eq!(listed["tokens"], serde_json::json!([]));
+    // Revoking it again (or a typo) revokes nothing, and says so.
+    let (ok, _, err) = run(&["revoke", &id]);
+    assert!(!ok && err.contains("nothing was revoked"), "{err}");
     let (ok, _, err) = run(&["create", "--app", "shop", "--permissions", "memory:fly"]);
     assert!(!ok);
     assert!(err.contains("unknown permission `memory:fly`"), "{err}");
