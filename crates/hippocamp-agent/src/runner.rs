@@ -461,7 +461,11 @@ impl Runner {
             e.id = format!("{invocation_id}-j{k}");
             e.invocation_id = Some(invocation_id.clone());
             let opts = AppendOptions::new(call).fenced(session_fence);
-            sessions.append(&scope, &session_id, &e, &opts).await?;
+            if let Err(err) = sessions.append(&scope, &session_id, &e, &opts).await {
+                // Still failing: kept for the run after this one.
+                self.journal.keep(&scope, &session_id, e);
+                return Err(err.into());
+            }
             history.push(e);
         }
         let mut ids = Vec::new();

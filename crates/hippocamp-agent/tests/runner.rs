@@ -1436,6 +1436,14 @@ async fn a_tool_effect_whose_result_append_failed_is_recorded_by_the_next_run() 
     assert!(e.to_string().contains("injected"), "{e}");
     // The write happened; its result is nowhere yet.
     assert!(results_of(&session().await).is_empty());
+    // The store still failing: the next run errs before its turn, and the
+    // kept result waits for the run after.
+    let e = r
+        .run("app", "alice", "s", "still there?")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("injected"), "{e}");
+    assert!(results_of(&session().await).is_empty());
     flaky.failing.store(false, Ordering::SeqCst);
     r.run("app", "alice", "s", "hello again").await.unwrap();
     let s = session().await;
