@@ -192,7 +192,13 @@ async fn delivered(
     let until = std::time::Instant::now() + FLUSH;
     for id in jobs {
         loop {
-            if services.job(&scope, id, &call).await?.state.is_terminal() {
+            if services
+                .jobs()?
+                .status(&scope, id, &call)
+                .await?
+                .state
+                .is_terminal()
+            {
                 break;
             }
             if std::time::Instant::now() > until {

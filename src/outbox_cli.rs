@@ -70,15 +70,28 @@ pub(crate) async fn run(target: &crate::Place, cmd: OutboxCmd) -> anyhow::Result
         OutboxCmd::Stats => serde_json::to_value(outbox.stats().await?)?,
         OutboxCmd::Status(args) => {
             let (scope, id) = job(&args)?;
-            serde_json::to_value(services.job(&scope, &id, &crate::cli_call()).await?)?
+            serde_json::to_value(
+                services
+                    .jobs()?
+                    .status(&scope, &id, &crate::cli_call())
+                    .await?,
+            )?
         }
         OutboxCmd::Cancel(args) => {
             let (scope, id) = job(&args)?;
-            serde_json::to_value(services.cancel_job(&scope, &id, &crate::cli_call()).await?)?
+            serde_json::to_value(
+                services
+                    .jobs()?
+                    .cancel(&scope, &id, &crate::cli_call())
+                    .await?,
+            )?
         }
         OutboxCmd::Delete(args) => {
             let (scope, id) = job(&args)?;
-            services.delete_job(&scope, &id, &crate::cli_call()).await?;
+            services
+                .jobs()?
+                .delete(&scope, &id, &crate::cli_call())
+                .await?;
             deleted(&id)
         }
         OutboxCmd::Prune { limit } => serde_json::to_value(outbox.prune(limit).await?)?,

@@ -680,7 +680,13 @@ async fn job_status(
     parse_query(q)?;
     let id = job_id(&m)?;
     let call = m.call(None)?;
-    json(timed("job_status", s.services.job(&m.scope, &id, &call)).await?)
+    json(
+        timed(
+            "job_status",
+            s.services.jobs()?.status(&m.scope, &id, &call),
+        )
+        .await?,
+    )
 }
 
 async fn cancel_job(
@@ -691,7 +697,13 @@ async fn cancel_job(
     parse_query(q)?;
     let id = job_id(&m)?;
     let call = m.call(None)?;
-    json(timed("cancel_job", s.services.cancel_job(&m.scope, &id, &call)).await?)
+    json(
+        timed(
+            "cancel_job",
+            s.services.jobs()?.cancel(&m.scope, &id, &call),
+        )
+        .await?,
+    )
 }
 
 async fn delete_job(
@@ -702,7 +714,11 @@ async fn delete_job(
     parse_query(q)?;
     let id = job_id(&m)?;
     let call = m.call(None)?;
-    timed("delete_job", s.services.delete_job(&m.scope, &id, &call)).await?;
+    timed(
+        "delete_job",
+        s.services.jobs()?.delete(&m.scope, &id, &call),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

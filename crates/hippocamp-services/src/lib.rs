@@ -212,61 +212,12 @@ pub struct MemoryServices {
 }
 
 impl MemoryServices {
-    /// A queued job's status, through the gate.
-    pub async fn job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<hippocamp_outbox::JobStatus> {
-        let outbox = self.outbox()?;
-        ask_about_job(
-            &self.gate,
-            hippocamp_governance::Action::Get,
-            scope,
-            id,
-            call,
-        )
-        .await?;
-        outbox.job(scope, id).await
-    }
-
-    /// Cancels a queued job, through the gate.
-    pub async fn cancel_job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<hippocamp_outbox::JobStatus> {
-        let outbox = self.outbox()?;
-        ask_about_job(
-            &self.gate,
-            hippocamp_governance::Action::Delete,
-            scope,
-            id,
-            call,
-        )
-        .await?;
-        outbox.cancel(scope, id).await
-    }
-
-    /// Deletes a finished job's status, through the gate.
-    pub async fn delete_job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<()> {
-        let outbox = self.outbox()?;
-        ask_about_job(
-            &self.gate,
-            hippocamp_governance::Action::Delete,
-            scope,
-            id,
-            call,
-        )
-        .await?;
-        outbox.delete(scope, id).await
+    /// The outbox's jobs, through the gate.
+    pub fn jobs(&self) -> Result<Jobs<'_>> {
+        Ok(Jobs {
+            gate: self.gate.clone(),
+            outbox: self.outbox()?,
+        })
     }
 
     /// The agent session store of the same data directory, behind the
@@ -283,19 +234,63 @@ impl MemoryServices {
     }
 }
 
-/// Asks the gate about a queued job of `scope`: `get` for its status,
-/// `delete` for a cancel (what it would have written is given up) or
-/// the deletion of a finished job's status. A job
-/// belongs to its scope like the memory it will write.
-async fn ask_about_job(
-    gate: &Gate,
-    action: hippocamp_governance::Action,
-    scope: &MemoryScope,
-    id: &hippocamp_outbox::JobId,
-    call: &CallOptions,
-) -> Result<()> {
-    let r = hippocamp_governance::Resource::new("job", id.to_string());
-    gate.ask(action, Some(scope), r, call).await.map(drop)
+/// The queued jobs of an outbox behind the gate: a job belongs to its
+/// scope like the memory it will write, so its status is asked `get` and
+/// its cancellation or deletion `delete` (what it would have written is
+/// given up).
+#[derive(Debug)]
+pub struct Jobs<'a> {
+    gate: Gate,
+    outbox: &'a Outbox,
+}
+
+impl Jobs<'_> {
+    async fn ask(
+        &self,
+        action: hippocamp_governance::Action,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<()> {
+        let r = hippocamp_governance::Resource::new("job", id.to_string());
+        self.gate.ask(action, Some(scope), r, call).await.map(drop)
+    }
+
+    /// A job's status.
+    pub async fn status(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        self.ask(hippocamp_governance::Action::Get, scope, id, call)
+            .await?;
+        self.outbox.job(scope, id).await
+    }
+
+    /// Cancels a job (a finished one is left as it is).
+    pub async fn cancel(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<hippocamp_outbox::JobStatus> {
+        self.ask(hippocamp_governance::Action::Delete, scope, id, call)
+            .await?;
+        self.outbox.cancel(scope, id).await
+    }
+
+    /// Deletes a finished job's status.
+    pub async fn delete(
+        &self,
+        scope: &MemoryScope,
+        id: &hippocamp_outbox::JobId,
+        call: &CallOptions,
+    ) -> Result<()> {
+        self.ask(hippocamp_governance::Action::Delete, scope, id, call)
+            .await?;
+        self.outbox.delete(scope, id).await
+    }
 }
 
 fn no_outbox(profile: Profile) -> Error {
@@ -852,49 +847,14 @@ impl Services {
         self.memory.as_ref().ok_or(Error::MemoryDisabled)
     }
 
-    /// A queued job's status, through the gate.
-    pub async fn job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<hippocamp_outbox::JobStatus> {
-        let outbox = self.outbox()?;
-        let gate = self
-            .governance
-            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        ask_about_job(&gate, hippocamp_governance::Action::Get, scope, id, call).await?;
-        outbox.job(scope, id).await
-    }
-
-    /// Cancels a queued job, through the gate.
-    pub async fn cancel_job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<hippocamp_outbox::JobStatus> {
-        let outbox = self.outbox()?;
-        let gate = self
-            .governance
-            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        ask_about_job(&gate, hippocamp_governance::Action::Delete, scope, id, call).await?;
-        outbox.cancel(scope, id).await
-    }
-
-    /// Deletes a finished job's status, through the gate.
-    pub async fn delete_job(
-        &self,
-        scope: &MemoryScope,
-        id: &hippocamp_outbox::JobId,
-        call: &CallOptions,
-    ) -> Result<()> {
-        let outbox = self.outbox()?;
-        let gate = self
-            .governance
-            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        ask_about_job(&gate, hippocamp_governance::Action::Delete, scope, id, call).await?;
-        outbox.delete(scope, id).await
+    /// The outbox's jobs, through the gate.
+    pub fn jobs(&self) -> Result<Jobs<'_>> {
+        Ok(Jobs {
+            gate: self
+                .governance
+                .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),
+            outbox: self.outbox()?,
+        })
     }
 
     /// The outbox, or why there is none.
