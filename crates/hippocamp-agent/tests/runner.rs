@@ -786,22 +786,7 @@ async fn background_ingestion_stores_the_run_and_a_crash_loses_only_that_run() {
         .await
         .unwrap();
     assert!(r.flush_ingestion(Duration::from_secs(5)).await);
-    let found = |q: &'static str| {
-        let m = w.memory.clone();
-        async move {
-            m.inner
-                .search(
-                    &scope(),
-                    &SearchRequest::new(q),
-                    &hippocamp_core::CallOptions::default(),
-                )
-                .await
-                .unwrap()
-                .hits
-                .len()
-        }
-    };
-    assert!(found("Porto").await >= 1);
+    assert!(w.found("Porto").await >= 1);
     assert_eq!(r.ingestion_stats().unwrap().done, 1);
 
     // The next run's ingestion never gets through; the runner goes away
@@ -818,8 +803,8 @@ async fn background_ingestion_stores_the_run_and_a_crash_loses_only_that_run() {
     assert!(!r.flush_ingestion(Duration::from_millis(100)).await);
     drop(r);
     w.memory.set(support::NORMAL);
-    assert_eq!(found("tea").await, 0, "only that run's memory is lost");
-    assert!(found("Porto").await >= 1);
+    assert_eq!(w.found("tea").await, 0, "only that run's memory is lost");
+    assert!(w.found("Porto").await >= 1);
     // The session has both runs.
     let s = w
         .sessions
@@ -1302,21 +1287,6 @@ async fn background_ingestion_retries_then_gives_up() {
         ..RunnerOptions::default()
     };
     let r = w.runner(vec![], opts);
-    let found = |q: &'static str| {
-        let m = w.memory.clone();
-        async move {
-            m.inner
-                .search(
-                    &scope(),
-                    &SearchRequest::new(q),
-                    &hippocamp_core::CallOptions::default(),
-                )
-                .await
-                .unwrap()
-                .hits
-                .len()
-        }
-    };
     // Two failures, then the third try lands.
     w.memory.fail_events.store(2, Ordering::SeqCst);
     r.run("app", "alice", "s", "I moved to Porto")
@@ -1326,7 +1296,7 @@ async fn background_ingestion_retries_then_gives_up() {
     assert_eq!(w.memory.event_calls.load(Ordering::SeqCst), 3);
     let stats = r.ingestion_stats().unwrap();
     assert_eq!((stats.done, stats.failed), (1, 0), "{stats:?}");
-    assert!(found("Porto").await >= 1);
+    assert!(w.found("Porto").await >= 1);
     // Failing for good: three tries, then `failed`, nothing stored.
     w.memory.fail_events.store(100, Ordering::SeqCst);
     r.run("app", "alice", "s", "I like green tea")
@@ -1341,7 +1311,7 @@ async fn background_ingestion_retries_then_gives_up() {
         "{stats:?}"
     );
     w.memory.fail_events.store(0, Ordering::SeqCst);
-    assert_eq!(found("tea").await, 0);
+    assert_eq!(w.found("tea").await, 0);
 }
 
 /// A session store whose append of a tool-results event fails while

@@ -203,6 +203,22 @@ impl World {
         )
     }
 
+    /// How many of alice's entries a lexical search for `q` finds, read
+    /// from the store itself (no mode of the wrapper applies).
+    pub async fn found(&self, q: &str) -> usize {
+        self.memory
+            .inner
+            .search(
+                &scope(),
+                &hippocamp_memory::SearchRequest::new(q),
+                &hippocamp_core::CallOptions::default(),
+            )
+            .await
+            .unwrap()
+            .hits
+            .len()
+    }
+
     pub async fn remember(&self, scope: &MemoryScope, text: &str) -> EntryId {
         self.memory
             .inner
