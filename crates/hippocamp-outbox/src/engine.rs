@@ -263,14 +263,7 @@ pub fn load_batch(kv: &dyn KvRead, id: &JobId, batch: u32) -> Result<Vec<StoredE
 }
 
 fn floor(kv: &dyn KvRead, scope: &[u8; 16]) -> Result<u64> {
-    Ok(match kv.get(Table::Floors, scope)? {
-        Some(v) => u64::from_le_bytes(
-            v.as_slice()
-                .try_into()
-                .map_err(|_| Error::Corrupt("an outbox epoch record is malformed".into()))?,
-        ),
-        None => 0,
-    })
+    read_u64(kv, Table::Floors, scope)
 }
 
 /// Counter and usage changes of one operation, written once at its end.
@@ -390,7 +383,9 @@ fn read_u64(kv: &dyn KvRead, table: Table, key: &[u8]) -> Result<u64> {
             .as_slice()
             .try_into()
             .map(u64::from_le_bytes)
-            .map_err(|_| Error::Corrupt("an outbox counter is not 8 bytes".into())),
+            .map_err(|_| {
+                Error::Corrupt(format!("an outbox {} record is not 8 bytes", table.name()))
+            }),
     }
 }
 

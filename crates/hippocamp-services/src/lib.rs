@@ -191,11 +191,7 @@ pub struct Withdrawal {
 /// Why a store kept what an erasure asked for: `retention` or
 /// `legal_hold`, or `None` for any other failure.
 fn kept_by(e: &Error) -> Option<&'static str> {
-    match e {
-        Error::Retention { .. } => Some("retention"),
-        Error::LegalHold => Some("legal_hold"),
-        _ => None,
-    }
+    matches!(e, Error::Retention { .. } | Error::LegalHold).then(|| e.code())
 }
 
 /// The memory side of a profile: the store callers use and its outbox.
