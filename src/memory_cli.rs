@@ -661,15 +661,18 @@ async fn remote_ingest(
 const READ: usize = 1_000;
 
 /// A JSON-lines file read [`READ`] values at a time: blank lines are
-/// ignored, and lines that are not JSON are counted, not returned.
+/// ignored, and lines that are not JSON are noted in the skip log, not
+/// returned.
 struct JsonLines {
     lines_in: std::io::Lines<std::io::BufReader<std::fs::File>>,
     /// The file's size in bytes.
     size: u64,
     /// Lines read that were not blank.
     lines: usize,
-    /// Of those, lines that were not JSON.
-    not_json: usize,
+    /// Physical lines read so far (1-based numbers in the file).
+    line_no: usize,
+    /// The line number of each value of the last read.
+    read_lines: Vec<usize>,
 }
 
 impl JsonLines {
@@ -680,38 +683,116 @@ impl JsonLines {
             size: f.metadata().map_or(0, |m| m.len()),
             lines_in: std::io::BufReader::new(f).lines(),
             lines: 0,
-            not_json: 0,
+            line_no: 0,
+            read_lines: Vec::new(),
         })
     }
 
     /// The next values (at most [`READ`]), or `None` at the end; `seen`
-    /// gets the bytes of each line read.
-    fn next_read(&mut self, mut seen: impl FnMut(u64)) -> anyhow::Result<Option<Vec<Value>>> {
+    /// gets the bytes of each line read, `skips` each line that is not
+    /// JSON.
+    fn next_read(
+        &mut self,
+        mut seen: impl FnMut(u64),
+        skips: &mut SkipLog,
+    ) -> anyhow::Result<Option<Vec<Value>>> {
         let mut batch = Vec::new();
+        self.read_lines.clear();
         while batch.len() < READ {
             let Some(line) = self.lines_in.next() else {
                 break;
             };
             let line = line.context("reading the import file")?;
+            self.line_no += 1;
             seen(line.len() as u64 + 1);
             if line.trim().is_empty() {
                 continue;
             }
             self.lines += 1;
             match serde_json::from_str::<Value>(&line) {
-                Ok(v) => batch.push(v),
-                Err(_) => self.not_json += 1,
+                Ok(v) => {
+                    batch.push(v);
+                    self.read_lines.push(self.line_no);
+                }
+                Err(e) => skips.note(self.line_no, None, "not_json", Some(&e.to_string())),
             }
         }
         Ok((!batch.is_empty()).then_some(batch))
+    }
+
+    /// The file line of the last read's value at `index`.
+    fn line_of(&self, index: usize) -> usize {
+        self.read_lines.get(index).copied().unwrap_or(0)
+    }
+}
+
+/// The skips of an import, each named by its line: printed to standard
+/// error as they come (every one), counted by reason, and the first
+/// [`SkipLog::LISTED`] listed in the report.
+#[derive(Default)]
+struct SkipLog {
+    by_reason: std::collections::BTreeMap<String, usize>,
+    listed: Vec<Value>,
+    total: usize,
+}
+
+impl SkipLog {
+    /// Skips listed one by one in the JSON report (all are printed).
+    const LISTED: usize = 100;
+
+    fn note(&mut self, line: usize, event_id: Option<&str>, reason: &str, detail: Option<&str>) {
+        self.total += 1;
+        *self.by_reason.entry(reason.to_owned()).or_default() += 1;
+        let id = event_id
+            .map(|i| format!(" (event {i})"))
+            .unwrap_or_default();
+        let detail = detail.map(|d| format!(": {d}")).unwrap_or_default();
+        eprintln!("line {line}{id}: skipped, {reason}{detail}");
+        if self.listed.len() < Self::LISTED {
+            let mut v = json!({ "line": line, "reason": reason });
+            if let Some(i) = event_id {
+                v["event_id"] = json!(i);
+            }
+            if !detail.is_empty() {
+                v["detail"] = json!(detail.trim_start_matches(": "));
+            }
+            self.listed.push(v);
+        }
+    }
+
+    /// Notes the skips of a reply (`skipped`, as `/events` and `/ingest`
+    /// answer), their `index` in the last read of `reader`.
+    fn note_reply(&mut self, reader: &JsonLines, skipped: &[Value]) {
+        for s in skipped {
+            let index = s["index"].as_u64().and_then(|i| usize::try_from(i).ok());
+            let detail = match &s["detail"] {
+                Value::Null => None,
+                Value::String(d) => Some(d.clone()),
+                other => Some(other.to_string()),
+            };
+            self.note(
+                index.map_or(0, |i| reader.line_of(i)),
+                s["event_id"].as_str(),
+                s["reason"].as_str().unwrap_or("unknown"),
+                detail.as_deref(),
+            );
+        }
+    }
+
+    /// The report's fields: the count, by reason, and the first skips.
+    fn report(&self, report: &mut Value) {
+        report["skipped"] = json!(self.total);
+        report["skipped_by_reason"] = json!(self.by_reason);
+        report["skips"] = json!(self.listed);
     }
 }
 
 /// Queues a JSON-lines file through `ingest` (the outbox, or a server's
 /// `ingest` route) in reads of [`READ`] lines, each one admission; returns
-/// the jobs, the events that became work and the skips by reason. As with
-/// a synchronous import, a file of which every line was skipped is an
-/// error.
+/// the jobs, the events that became work and the skips (each named by its
+/// line on standard error). What delivery skips later is in each job's
+/// status (`hippocamp outbox status JOB`). As with a synchronous import, a
+/// file of which every line was skipped is an error.
 async fn queue_file<F, Fut>(file: &Path, ingest: F) -> anyhow::Result<Value>
 where
     F: Fn(Vec<Value>) -> Fut,
@@ -720,8 +801,8 @@ where
     let mut reader = JsonLines::open(file)?;
     let mut jobs: Vec<Value> = Vec::new();
     let mut new_events = 0u64;
-    let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut flush = async |batch: Vec<Value>| -> anyhow::Result<()> {
+    let mut skips = SkipLog::default();
+    while let Some(batch) = reader.next_read(|_| {}, &mut skips)? {
         let r = ingest(batch).await?;
         new_events += r["new_events"].as_u64().unwrap_or(0);
         for j in r["jobs"].as_array().into_iter().flatten() {
@@ -729,29 +810,14 @@ where
                 jobs.push(j.clone());
             }
         }
-        for s in r["skipped"].as_array().into_iter().flatten() {
-            let reason = s["reason"].as_str().unwrap_or("unknown").to_owned();
-            *reasons.entry(reason).or_default() += 1;
-        }
-        Ok(())
-    };
-    while let Some(batch) = reader.next_read(|_| {})? {
-        flush(batch).await?;
+        skips.note_reply(&reader, r["skipped"].as_array().map_or(&[], Vec::as_slice));
     }
-    let (lines, not_json) = (reader.lines, reader.not_json);
-    if not_json > 0 {
-        *reasons.entry("not_json".to_owned()).or_default() += not_json;
-    }
-    let skipped: usize = reasons.values().sum();
-    let report = json!({
-        "jobs": jobs,
-        "new_events": new_events,
-        "skipped": skipped,
-        "skipped_by_reason": reasons,
-    });
+    let lines = reader.lines;
+    let mut report = json!({ "jobs": jobs, "new_events": new_events });
+    skips.report(&mut report);
     // Events already admitted (even by jobs since pruned) are fine; a file
     // of which no line was an event to store is not.
-    if lines > 0 && jobs.is_empty() && skipped >= lines {
+    if lines > 0 && jobs.is_empty() && skips.total >= lines {
         bail!(
             "no event of {} can be stored (every line was skipped): {report}",
             file.display()
@@ -793,71 +859,44 @@ where
             |s| s.progress_chars("=> "),
         ),
     );
-    let mut totals = (0usize, 0usize, 0usize);
-    let mut reasons: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut flush = async |batch: Vec<Value>, pacer: &mut Pacer| -> anyhow::Result<()> {
+    let (mut added, mut duplicates) = (0usize, 0usize);
+    let mut skips = SkipLog::default();
+    while let Some(batch) = reader.next_read(|bytes| bar.inc(bytes), &mut skips)? {
         let (events, positions, parse_skipped) = parse_events(batch);
         let events = &events;
         let send = &send;
-        let replies = paced(events.len(), pacer, too_much, |range, call| {
+        let replies = paced(events.len(), &mut pacer, too_much, |range, call| {
             send(events[range].to_vec(), call)
         })
         .await?;
+        let mut skipped = parse_skipped;
         for (at, r) in replies {
             let shift = |e: &mut usize| *e += at;
             let mut r = r;
             r.added.iter_mut().for_each(|e| shift(&mut e.index));
             r.duplicates.iter_mut().for_each(|e| shift(&mut e.index));
             r.skipped.iter_mut().for_each(|e| shift(&mut e.index));
-            tally(
-                &merge_report(r, &positions, Vec::new()),
-                &mut totals,
-                &mut reasons,
-            );
+            let r = merge_report(r, &positions, Vec::new());
+            added += r.added.len();
+            duplicates += r.duplicates.len();
+            skipped.extend(r.skipped);
         }
-        let none = IngestReport {
-            skipped: parse_skipped,
-            ..IngestReport::default()
-        };
-        tally(&none, &mut totals, &mut reasons);
-        Ok(())
-    };
-    while let Some(batch) = reader.next_read(|bytes| bar.inc(bytes))? {
-        flush(batch, &mut pacer).await?;
+        skipped.sort_by_key(|s| s.index);
+        let skipped: Vec<Value> = skipped
+            .iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .collect();
+        bar.suspend(|| skips.note_reply(&reader, &skipped));
     }
-    let (lines, not_json) = (reader.lines, reader.not_json);
+    let lines = reader.lines;
     bar.finish_and_clear();
-    if not_json > 0 {
-        *reasons.entry("not_json".to_owned()).or_default() += not_json;
-    }
-    let report = json!({
-        "added": totals.0,
-        "duplicates": totals.1,
-        "skipped": totals.2 + not_json,
-        "skipped_by_reason": reasons,
-    });
-    if lines > 0 && totals.0 == 0 && totals.1 == 0 {
+    let mut report = json!({ "added": added, "duplicates": duplicates });
+    skips.report(&mut report);
+    if lines > 0 && added == 0 && duplicates == 0 {
         bail!(
             "no event of {} was remembered (nothing added, nothing already there): {report}",
             file.display()
         );
     }
     Ok(report)
-}
-
-fn tally(
-    r: &IngestReport,
-    totals: &mut (usize, usize, usize),
-    reasons: &mut std::collections::BTreeMap<String, usize>,
-) {
-    totals.0 += r.added.len();
-    totals.1 += r.duplicates.len();
-    totals.2 += r.skipped.len();
-    for s in &r.skipped {
-        let name = serde_json::to_value(&s.reason)
-            .ok()
-            .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_else(|| "other".to_owned());
-        *reasons.entry(name).or_default() += 1;
-    }
 }

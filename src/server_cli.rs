@@ -56,6 +56,11 @@ pub(crate) enum TokenCmd {
         /// A label for people.
         #[arg(long, default_value = "")]
         label: String,
+        /// How long it is accepted, e.g. `30m`, `12h`, `90d` (default:
+        /// until revoked). After that it is refused with 401, saying it
+        /// expired.
+        #[arg(long, value_parser = parse_lifetime)]
+        expires_in: Option<std::time::Duration>,
     },
     /// List tokens (never their secrets).
     List,
@@ -64,6 +69,26 @@ pub(crate) enum TokenCmd {
         /// The token's id.
         id: String,
     },
+}
+
+/// The longest `--expires-in`: ten years.
+const MAX_TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_hours(3_650 * 24);
+
+/// A token lifetime: a positive duration such as `30m`, `12h` or `90d`, at
+/// most ten years.
+fn parse_lifetime(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration like 30m, 12h or 90d: {e}"))?;
+    if d.is_zero() {
+        return Err("a token's lifetime must be longer than zero".into());
+    }
+    if d > MAX_TOKEN_LIFETIME {
+        return Err(
+            "a token's lifetime is at most 3650d; omit --expires-in for one that does not expire"
+                .into(),
+        );
+    }
+    Ok(d)
 }
 
 /// `hippocamp config …`.
@@ -118,6 +143,7 @@ pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Valu
             user,
             permissions,
             label,
+            expires_in,
         } => {
             let g = grant(app.as_deref(), user.as_deref(), &permissions)?;
             if all_apps && !g.is_admin() {
@@ -125,7 +151,7 @@ pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Valu
                     "--all-apps makes a token for every application: only an admin token (--permissions admin) may have that grant; give --app for anything else"
                 );
             }
-            let (secret, record) = store.create_shared(&label, g).await?;
+            let (secret, record) = store.create_shared(&label, g, expires_in).await?;
             json!({ "token": secret, "record": record })
         }
         TokenCmd::List => json!({ "tokens": store.list_shared().await? }),

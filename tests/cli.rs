@@ -275,6 +275,33 @@ fn memory_commands_round_trip_on_a_data_directory() {
     assert_eq!(report["added"], 1);
     assert_eq!(report["skipped"], 3);
     assert_eq!(report["skipped_by_reason"]["not_json"], 1);
+    // Each skip is named by its line and reason, in the report and on
+    // standard error.
+    let lines: Vec<_> = report["skips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["line"].as_u64().unwrap(),
+                s["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (2, "not_json".to_owned()),
+            (3, "control_author".to_owned()),
+            (4, "malformed".to_owned())
+        ],
+        "{report}"
+    );
+    assert_eq!(report["skips"][1]["event_id"], "e2");
+    assert!(
+        err.contains("line 3 (event e2): skipped, control_author"),
+        "{err}"
+    );
     let (_, report, _) = memory(d, &["import", events.to_str().unwrap(), "--session", "s1"]);
     assert_eq!(
         (report["added"].as_u64(), report["duplicates"].as_u64()),
@@ -598,6 +625,33 @@ fn tokens_are_created_listed_and_revoked_on_a_data_directory() {
     // Revoking it again (or a typo) revokes nothing, and says so.
     let (ok, _, err) = run(&["revoke", &id]);
     assert!(!ok && err.contains("nothing was revoked"), "{err}");
+    // A token that expires: its record says when; a bad lifetime is
+    // refused, naming the form.
+    let (ok, made, err) = run(&[
+        "create",
+        "--app",
+        "shop",
+        "--permissions",
+        "memory:read",
+        "--expires-in",
+        "12h",
+    ]);
+    assert!(ok, "{err}");
+    let created = made["record"]["created_at_ms"].as_u64().unwrap();
+    let expires = made["record"]["expires_at_ms"].as_u64().unwrap();
+    assert_eq!(expires - created, 12 * 3_600_000, "{made}");
+    for bad in ["soon", "0s", "20000d"] {
+        let (ok, _, err) = run(&[
+            "create",
+            "--app",
+            "shop",
+            "--permissions",
+            "memory:read",
+            "--expires-in",
+            bad,
+        ]);
+        assert!(!ok && err.contains("--expires-in"), "{bad}: {err}");
+    }
     let (ok, _, err) = run(&["create", "--app", "shop", "--permissions", "memory:fly"]);
     assert!(!ok);
     assert!(err.contains("unknown permission `memory:fly`"), "{err}");
@@ -612,7 +666,8 @@ fn tokens_are_created_listed_and_revoked_on_a_data_directory() {
     assert!(ok, "{err}");
     assert!(made["record"]["grant"]["app"].is_null());
     let (_, listed, _) = run(&["list"]);
-    assert_eq!(listed["tokens"].as_array().unwrap().len(), 1);
+    // The admin token and the one that expires in 12 hours.
+    assert_eq!(listed["tokens"].as_array().unwrap().len(), 2);
     let help = hippocamp()
         .args(["token", "create", "--help"])
         .output()
@@ -995,6 +1050,12 @@ fn an_async_ingest_queues_and_the_outbox_commands_deliver_and_report() {
     assert_eq!(queued["new_events"], 1, "{queued}");
     assert_eq!(queued["skipped"], 2, "{queued}");
     assert_eq!(queued["skipped_by_reason"]["not_json"], 1, "{queued}");
+    assert_eq!(queued["skips"][1]["line"], 3, "{queued}");
+    assert_eq!(
+        queued["skips"][1]["reason"], "sensitive_content",
+        "{queued}"
+    );
+    assert!(err.contains("line 2: skipped, not_json"), "{err}");
     let job = queued["jobs"][0]["id"].as_str().unwrap().to_owned();
     // Queued, not delivered: nothing to find yet.
     let (_, found, _) = memory(d, &["search", "tomatoes"]);
@@ -1219,4 +1280,71 @@ fn a_suspended_app_is_refused_by_every_command() {
     assert_eq!(json(&out)["items"].as_array().unwrap().len(), 1);
     let (_, found, _) = memory(d, &["search", "cat"]);
     assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
+}
+
+/// Event ids are unique per user: `e1` again in another session, with
+/// other content, is queued and then skipped at delivery, and the job's
+/// status says which event and why (issue 41, item 7).
+#[test]
+fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let first = d.join("first.jsonl");
+    std::fs::write(
+        &first,
+        concat!(
+            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I grow tomatoes"}]}}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let (ok, _, err) = memory(
+        d,
+        &[
+            "ingest",
+            first.to_str().unwrap(),
+            "--session",
+            "s1",
+            "--async",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = outbox(d, &["drain"]);
+    assert!(ok, "{err}");
+    let reused = d.join("reused.jsonl");
+    std::fs::write(
+        &reused,
+        concat!(
+            r#"{"id":"e1","author":"user","timestamp_ms":5,"content":{"role":"user","parts":[{"text":"I grow peppers now"}]}}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let (ok, queued, err) = memory(
+        d,
+        &[
+            "ingest",
+            reused.to_str().unwrap(),
+            "--session",
+            "s2",
+            "--async",
+        ],
+    );
+    assert!(ok, "{err}");
+    let job2 = queued["jobs"][0]["id"].as_str().unwrap().to_owned();
+    let (ok, _, err) = outbox(d, &["drain"]);
+    assert!(ok, "{err}");
+    let (_, status, _) = outbox(d, &["status", "--app", "app", "--user", "alice", &job2]);
+    assert_eq!(status["state"], "succeeded", "{status}");
+    assert_eq!(
+        status["skips"]["by_reason"]["idempotency_conflict"], 1,
+        "{status}"
+    );
+    let skip = &status["skips"]["events"][0];
+    assert_eq!(
+        (skip["index"].as_u64(), skip["event_id"].as_str()),
+        (Some(0), Some("e1"))
+    );
+    assert!(
+        skip["detail"].as_str().unwrap().contains("unique per user"),
+        "{status}"
+    );
 }

@@ -50,9 +50,7 @@ use hippocamp_artifacts::{
     ArtifactStatus, ArtifactStore, Body, ByteRange, DeleteSelector, Integrity, Page, PageRequest,
     PutOptions, Selector,
 };
-use hippocamp_core::{
-    CallOptions, Deadline, Error, Problem, QuotaLimit, Result, Sha256Digest, Stage,
-};
+use hippocamp_core::{CallOptions, Deadline, Error, Problem, Result, Sha256Digest, Stage};
 use hippocamp_durable::{DirLock, FileWal, WalStorage, decode_log};
 use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTable, StorageBackend};
@@ -356,8 +354,9 @@ impl FsArtifacts {
                 Some(p) => {
                     size += p.len() as u64;
                     if size > max {
-                        return Err(Error::QuotaExceeded {
-                            limit: QuotaLimit::ArtifactBytes(max),
+                        return Err(Error::TooLarge {
+                            limit: "max_artifact_bytes",
+                            max,
                         });
                     }
                     pending.extend(rechunker.push(p));
@@ -744,8 +743,9 @@ impl ArtifactStore for FsArtifacts {
         };
         let staged = match body {
             Body::Bytes(b) if b.len() as u64 > self.limits.max_artifact_bytes => {
-                return Err(Error::QuotaExceeded {
-                    limit: QuotaLimit::ArtifactBytes(self.limits.max_artifact_bytes),
+                return Err(Error::TooLarge {
+                    limit: "max_artifact_bytes",
+                    max: self.limits.max_artifact_bytes,
                 });
             }
             Body::Bytes(b) => Staged::Memory(b),

@@ -56,9 +56,7 @@ use hippocamp_artifacts::{
     ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions, Selector,
 };
 use hippocamp_core::time::now_ms;
-use hippocamp_core::{
-    CallOptions, Deadline, Error, Field, LimitInfo, Problem, QuotaLimit, Result, Stage,
-};
+use hippocamp_core::{CallOptions, Deadline, Error, Field, LimitInfo, Problem, Result, Stage};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStoreExt as _, PutMode, PutPayload, WriteMultipart};
 use serde::{Deserialize, Serialize};
@@ -576,8 +574,9 @@ impl ObjectArtifacts {
     /// Uploads a body to `key`, hashing it; multipart above `part_bytes`.
     async fn upload(&self, key: &Path, body: Body) -> Result<Integrity> {
         let max = self.options.max_artifact_bytes;
-        let too_big = || Error::QuotaExceeded {
-            limit: QuotaLimit::ArtifactBytes(max),
+        let too_big = || Error::TooLarge {
+            limit: "max_artifact_bytes",
+            max,
         };
         let part = usize::try_from(self.options.part_bytes).unwrap_or(usize::MAX);
         let mut hasher = ChunkHasher::new(self.options.chunk_size);

@@ -76,8 +76,9 @@ pub async fn collect_body(
 
 async fn read_whole(body: Body, max: u64, chunk_size: u64) -> Result<(Bytes, Integrity)> {
     let mut hasher = ChunkHasher::new(chunk_size);
-    let too_big = || Error::QuotaExceeded {
-        limit: QuotaLimit::ArtifactBytes(max),
+    let too_big = || Error::TooLarge {
+        limit: "max_artifact_bytes",
+        max,
     };
     let data = match body {
         Body::Bytes(b) => {

@@ -43,6 +43,16 @@ pub enum Error {
     /// The idempotency key was already used in this scope for different data.
     #[error("idempotency key already used for different data (entry {0})")]
     IdempotencyConflict(EntryId),
+    /// One value (an entry's content, an artifact, a request body) is over
+    /// a size limit, named by its configuration key; nothing was written.
+    /// Unlike a full quota, the same value never fits later.
+    #[error("over the size limit {limit} ({max} bytes); nothing was written")]
+    TooLarge {
+        /// The limit's configuration key.
+        limit: &'static str,
+        /// Its value, in bytes.
+        max: u64,
+    },
     /// A quota refused the write; nothing was written.
     #[error("quota exceeded: {limit}")]
     QuotaExceeded {
@@ -243,6 +253,7 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::IdempotencyConflict(_) => "idempotency_conflict",
             Error::QuotaExceeded { .. } => "quota_exceeded",
+            Error::TooLarge { .. } => "payload_too_large",
             Error::Timeout(_) => "timeout",
             Error::StaleEpoch { .. } => "stale_epoch",
             Error::FutureEpoch { .. } => "future_epoch",
@@ -434,6 +445,9 @@ pub enum Problem {
     Relation(&'static str),
     /// It is not of the expected shape.
     Malformed(String),
+    /// A new identifier breaks the identifier grammar
+    /// ([`crate::ident::check_new_id`]); the text names the rule broken.
+    Identifier(&'static str),
 }
 
 impl fmt::Display for Problem {
@@ -462,6 +476,9 @@ impl fmt::Display for Problem {
             }
             Problem::Relation(r) => f.write_str(r),
             Problem::Malformed(m) => f.write_str(m),
+            Problem::Identifier(rule) => {
+                write!(f, "{rule}; a new id is {}", crate::ident::ID_GRAMMAR)
+            }
         }
     }
 }
@@ -478,8 +495,6 @@ pub enum QuotaLimit {
     EntriesTotal(u64),
     /// `max_bytes_total`.
     BytesTotal(u64),
-    /// `max_artifact_bytes`: one artifact.
-    ArtifactBytes(u64),
     /// `max_scope_artifacts`: live versions in one scope.
     ArtifactsPerScope(u64),
     /// `max_scope_bytes`: artifact bytes in one scope.
@@ -518,7 +533,6 @@ impl QuotaLimit {
             QuotaLimit::BytesPerScope(_) => "max_bytes_per_scope",
             QuotaLimit::EntriesTotal(_) => "max_entries_total",
             QuotaLimit::BytesTotal(_) => "max_bytes_total",
-            QuotaLimit::ArtifactBytes(_) => "max_artifact_bytes",
             QuotaLimit::ArtifactsPerScope(_) => "max_scope_artifacts",
             QuotaLimit::ArtifactBytesPerScope(_) => "max_scope_bytes",
             QuotaLimit::ArtifactsTotal(_) => "max_total_artifacts",
@@ -541,7 +555,6 @@ impl QuotaLimit {
             | QuotaLimit::BytesPerScope(v)
             | QuotaLimit::EntriesTotal(v)
             | QuotaLimit::BytesTotal(v)
-            | QuotaLimit::ArtifactBytes(v)
             | QuotaLimit::ArtifactsPerScope(v)
             | QuotaLimit::ArtifactBytesPerScope(v)
             | QuotaLimit::ArtifactsTotal(v)

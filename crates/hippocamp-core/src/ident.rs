@@ -33,6 +33,42 @@ pub fn check_text(field: Field, s: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// The identifier grammar new data follows, as the error and the docs
+/// state it.
+pub const ID_GRAMMAR: &str = "1-256 bytes with no control characters, no `/` or `\\`, \
+     no leading or trailing space, and not `.` or `..`";
+
+/// Checks the grammar a *new* app, user or session id follows (one
+/// artifact-name segment too): no control characters, no `/` or `\`, no
+/// leading or trailing whitespace, not `.` or `..`, on top of
+/// [`check_text`]. Writes that create data check it (the governed gate);
+/// reads, listings and erasures take any id [`check_text`] takes, so data
+/// stored under an older, looser rule stays reachable and erasable.
+pub fn check_new_id(field: Field, s: &str) -> Result<()> {
+    check_text(field, s, MAX_ID_BYTES)?;
+    check_segment(field, s)
+}
+
+/// The grammar's rules past length and NUL, for one id or one segment of
+/// an artifact name.
+pub fn check_segment(field: Field, s: &str) -> Result<()> {
+    let rule = if s.chars().any(char::is_control) {
+        Some("must not contain a control character")
+    } else if s.contains(['/', '\\']) {
+        Some("must not contain `/` or `\\`")
+    } else if s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        Some("must not start or end with a space")
+    } else if s == "." || s == ".." {
+        Some("must not be `.` or `..`")
+    } else {
+        None
+    };
+    match rule {
+        Some(rule) => Err(Error::invalid(field, Problem::Identifier(rule))),
+        None => Ok(()),
+    }
+}
+
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident, $field:expr, $max:expr) => {
         $(#[$doc])*
@@ -172,6 +208,13 @@ impl MemoryScope {
     /// Validates both parts (the app name first) and builds the scope.
     pub fn parse(app: &str, user: &str) -> Result<Self> {
         Ok(Self::new(AppName::new(app)?, UserId::new(user)?))
+    }
+
+    /// Checks both parts against the grammar for new data
+    /// ([`check_new_id`]).
+    pub fn check_new(&self) -> Result<()> {
+        check_new_id(Field::AppName, self.app.as_str())?;
+        check_new_id(Field::UserId, self.user.as_str())
     }
 
     /// The application.
@@ -417,6 +460,33 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn new_ids_follow_the_grammar_and_old_ones_still_parse() {
+        for ok in ["alice", "a.b", "...", "ünï code", "a b", "user@example.com"] {
+            check_new_id(Field::UserId, ok).unwrap();
+        }
+        for bad in [
+            "a/b", "a\\b", " a", "a ", "\ta", ".", "..", "a\u{7f}b", "a\nb", "",
+        ] {
+            let e = check_new_id(Field::UserId, bad).unwrap_err();
+            assert_eq!(e.code(), "invalid_argument", "{bad:?}");
+            // The looser rule still takes it (reads, lists, erasures).
+            if !bad.is_empty() {
+                UserId::new(bad).unwrap();
+            }
+        }
+        let e = check_new_id(Field::SessionId, "x/y")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("must not contain `/`") && e.contains("1-256 bytes"),
+            "{e}"
+        );
+        let s = scope("shop", "a/b");
+        assert!(s.check_new().is_err());
+        scope("shop", "alice").check_new().unwrap();
     }
 
     #[test]

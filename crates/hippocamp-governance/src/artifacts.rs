@@ -25,7 +25,8 @@ use hippocamp_artifacts::{
     ArtifactStatus, ArtifactStore, Body, ByteRange, DeleteSelector, Page, PageRequest, PutOptions,
     ScopePage, Selector,
 };
-use hippocamp_core::{CallOptions, Clock, Error, MemoryScope, Result};
+use hippocamp_core::ident::{check_new_id, check_segment};
+use hippocamp_core::{CallOptions, Clock, Error, Field, MemoryScope, Result};
 // The same report as a memory sweep: versions deleted, whether more were due.
 use hippocamp_memory::Sweep;
 
@@ -249,7 +250,14 @@ impl<S: ArtifactStore> ArtifactLayer for GovernedArtifacts<S> {
         opts: &PutOptions,
     ) -> Result<ArtifactMeta> {
         // A version's lifetime runs from when it was stored: nothing to
-        // attach here.
+        // attach here. The app and user follow the id grammar for new data
+        // (the gate checks them); the session and each name segment too.
+        if let ArtifactScope::Session { session, .. } = scope {
+            check_new_id(Field::SessionId, session.as_str())?;
+        }
+        for segment in name.as_str().split('/') {
+            check_segment(Field::Name, segment)?;
+        }
         let call = self
             .ask(Action::PutArtifact, scope, name.as_str(), &opts.call)
             .await?;

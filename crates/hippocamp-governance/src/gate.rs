@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hippocamp_core::{AppName, CallOptions, Caller, Clock, Deadline, MemoryScope, Result};
+use hippocamp_core::ident::check_new_id;
+use hippocamp_core::{AppName, CallOptions, Caller, Clock, Deadline, Field, MemoryScope, Result};
 
 use crate::audit::{AuditEvent, AuditLog, NewAuditRecord};
 use crate::policy::{Action, Grant, Policy, Question, Resource, consult};
@@ -132,6 +133,20 @@ impl Gate {
         opts: &CallOptions,
     ) -> Result<(Grant, CallOptions)> {
         let deadline: Deadline = opts.deadline(self.default_timeout);
+        if action.creates() {
+            // The id grammar for new data is checked here, before the
+            // policy, so every path that writes (HTTP, MCP, CLI, library)
+            // meets the same rule.
+            if let Some(app) = app {
+                check_new_id(Field::AppName, app.as_str())?;
+            }
+            if let Some(scope) = scope {
+                scope.check_new()?;
+            }
+            if let Some(session) = resource.named_session() {
+                check_new_id(Field::SessionId, session.as_str())?;
+            }
+        }
         let question = Question {
             action,
             scope,

@@ -60,6 +60,13 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether the action creates data, so the ids it names must follow
+    /// the grammar for new ids (`hippocamp_core::ident::check_new_id`).
+    /// Reads, listings, corrections and erasures take older ids too.
+    pub fn creates(self) -> bool {
+        matches!(self, Action::Ingest | Action::Append | Action::PutArtifact)
+    }
+
     /// Every action, in declaration order.
     pub const ALL: [Action; 13] = [
         Action::Ingest,
@@ -184,6 +191,14 @@ impl Resource {
     /// The kind.
     pub fn kind(&self) -> &'static str {
         self.kind
+    }
+
+    /// The session it names, if it names one.
+    pub fn named_session(&self) -> Option<&SessionId> {
+        match &self.detail {
+            Detail::Session(s) | Detail::Events { session: s, .. } => Some(s),
+            _ => None,
+        }
     }
 
     /// The description: ids and counts, never content, cut to

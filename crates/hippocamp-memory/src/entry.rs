@@ -3,7 +3,7 @@
 //! ([`prepare_entry`]) that every backend uses.
 
 use hippocamp_core::json::{check_object, encoded_len};
-use hippocamp_core::limits::{MAX_PROVENANCE_EVENT_IDS, to_usize};
+use hippocamp_core::limits::MAX_PROVENANCE_EVENT_IDS;
 use hippocamp_core::secrets::{self, detect};
 use hippocamp_core::time::now_ms;
 use hippocamp_core::{
@@ -388,15 +388,11 @@ pub fn check_content(content: &str, limits: &MemoryLimits) -> Result<()> {
     if content.is_empty() {
         return Err(Error::invalid(Field::Content, Problem::Empty));
     }
-    let max = to_usize(limits.max_content_bytes);
-    if content.len() > max {
-        return Err(Error::invalid(
-            Field::Content,
-            Problem::TooLong {
-                len: content.len(),
-                max,
-            },
-        ));
+    if content.len() as u64 > limits.max_content_bytes {
+        return Err(Error::TooLarge {
+            limit: "max_content_bytes",
+            max: limits.max_content_bytes,
+        });
     }
     if content.contains('\0') {
         return Err(Error::invalid(Field::Content, Problem::ContainsNul));
@@ -517,9 +513,9 @@ mod tests {
         let err = |c: &str| prepare_entry(&scope(), NewEntry::new(c), &limits).unwrap_err();
         assert!(matches!(
             err(&"x".repeat(33)),
-            Error::InvalidArgument {
-                field: Field::Content,
-                problem: Problem::TooLong { len: 33, max: 32 }
+            Error::TooLarge {
+                limit: "max_content_bytes",
+                max: 32
             }
         ));
         assert!(matches!(

@@ -283,15 +283,40 @@ pub enum SkipReason {
     NoText,
     /// The text looks like a credential (the rule `add_entry` rejects with).
     SensitiveContent(SecretKind),
-    /// The event breaks a rule of the format or a limit.
+    /// The event breaks a rule of the format.
     Malformed(String),
-    /// Its id was already used in this scope for different data.
-    IdempotencyConflict,
+    /// Its text is over a size limit (the detail names it,
+    /// `max_content_bytes`); the same event never fits later.
+    TooLarge(String),
+    /// Its id was already used in this scope for different data. Event
+    /// ids are unique per user, not per session: the same id in another
+    /// session of the user with other content is this conflict. The
+    /// detail says so.
+    IdempotencyConflict(String),
     /// The entry it makes was erased (the entry, its session or its user
     /// was deleted): a resubmission never brings it back. To remember it
     /// again on purpose, submit it under a new session id.
     Erased,
 }
+
+impl SkipReason {
+    /// The reason's name, as `reason` in JSON.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SkipReason::Partial => "partial",
+            SkipReason::ControlAuthor => "control_author",
+            SkipReason::NoText => "no_text",
+            SkipReason::SensitiveContent(_) => "sensitive_content",
+            SkipReason::Malformed(_) => "malformed",
+            SkipReason::TooLarge(_) => "too_large",
+            SkipReason::IdempotencyConflict(_) => "idempotency_conflict",
+            SkipReason::Erased => "erased",
+        }
+    }
+}
+
+/// The detail of an event's [`SkipReason::IdempotencyConflict`].
+pub const EVENT_ID_CONFLICT: &str = "this event id was already stored for this user with other content; event ids are unique per user, not per session (give each event a new id, or resend the same content)";
 
 /// An event that became (or already was) an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -447,7 +472,7 @@ impl EventPlan {
                 Decision::Conflict => report.skipped.push(skip(
                     p.index,
                     Some(p.event_id.as_str()),
-                    SkipReason::IdempotencyConflict,
+                    SkipReason::IdempotencyConflict(EVENT_ID_CONFLICT.to_owned()),
                 )),
                 Decision::Erased => report.skipped.push(skip(
                     p.index,
@@ -599,6 +624,7 @@ fn plan_one(
     match prepare_entry(scope, input, limits) {
         Ok(p) => Ok((event_id, p)),
         Err(Error::SensitiveContent(kind)) => Err(SkipReason::SensitiveContent(kind)),
+        Err(Error::TooLarge { limit, .. }) => Err(SkipReason::TooLarge(limit.to_owned())),
         Err(e) => Err(malformed(e)),
     }
 }
@@ -806,8 +832,14 @@ mod tests {
         );
         assert!(matches!(reasons[5], (6, SkipReason::Malformed(_))));
         assert!(matches!(reasons[6], (7, SkipReason::Malformed(_))));
-        assert!(matches!(reasons[7], (8, SkipReason::Malformed(_))));
-        assert_eq!(reasons[8], (10, &SkipReason::IdempotencyConflict));
+        assert_eq!(
+            reasons[7],
+            (8, &SkipReason::TooLarge("max_content_bytes".into()))
+        );
+        assert!(
+            matches!(reasons[8], (10, SkipReason::IdempotencyConflict(d)) if d.contains("unique per user")),
+            "{reasons:?}"
+        );
         assert_eq!(e.provenance.session_id, Some(session()));
         assert_eq!(e.timestamp_ms, 1);
         assert_eq!(

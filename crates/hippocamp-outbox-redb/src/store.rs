@@ -423,10 +423,10 @@ impl JobStore for RedbJobStore {
                 Ok(lease_held) => {
                     replies.push(None);
                     held.push(lease_held);
-                    let (r, leases) = (*r, Arc::clone(&self.leases));
+                    let (r, leases) = (r.clone(), Arc::clone(&self.leases));
                     ops.push(op(false, move |kv, ctx| {
                         leases.check(&r.job, &r.owner)?;
-                        engine::complete_batch(kv, ctx, &r.job, r.batch, r.delivered)
+                        engine::complete_batch(kv, ctx, &r.job, r.batch, &r.delivered)
                     }));
                 }
             }

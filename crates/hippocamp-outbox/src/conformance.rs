@@ -90,6 +90,7 @@ macro_rules! job_store_conformance_tests {
             finished_jobs_are_capped_oldest_first,
             watermarks_are_counted_and_bounded,
             a_health_check_writes_and_changes_no_count,
+            skipped_events_are_counted_and_listed,
         );
         #[test]
         fn model_test() {
@@ -1184,4 +1185,75 @@ pub async fn a_health_check_writes_and_changes_no_count(f: &dyn JobStoreFactory)
     after.oldest_due_age_ms = before.oldest_due_age_ms;
     assert_eq!(after, before);
     assert_eq!(o.store.status(&s, &r.jobs[0].id).await.unwrap(), job);
+}
+
+/// What a delivery skipped is in the job's status: every skipped event
+/// counted by reason, the first `max_skipped_details` one by one, across
+/// batches, and still there once the job has finished.
+pub async fn skipped_events_are_counted_and_listed(f: &dyn JobStoreFactory) {
+    use hippocamp_memory::event::{SkipReason, SkippedEvent};
+    let o = f
+        .open(OutboxLimits {
+            max_skipped_details: 2,
+            ..OutboxLimits::default()
+        })
+        .await;
+    let s = scope("skips");
+    let r = o
+        .store
+        .admit(submission(&s, "s", &ids(0..4), 0))
+        .await
+        .unwrap();
+    let owner = Owner::random();
+    let item = claimed(&o, owner, LONG).await;
+    let skip = |index: usize, reason: SkipReason| SkippedEvent {
+        index,
+        event_id: Some(format!("e{index}")),
+        reason,
+    };
+    let delivered = Delivered {
+        added: 1,
+        skipped: 3,
+        skipped_events: vec![
+            skip(1, SkipReason::Erased),
+            skip(2, SkipReason::TooLarge("max_content_bytes".into())),
+            skip(3, SkipReason::Erased),
+        ],
+        ..Delivered::default()
+    };
+    o.store
+        .complete_batch(&item.job, &owner, 0, delivered, LONG)
+        .await
+        .unwrap();
+    let st = o.store.status(&s, &r.jobs[0].id).await.unwrap();
+    assert_eq!(st.state, JobState::Succeeded);
+    assert_eq!(st.result.skipped, 3);
+    assert_eq!(
+        st.skips.by_reason,
+        std::collections::BTreeMap::from([("erased".to_owned(), 2), ("too_large".to_owned(), 1)])
+    );
+    assert_eq!(
+        st.skips.events,
+        vec![
+            skip(1, SkipReason::Erased),
+            skip(2, SkipReason::TooLarge("max_content_bytes".into()))
+        ]
+    );
+    let json = serde_json::to_value(&st).unwrap();
+    assert_eq!(json["skips"]["events"][1]["reason"], "too_large");
+    assert_eq!(json["skips"]["events"][1]["detail"], "max_content_bytes");
+    // A job that skipped nothing says nothing about skips.
+    let quiet = o
+        .store
+        .admit(submission(&s, "t", &ids(0..1), 0))
+        .await
+        .unwrap();
+    let item = claimed(&o, owner, LONG).await;
+    o.store
+        .complete_batch(&item.job, &owner, 0, done(), LONG)
+        .await
+        .unwrap();
+    let st = o.store.status(&s, &quiet.jobs[0].id).await.unwrap();
+    assert!(st.skips.is_empty());
+    assert!(serde_json::to_value(&st).unwrap().get("skips").is_none());
 }

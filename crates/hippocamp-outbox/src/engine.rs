@@ -18,7 +18,7 @@ use crate::leases::Leases;
 use crate::limits::OutboxLimits;
 use crate::model::{
     Admitted, BATCH_EVENTS, CancelReason, Delivered, JobError, JobId, JobRef, JobState, JobStatus,
-    OutboxStats, Pruned, StoredEvent, Submission, TargetName, backoff_ms,
+    OutboxStats, Pruned, Skips, StoredEvent, Submission, TargetName, backoff_ms,
 };
 
 /// The time and limits an operation runs with.
@@ -82,22 +82,40 @@ pub struct JobRow {
     /// read as 0: the stores' session epochs start at 0 too.
     #[serde(skip)]
     pub session_epoch: u64,
+    /// What its deliveries skipped. Stored after the session epoch, so
+    /// rows written before it read as nothing skipped.
+    #[serde(skip)]
+    pub skips: Skips,
 }
 
-/// A job row's bytes: the row, then its session epoch.
+/// A job row's bytes: the row, its session epoch, then its skips (only
+/// when there are any).
 fn encode_job(row: &JobRow) -> Result<Vec<u8>> {
     let mut bytes = encode(row)?;
     bytes.extend(encode(&row.session_epoch)?);
+    if !row.skips.is_empty() {
+        // JSON: a skip reason is a tagged enum, which postcard cannot
+        // write; the part is small (bounded by `max_skipped_details`).
+        let json = serde_json::to_vec(&row.skips)
+            .map_err(|e| Error::Corrupt(format!("cannot encode a job's skips: {e}")))?;
+        bytes.extend(json);
+    }
     Ok(bytes)
 }
 
-/// A job row from its bytes; a row written before session epochs ends
-/// after its other fields.
+/// A job row from its bytes; a row written before session epochs (or
+/// skips) ends after its other fields.
 fn decode_job(bytes: &[u8]) -> Result<JobRow> {
     let (mut row, rest): (JobRow, _) = postcard::take_from_bytes(bytes)
         .map_err(|e| Error::Corrupt(format!("undecodable outbox job: {e}")))?;
     if !rest.is_empty() {
-        row.session_epoch = decode(rest, "job's session epoch")?;
+        let (epoch, rest): (u64, _) = postcard::take_from_bytes(rest)
+            .map_err(|e| Error::Corrupt(format!("undecodable job's session epoch: {e}")))?;
+        row.session_epoch = epoch;
+        if !rest.is_empty() {
+            row.skips = serde_json::from_slice(rest)
+                .map_err(|e| Error::Corrupt(format!("undecodable job's skips: {e}")))?;
+        }
     }
     Ok(row)
 }
@@ -568,6 +586,7 @@ fn queue(
         session: session.to_owned(),
         epoch: sub.epoch,
         session_epoch: sub.session_epoch,
+        skips: Skips::default(),
         state: JobState::Pending,
         cancel_reason: None,
         attempts: 0,
@@ -898,7 +917,7 @@ pub fn complete_batch(
     ctx: &Ctx<'_>,
     id: &JobId,
     batch: u32,
-    delivered: Delivered,
+    delivered: &Delivered,
 ) -> Result<(Option<u32>, Writes)> {
     let mut row = active_row(kv, id)?;
     if row.next_batch != batch {
@@ -913,6 +932,8 @@ pub fn complete_batch(
     row.result.added += delivered.added;
     row.result.duplicates += delivered.duplicates;
     row.result.skipped += delivered.skipped;
+    let max = usize::try_from(ctx.limits.max_skipped_details).unwrap_or(usize::MAX);
+    row.skips.add(&delivered.skipped_events, max);
     row.updated_ms = ctx.wall;
     row.last_error = None;
     tally.counters.delivered_events_total += events;
@@ -1121,11 +1142,12 @@ pub fn to_status(row: &JobRow, id: &JobId, leases: &Leases) -> JobStatus {
         delivered_events: row.delivered_events,
         batches: row.batches,
         delivered_batches: row.next_batch,
-        result: row.result,
+        result: row.result.clone(),
         created_ms: row.created_ms,
         updated_ms: row.updated_ms,
         cancel_reason: row.cancel_reason,
         last_error: row.last_error.clone(),
+        skips: row.skips.clone(),
     }
 }
 

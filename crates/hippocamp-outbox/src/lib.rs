@@ -47,7 +47,7 @@ pub use limits::{OutboxLimits, ProcessorOptions};
 pub use mem::InMemoryJobStore;
 pub use model::{
     CancelReason, Delivered, JobError, JobId, JobRef, JobState, JobStatus, OutboxCapabilities,
-    OutboxStats, Pruned, TargetName,
+    OutboxStats, Pruned, Skips, TargetName,
 };
 pub use outbox::{Ingested, Outbox, Registry, Target};
 pub use processor::Processor;

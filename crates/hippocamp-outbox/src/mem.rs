@@ -165,7 +165,7 @@ impl JobStore for InMemoryJobStore {
         let ctx = self.ctx();
         let mut kv = self.kv.lock();
         let held = self.leases.check(job, owner)?;
-        let (next, w) = engine::complete_batch(&*kv, &ctx, job, batch, delivered)?;
+        let (next, w) = engine::complete_batch(&*kv, &ctx, job, batch, &delivered)?;
         kv.apply(w);
         if next.is_none() {
             self.leases.end(job);

@@ -19,6 +19,7 @@ use hippocamp_core::{
     Author, Error, EventId, Field, MemoryScope, Metadata, Problem, Result, SessionId,
 };
 use hippocamp_memory::Event;
+use hippocamp_memory::event::SkippedEvent;
 use hippocamp_memory::event::{Content, Part};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -441,9 +442,7 @@ pub struct Admitted {
 }
 
 /// Totals of what a job's delivered batches did.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delivered {
     /// Events stored as new entries.
     pub added: u64,
@@ -451,11 +450,49 @@ pub struct Delivered {
     pub duplicates: u64,
     /// Events the store skipped (erased entries among them).
     pub skipped: u64,
+    /// The skipped events of one batch, their `index` counted in the
+    /// job's events: carried to the job's [`Skips`], never stored here
+    /// (a job row's encoding stays as it was).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub skipped_events: Vec<SkippedEvent>,
+}
+
+/// What a job's deliveries skipped, content-free: every skipped event
+/// counted by reason, and the first `outbox.max_skipped_details` of them
+/// with their position, id and reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Skips {
+    /// Skipped events per reason (`erased`, `idempotency_conflict`,
+    /// `too_large`, `malformed`, ...).
+    pub by_reason: std::collections::BTreeMap<String, u64>,
+    /// The first skipped events, `index` counted in the job's events.
+    pub events: Vec<SkippedEvent>,
+}
+
+impl Skips {
+    /// Whether nothing was skipped.
+    pub fn is_empty(&self) -> bool {
+        self.by_reason.is_empty()
+    }
+
+    /// Counts `skipped` and keeps their details up to `max` in all.
+    pub fn add(&mut self, skipped: &[SkippedEvent], max: usize) {
+        for s in skipped {
+            *self
+                .by_reason
+                .entry(s.reason.code().to_owned())
+                .or_default() += 1;
+            if self.events.len() < max {
+                self.events.push(s.clone());
+            }
+        }
+    }
 }
 
 /// A delivered batch to record, for
 /// [`JobStore::complete_batches`](crate::JobStore::complete_batches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRecord {
     /// The job.
     pub job: JobId,
@@ -505,6 +542,10 @@ pub struct JobStatus {
     /// Its last failure, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<JobError>,
+    /// What its deliveries skipped, by reason and (the first few) one by
+    /// one: an asynchronous ingestion never drops an event silently.
+    #[serde(default, skip_serializing_if = "Skips::is_empty")]
+    pub skips: Skips,
 }
 
 /// One batch of a claimed job, ready to deliver.

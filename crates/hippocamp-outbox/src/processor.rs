@@ -265,13 +265,13 @@ async fn deliver(
             Ok(delivered) => {
                 metrics::histogram!("hippocamp_outbox_batch_delivery_seconds")
                     .record(started.elapsed().as_secs_f64());
-                let record = BatchRecord {
-                    job,
-                    owner,
-                    batch: item.batch,
-                    delivered,
-                };
                 if last {
+                    let record = BatchRecord {
+                        job,
+                        owner,
+                        batch: item.batch,
+                        delivered,
+                    };
                     // Only a stopped recorder refuses: the processor is
                     // being dropped, and the batch is delivered again.
                     let _ = records.send(record).await;
@@ -359,11 +359,17 @@ async fn deliver_batch(
         },
     )
     .await?;
+    // A skipped event's position, counted in the job's events.
+    let first = item.batch as usize * crate::model::BATCH_EVENTS;
     let mut d = Delivered::default();
-    for (_, r) in replies {
+    for (at, r) in replies {
         d.added += r.added.len() as u64;
         d.duplicates += r.duplicates.len() as u64;
         d.skipped += r.skipped.len() as u64;
+        d.skipped_events.extend(r.skipped.into_iter().map(|mut s| {
+            s.index += first + at;
+            s
+        }));
     }
     Ok(d)
 }

@@ -482,7 +482,7 @@ impl JobStore for PgJobStore {
         self.run(move |tx, ctx, _| {
             let held = tx.leases()?.check(&job, &owner)?;
             let next = write(tx, || {
-                engine::complete_batch(tx, ctx, &job, batch, delivered)
+                engine::complete_batch(tx, ctx, &job, batch, &delivered)
             })?;
             if next.is_none() {
                 tx.end_lease(&job, None)?;

@@ -137,6 +137,7 @@ async fn two_servers_share_the_work_and_take_over_a_dead_claim() {
                 added: 3,
                 duplicates: 0,
                 skipped: 0,
+                ..Delivered::default()
             },
             Duration::from_secs(1),
         )
@@ -151,6 +152,7 @@ async fn two_servers_share_the_work_and_take_over_a_dead_claim() {
                 added: 3,
                 duplicates: 0,
                 skipped: 0,
+                ..Delivered::default()
             },
             Duration::from_secs(1),
         )

@@ -32,7 +32,7 @@ use hippocamp_artifacts::{
 use hippocamp_core::{CallOptions, EntryId, Error, MemoryScope, SessionId, erasure_confirmation};
 use hippocamp_memory::event::{merge_report, parse_events};
 use hippocamp_memory::{NewEntry, SearchRequest, WriteOptions};
-use hippocamp_services::auth::{Grant, Permission};
+use hippocamp_services::auth::{Grant, Permission, Presented};
 use hippocamp_services::{Config, Services};
 use http_body_util::BodyExt as _;
 use serde::Deserialize;
@@ -97,12 +97,11 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
-        state
-            .services
-            .tokens
-            .identify(secret)
-            .map(|(grant, id)| Caller(grant, hippocamp_core::Caller::token(&id)))
-            .ok_or_else(ApiError::invalid_token)
+        match state.services.tokens.identify(secret) {
+            Presented::Valid(grant, id) => Ok(Caller(grant, hippocamp_core::Caller::token(&id))),
+            Presented::Expired { at_ms, .. } => Err(ApiError::expired_token(at_ms)),
+            Presented::Unknown => Err(ApiError::invalid_token()),
+        }
     }
 }
 
@@ -288,10 +287,10 @@ pub(crate) async fn json_body<T: DeserializeOwned>(
         .map_err(|_| ApiError::from(Error::Timeout(hippocamp_core::Stage::Transfer)))?
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
-                ApiError::new(
-                    "payload_too_large",
-                    format!("the JSON body exceeds {max} bytes"),
-                )
+                ApiError::from(Error::TooLarge {
+                    limit: "http.max_json_body_bytes",
+                    max: state.config.http.max_json_body_bytes,
+                })
             } else {
                 ApiError::bad_request(format!("cannot read the body: {e}"))
             }
@@ -901,8 +900,9 @@ async fn put_artifact(
         .and_then(|v| v.parse::<u64>().ok())
         && len > max
     {
-        return Err(Error::QuotaExceeded {
-            limit: hippocamp_core::QuotaLimit::ArtifactBytes(max),
+        return Err(Error::TooLarge {
+            limit: "max_artifact_bytes",
+            max,
         }
         .into());
     }
@@ -1646,7 +1646,12 @@ const MEMORY: &[Route] = &[
 const HELD_DELETE: &[&str] = &["invalid_argument", "forbidden", "legal_hold"];
 
 /// Storing an app's own version.
-const APP_PUT: &[&str] = &["invalid_argument", "forbidden", "quota_exceeded"];
+const APP_PUT: &[&str] = &[
+    "invalid_argument",
+    "forbidden",
+    "quota_exceeded",
+    "payload_too_large",
+];
 
 /// Storing a user's or a session's version needs the user's consent to
 /// artifacts where the app requires one.
@@ -1654,6 +1659,7 @@ const USER_PUT: &[&str] = &[
     "invalid_argument",
     "forbidden",
     "quota_exceeded",
+    "payload_too_large",
     "consent_required",
 ];
 

@@ -106,12 +106,12 @@ pub const CODES: &[Code] = &[
     code(
         "quota_exceeded",
         429,
-        "a quota refused the write; nothing was written (the message names the limit)",
+        "a quota refused the write; nothing was written (the message names the limit); it does not clear by waiting: erase or raise the limit (no Retry-After)",
     ),
     code(
         "payload_too_large",
         413,
-        "the JSON body is larger than http.max_json_body_bytes",
+        "a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written",
     ),
     code(
         "unsupported_media_type",
@@ -254,6 +254,24 @@ impl ApiError {
             ..Self::new(
                 "unauthorized",
                 "the bearer token is not a current one (unknown or revoked)",
+            )
+        }
+    }
+
+    /// 401: a token that expired (`WWW-Authenticate: Bearer
+    /// error="invalid_token"`), saying when.
+    pub fn expired_token(at_ms: u64) -> Self {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+        let at = humantime::format_rfc3339_seconds(at);
+        Self {
+            challenge: Some(
+                r#"Bearer error="invalid_token", error_description="the token expired""#,
+            ),
+            ..Self::new(
+                "unauthorized",
+                format!(
+                    "the bearer token expired at {at}; make a new one (hippocamp token create --expires-in …)"
+                ),
             )
         }
     }

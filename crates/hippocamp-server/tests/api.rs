@@ -471,8 +471,8 @@ async fn errors_have_their_status_and_code() {
             Method::PUT,
             format!("{ALICE}/artifacts/big"),
             Some(vec![0; (1 << 20) + 1]),
-            429,
-            "quota_exceeded",
+            413,
+            "payload_too_large",
         ),
         (
             Method::GET,
@@ -1381,6 +1381,183 @@ async fn the_inspection_page_is_static_and_holds_no_data() {
     s.stop().await;
 }
 
+/// Item 6 of issue 41, the README's status table: a value over its size
+/// limit is 413 `payload_too_large` naming the limit; one event of
+/// `/events` over a limit is a skip reason; a full quota is 429 without
+/// `Retry-After` (it does not clear by waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_table_holds() {
+    let s = TestServer::start(Profile::Ephemeral, |c| {
+        c.memory.limits.max_content_bytes = 64;
+        c.memory.limits.max_entries_per_scope = 1;
+        c.artifacts.max_artifact_bytes = 16;
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let long = "x".repeat(65);
+    let entry = |content: &str| serde_json::to_vec(&json!({ "content": content })).unwrap();
+    let post = |path: String, body: Vec<u8>| {
+        let (s, t) = (&s, &t);
+        async move { send(s, Method::POST, &path, Some(t), Some(body)).await }
+    };
+    let (st, h, b) = post(format!("{ALICE}/memory/entries"), entry(&long)).await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(j(&b)["code"], "payload_too_large");
+    assert!(
+        j(&b)["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_content_bytes")
+    );
+    assert!(!h.contains_key("retry-after"));
+    let (st, _, b) = send(
+        &s,
+        Method::PUT,
+        &format!("{ALICE}/artifacts/big.bin"),
+        Some(&t),
+        Some(vec![0u8; 17]),
+    )
+    .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        j(&b)["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_artifact_bytes")
+    );
+    // One event over the limit is skipped with its reason; the rest are
+    // stored.
+    let events = json!({"events": [
+        {"id": "e1", "author": "user", "timestamp_ms": 1,
+         "content": {"role": "user", "parts": [{"text": long}]}},
+        {"id": "e2", "author": "user", "timestamp_ms": 2,
+         "content": {"role": "user", "parts": [{"text": "short"}]}},
+    ]});
+    let (st, _, b) = post(
+        format!("{ALICE}/memory/sessions/s1/events"),
+        serde_json::to_vec(&events).unwrap(),
+    )
+    .await;
+    let b = j(&b);
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(b["skipped"][0]["index"], 0, "{b}");
+    assert_eq!(b["skipped"][0]["reason"], "too_large", "{b}");
+    assert_eq!(b["skipped"][0]["detail"], "max_content_bytes", "{b}");
+    assert_eq!(b["added"].as_array().map(Vec::len), Some(1), "{b}");
+    // The scope holds its one entry: full, 429, and no Retry-After.
+    let (st, h, b) = post(format!("{ALICE}/memory/entries"), entry("one more")).await;
+    assert_eq!(st, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(j(&b)["code"], "quota_exceeded");
+    assert!(
+        j(&b)["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_entries_per_scope")
+    );
+    assert!(!h.contains_key("retry-after"));
+    s.stop().await;
+}
+
+/// Item 4 of issue 41: one grammar for new ids, checked on writes after
+/// percent-decoding; reads, listings and erasures still take any id the
+/// older rule took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_ids_follow_one_grammar_and_older_ids_stay_reachable() {
+    let s = TestServer::start(Profile::Ephemeral, |_| {}).await;
+    let t = s.all_permissions("shop", None);
+    let entry = br#"{"content": "likes tea"}"#.to_vec();
+    for user in ["a%2Fb", "a%5Cb", "%20alice", "alice%20", "a%7Fb", "a%09b"] {
+        let base = format!("/v1/apps/shop/users/{user}");
+        let (st, _, b) = send(
+            &s,
+            Method::POST,
+            &format!("{base}/memory/entries"),
+            Some(&t),
+            Some(entry.clone()),
+        )
+        .await;
+        let b = j(&b);
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{user}: {b}");
+        assert_eq!(b["code"], "invalid_argument");
+        let m = b["message"].as_str().unwrap();
+        assert!(m.contains("user_id") && m.contains("1-256 bytes"), "{m}");
+        // A read, a listing and an erasure of the same id are answered.
+        let (st, _, b) = send(
+            &s,
+            Method::GET,
+            &format!("{base}/memory/entries?limit=5"),
+            Some(&t),
+            None,
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::OK,
+            "{user}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        let (st, _, b) = send(
+            &s,
+            Method::DELETE,
+            &format!("{base}/memory?confirm=shop/{user}"),
+            Some(&t),
+            None,
+        )
+        .await;
+        assert!(
+            st.is_success(),
+            "{user}: {st} {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    // A session id in the path, and an artifact name per segment.
+    let event = json!({"events": [{"id": "e1", "author": "user", "timestamp_ms": 1,
+        "content": {"role": "user", "parts": [{"text": "hello"}]}}]});
+    let (st, _, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s%2F1/events"),
+        Some(&t),
+        Some(serde_json::to_vec(&event).unwrap()),
+    )
+    .await;
+    assert_eq!(
+        st,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    assert!(j(&b)["message"].as_str().unwrap().contains("session_id"));
+    for name in ["reports/%20q3.bin", "reports/q3%5C.bin", "reports/q%0A3"] {
+        let (st, _, b) = send(
+            &s,
+            Method::PUT,
+            &format!("{ALICE}/artifacts/{name}"),
+            Some(&t),
+            Some(b"bytes".to_vec()),
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::BAD_REQUEST,
+            "{name}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert_eq!(j(&b)["code"], "invalid_argument");
+    }
+    // Nothing was written.
+    let (_, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifacts"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["items"], json!([]), "{}", String::from_utf8_lossy(&b));
+    s.stop().await;
+}
+
 /// What a new user guesses first: a bare array of events is refused with
 /// a message showing the body's shape; a positional array never stands in
 /// for an object (it used to create an entry); a request without a token
@@ -1445,6 +1622,26 @@ async fn first_guesses_get_errors_that_say_what_to_do() {
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     assert_eq!(h["www-authenticate"], r#"Bearer error="invalid_token""#);
     assert_eq!(j(&b)["code"], "unauthorized");
+    // An expired token: 401, and told it expired (and when).
+    let g = hippocamp_services::auth::grant(Some("shop"), Some("alice"), "memory:read").unwrap();
+    let now = Some(std::time::Duration::ZERO);
+    let (expired, _) = s.services.tokens.create_for("old", g, now).unwrap();
+    let (st, h, b) = send(&s, Method::GET, &path, Some(&expired), None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    assert!(
+        h["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with(r#"Bearer error="invalid_token""#)
+    );
+    let m = j(&b)["message"].as_str().unwrap().to_owned();
+    assert!(m.contains("expired at 20"), "{m}");
+    // One that expires later is accepted now.
+    let g = hippocamp_services::auth::grant(Some("shop"), Some("alice"), "memory:read").unwrap();
+    let hour = Some(std::time::Duration::from_hours(1));
+    let (fresh, _) = s.services.tokens.create_for("new", g, hour).unwrap();
+    let (st, _, _) = send(&s, Method::GET, &path, Some(&fresh), None).await;
+    assert_eq!(st, StatusCode::OK);
     // 403 names the permission.
     let reader = s.token(Some("shop"), Some("alice"), "memory:read");
     let (st, _, b) = send(

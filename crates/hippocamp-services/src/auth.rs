@@ -94,6 +94,32 @@ pub struct TokenRecord {
     pub grant: Grant,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
+    /// When it stops being accepted, ms since the epoch (`None`: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+}
+
+impl TokenRecord {
+    /// Whether it has expired at `now_ms` (at its expiry it already has).
+    pub fn expired_at(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// What a presented secret is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presented {
+    /// A current token: its grant and its public id.
+    Valid(Grant, String),
+    /// A token that expired at `at_ms` (ms since the epoch).
+    Expired {
+        /// Its public id.
+        id: String,
+        /// When it expired.
+        at_ms: u64,
+    },
+    /// No token has this secret (never made, or revoked).
+    Unknown,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -108,8 +134,8 @@ const TOKEN_FORMAT: u32 = 1;
 #[derive(Debug)]
 struct Loaded {
     tokens: Vec<TokenRecord>,
-    /// Grants by secret hash: what authentication looks up.
-    by_hash: HashMap<String, Grant>,
+    /// Grants and expiries by secret hash: what authentication looks up.
+    by_hash: HashMap<String, (Grant, Option<u64>)>,
     modified: Option<Stamp>,
     /// The shared table's version these are as of.
     version: Option<i64>,
@@ -119,7 +145,7 @@ impl Loaded {
     fn new(tokens: Vec<TokenRecord>, modified: Option<Stamp>) -> Self {
         let by_hash = tokens
             .iter()
-            .map(|t| (t.sha256.clone(), t.grant.clone()))
+            .map(|t| (t.sha256.clone(), (t.grant.clone(), t.expires_at_ms)))
             .collect();
         Self {
             tokens,
@@ -242,12 +268,18 @@ impl TokenStore {
     }
 
     /// Creates a token wherever the tokens live (the shared table, the
-    /// file, memory); returns its secret (shown once) and its record.
-    pub async fn create_shared(&self, label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
+    /// file, memory), accepted for `lifetime` from now if given; returns
+    /// its secret (shown once) and its record.
+    pub async fn create_shared(
+        &self,
+        label: &str,
+        grant: Grant,
+        lifetime: Option<Duration>,
+    ) -> Result<(String, TokenRecord)> {
         let Some(table) = &self.shared else {
-            return self.create(label, grant);
+            return self.create_for(label, grant, lifetime);
         };
-        let (secret, record) = new_token(label, grant)?;
+        let (secret, record) = new_token(label, grant, lifetime)?;
         let json = serde_json::to_string(&record)
             .map_err(|e| Error::Corrupt(format!("cannot encode a token: {e}")))?;
         table.insert(&record.id, &record.sha256, &json).await?;
@@ -280,7 +312,7 @@ impl TokenStore {
             return Ok(None);
         }
         Ok(Some(
-            self.create_shared("admin (first start)", admin_grant())
+            self.create_shared("admin (first start)", admin_grant(), None)
                 .await?
                 .0,
         ))
@@ -328,9 +360,21 @@ impl TokenStore {
         });
     }
 
-    /// Creates a token; returns its secret (shown once) and its record.
+    /// Creates a token that does not expire; returns its secret (shown
+    /// once) and its record.
     pub fn create(&self, label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
-        let (secret, record) = new_token(label, grant)?;
+        self.create_for(label, grant, None)
+    }
+
+    /// Creates a token accepted for `lifetime` from now (`None`: until
+    /// revoked; zero: already expired, which tests use).
+    pub fn create_for(
+        &self,
+        label: &str,
+        grant: Grant,
+        lifetime: Option<Duration>,
+    ) -> Result<(String, TokenRecord)> {
+        let (secret, record) = new_token(label, grant, lifetime)?;
         let rec = record.clone();
         self.update(move |tokens| {
             tokens.push(rec);
@@ -370,15 +414,25 @@ impl TokenStore {
     /// The grant of a presented secret, if it is a current token: a
     /// lookup in memory (the file is watched elsewhere).
     pub fn authenticate(&self, secret: &str) -> Option<Grant> {
-        self.identify(secret).map(|(grant, _)| grant)
+        match self.identify(secret) {
+            Presented::Valid(grant, _) => Some(grant),
+            _ => None,
+        }
     }
 
     /// [`authenticate`](Self::authenticate) with the token's public id
-    /// (the first 12 hex digits of the same hash, computed once).
-    pub fn identify(&self, secret: &str) -> Option<(Grant, String)> {
+    /// (the first 12 hex digits of the same hash, computed once), and why
+    /// a secret is not accepted: unknown, or expired (and when).
+    pub fn identify(&self, secret: &str) -> Presented {
         let h = hash(secret);
-        let grant = self.loaded.read().by_hash.get(&h).cloned()?;
-        Some((grant, h[..12].to_owned()))
+        let Some((grant, expires)) = self.loaded.read().by_hash.get(&h).cloned() else {
+            return Presented::Unknown;
+        };
+        let id = h[..12].to_owned();
+        match expires {
+            Some(at_ms) if at_ms <= now_ms() => Presented::Expired { id, at_ms },
+            _ => Presented::Valid(grant, id),
+        }
     }
 
     /// Re-reads the file if it changed since it was last read.
@@ -474,7 +528,11 @@ fn admin_grant() -> Grant {
 }
 
 /// A new token's secret and record.
-fn new_token(label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
+fn new_token(
+    label: &str,
+    grant: Grant,
+    lifetime: Option<Duration>,
+) -> Result<(String, TokenRecord)> {
     if grant.permissions.is_empty() {
         return Err(Error::config(
             "permissions",
@@ -483,12 +541,15 @@ fn new_token(label: &str, grant: Grant) -> Result<(String, TokenRecord)> {
     }
     let secret = format!("{TOKEN_PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()));
     let sha256 = hash(&secret);
+    let now = now_ms();
     let record = TokenRecord {
         id: sha256[..12].to_owned(),
         sha256,
         label: label.to_owned(),
         grant,
-        created_at_ms: now_ms(),
+        created_at_ms: now,
+        expires_at_ms: lifetime
+            .map(|d| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
     };
     Ok((secret, record))
 }

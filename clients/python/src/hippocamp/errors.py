@@ -42,7 +42,14 @@ class Conflict(HippocampError):
 
 
 class QuotaExceeded(HippocampError):
-    """A per-scope or global quota refused the write (413/507)."""
+    """A per-scope or global quota refused the write (429); it does not
+    clear by waiting."""
+
+
+class PayloadTooLarge(InvalidArgument):
+    """One value is over a size limit named in the message (413): the
+    request body, an artifact or an entry's content. The same value never
+    fits later."""
 
 
 class Overloaded(HippocampError):
@@ -75,6 +82,7 @@ _BY_CODE: dict[str, type[HippocampError]] = {
     "future_epoch": Conflict,
     "job_active": Conflict,
     "quota_exceeded": QuotaExceeded,
+    "payload_too_large": PayloadTooLarge,
     "overloaded": Overloaded,
     "max_active_scopes_reached": Overloaded,
     "unavailable": Unavailable,
@@ -99,6 +107,7 @@ def from_reply(status: int, body: object) -> HippocampError:
             403: Forbidden,
             404: NotFound,
             409: Conflict,
-            429: Overloaded,
+            413: PayloadTooLarge,
+            429: QuotaExceeded,
         }.get(status, Unavailable if status >= 500 else HippocampError)
     return cls(message, code=code, status=status)
