@@ -64,10 +64,12 @@ pub fn private_file(path: &Path) -> io::Result<File> {
 /// readahead's large folios. A small write into a large folio costs more
 /// (the write walks every block of the folio): overwriting 700 bytes of a
 /// page cached as part of a 1 MiB folio took 3.4-3.7 µs against 1.5-2.1
-/// µs for a page of its own, and a write + `fdatasync` 5-6 µs more
-/// (docs/PERFORMANCE.md, issue 17's tenth pass). A log is read once, at
-/// open, and then overwritten record by record. Elsewhere than on Linux
-/// it does nothing.
+/// µs for a page of its own, and a write + `fdatasync` 5-6 µs more (a
+/// standalone probe of paired writes; on the store, a lone acknowledged
+/// `add_entry` got 6-12 µs faster in paired runs of `hippocamp bench
+/// durable-write --samples 2000`, `scripts/paired-durable-write.sh`). A
+/// log is read once, at open, and then overwritten record by record.
+/// Elsewhere than on Linux it does nothing.
 pub fn advise_random(file: &File) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random)?;
