@@ -1282,8 +1282,8 @@ fn a_suspended_app_is_refused_by_every_command() {
     assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
 }
 
-/// Event ids are unique per user: `e1` again in another session, with
-/// other content, is queued and then skipped at delivery, and the job's
+/// Event ids are unique per user: `e1` again in another session, the same
+/// text and time, is queued and then skipped at delivery, and the job's
 /// status says which event and why (issue 41, item 7).
 #[test]
 fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
@@ -1314,7 +1314,7 @@ fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
     std::fs::write(
         &reused,
         concat!(
-            r#"{"id":"e1","author":"user","timestamp_ms":5,"content":{"role":"user","parts":[{"text":"I grow peppers now"}]}}"#, "\n",
+            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I grow tomatoes"}]}}"#, "\n",
         ),
     )
     .unwrap();

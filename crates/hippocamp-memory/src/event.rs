@@ -290,8 +290,7 @@ pub enum SkipReason {
     TooLarge(String),
     /// Its id was already used in this scope for different data. Event
     /// ids are unique per user, not per session: the same id in another
-    /// session of the user with other content is this conflict. The
-    /// detail says so.
+    /// session of the user is this conflict. The detail says so.
     IdempotencyConflict(String),
     /// The entry it makes was erased (the entry, its session or its user
     /// was deleted): a resubmission never brings it back. To remember it
@@ -316,7 +315,7 @@ impl SkipReason {
 }
 
 /// The detail of an event's [`SkipReason::IdempotencyConflict`].
-pub const EVENT_ID_CONFLICT: &str = "this event id was already stored for this user with other content; event ids are unique per user, not per session (give each event a new id, or resend the same content)";
+pub const EVENT_ID_CONFLICT: &str = "this event id was already stored for this user from another event (another session, or other content, author or time); event ids are unique per user, not per session: give each event its own id";
 
 /// An event that became (or already was) an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
