@@ -981,6 +981,7 @@ pub(crate) fn cli_embedder(
         api_key_env: Some("HIPPOCAMP_EMBED_API_KEY".to_owned()),
         limits: hippocamp_embed::EmbedLimits::default(),
         local: hippocamp_embed::LocalLimits::default(),
+        startup_wait_ms: hippocamp_services::embedder::DEFAULT_STARTUP_WAIT_MS,
     };
     if let Some(url) = spec.strip_prefix("http:") {
         let model = model.context("--embedder http:… needs --embedder-model")?;

@@ -115,4 +115,38 @@ fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
     );
     // Every test ran (none skipped for a missing variable).
     assert!(!text.contains("skipped"), "{text}");
+    installs_leave_nothing_untracked(&python, &here);
+}
+
+/// `pip install ./clients/python` (as the README says) builds in the
+/// source tree: what it leaves there is ignored by git, never untracked.
+fn installs_leave_nothing_untracked(python: &str, here: &Path) {
+    let target = tempfile::tempdir().unwrap();
+    let pip = Command::new(python)
+        .args(["-m", "pip", "install", "-q", "--no-deps"])
+        .arg("--target")
+        .arg(target.path())
+        .arg(here)
+        .output()
+        .unwrap();
+    assert!(
+        pip.status.success(),
+        "pip install:\n{}",
+        String::from_utf8_lossy(&pip.stderr)
+    );
+    let Ok(status) = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .arg(here)
+        .current_dir(here)
+        .output()
+    else {
+        return;
+    };
+    if !status.status.success() {
+        // Not a git checkout: nothing to compare with.
+        return;
+    }
+    let text = String::from_utf8_lossy(&status.stdout);
+    let untracked: Vec<&str> = text.lines().filter(|l| l.starts_with("??")).collect();
+    assert!(untracked.is_empty(), "left untracked: {untracked:?}");
 }

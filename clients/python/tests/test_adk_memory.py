@@ -14,6 +14,7 @@ from google.adk.tools import load_memory
 from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
 
+from hippocamp import DeliveryTimeout
 from hippocamp.adk import HippocampMemoryService
 
 
@@ -64,12 +65,9 @@ def test_runner_with_load_memory_and_preload(url, token, user):
             await sessions.append_event(past, e)
         past = await sessions.get_session(app_name=APP, user_id=user, session_id="past")
         await memory.add_session_to_memory(past)
-        # Ingestion may be queued: wait until it is searchable.
-        for _ in range(200):
-            found = await memory.search_memory(app_name=APP, user_id=user, query="colour teal")
-            if found.memories:
-                break
-            await asyncio.sleep(0.05)
+        # Read-your-writes: searchable as soon as it returns.
+        found = await memory.search_memory(app_name=APP, user_id=user, query="colour teal")
+        assert found.memories, found
         call = LlmResponse(
             content=types.Content(
                 role="model",
@@ -144,5 +142,62 @@ def test_events_are_idempotent_and_entries_carry_adk_fields(url, token, user):
         assert (
             await memory.search_memory(app_name=APP, user_id=user, query="Porto")
         ).memories == []
+
+    asyncio.run(go())
+
+
+def test_delivery_is_awaited_and_a_late_one_names_its_jobs(url, token, user):
+    async def go():
+        memory = HippocampMemoryService(url, token=token)
+        # The server of these tests queues ingestion (it has an outbox):
+        # the call returns once delivered, so the search right after finds
+        # it, every time.
+        for i in range(5):
+            await memory.add_events_to_memory(
+                app_name=APP,
+                user_id=user,
+                events=[event(f"r{i}", "user", f"I visited lighthouse number {i}")],
+                session_id=f"trip{i}",
+            )
+            r = await memory.search_memory(
+                app_name=APP, user_id=user, query=f"lighthouse number {i}"
+            )
+            assert any(f"number {i}" in m.content.parts[0].text for m in r.memories), r
+        # A delivery that does not finish within the wait: the job status
+        # is read as pending (the status call alone is replaced, the
+        # ingestion is the server's); the error names the job, and the
+        # events stay queued and are delivered.
+        late = HippocampMemoryService(url, token=token, delivery_timeout=0.2)
+        real_job = late.client.job
+
+        async def pending(app, u, job_id):
+            return {"id": job_id, "state": "pending"}
+
+        late.client.job = pending
+        try:
+            await late.add_events_to_memory(
+                app_name=APP,
+                user_id=user,
+                events=[event("late1", "user", "My kayak is bright orange")],
+                session_id="late",
+            )
+            raise AssertionError("no DeliveryTimeout")
+        except DeliveryTimeout as e:
+            assert len(e.job_ids) == 1 and e.job_ids[0] in str(e)
+            job = e.job_ids[0]
+        for _ in range(200):
+            st = await real_job(APP, user, job)
+            if st["state"] == "succeeded":
+                break
+            await asyncio.sleep(0.05)
+        assert st["state"] == "succeeded", st
+        # Asynchronous mode returns once queued.
+        quick = HippocampMemoryService(url, token=token, wait_for_delivery=False)
+        await quick.add_events_to_memory(
+            app_name=APP,
+            user_id=user,
+            events=[event("q1", "user", "I collect vinyl records")],
+            session_id="quick",
+        )
 
     asyncio.run(go())

@@ -24,6 +24,7 @@ pub mod hash;
 pub mod http;
 #[cfg(feature = "local")]
 pub mod local;
+pub mod probed;
 
 use std::time::Duration;
 

@@ -112,8 +112,23 @@ async fn healthz() -> &'static str {
 /// Ready when every service answers: memory (unless disabled), the
 /// artifact store, and with an outbox, its store and its processor (an
 /// unhealthy outbox fails the probe; nothing falls back to writing
-/// synchronously).
+/// synchronously), and an embedder probed in the background has answered
+/// (`{"embedder": "not_ready"}` until then).
 async fn readyz(State(s): State<AppState>) -> Response {
+    if s.services.embedder_ready() == Some(false) {
+        // Lexical search and writes without a vector work meanwhile.
+        let body = serde_json::json!({
+            "code": "unavailable",
+            "message": "the embedder has not answered its readiness probe yet (it is retried)",
+            "embedder": "not_ready",
+        });
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(axum::http::header::RETRY_AFTER, "1")],
+            axum::Json(body),
+        )
+            .into_response();
+    }
     match s.services.health().await {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(e @ hippocamp_core::Error::OutboxUnavailable(_)) => ApiError::from(e).into_response(),

@@ -850,6 +850,7 @@ async fn with_an_embedder_search_is_hybrid_and_reports_its_scores() {
             api_key_env: None,
             limits: hippocamp_embed::EmbedLimits::default(),
             local: hippocamp_embed::LocalLimits::default(),
+            startup_wait_ms: hippocamp_services::embedder::DEFAULT_STARTUP_WAIT_MS,
         });
     })
     .await;

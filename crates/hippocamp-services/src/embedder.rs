@@ -3,9 +3,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hippocamp_core::{Error, Problem, Result};
 use hippocamp_embed::Embedder;
+use hippocamp_embed::probed::Probed;
 use serde::{Deserialize, Serialize};
 
 /// Where embeddings come from: an OpenAI-compatible endpoint (`base_url`
@@ -38,6 +40,21 @@ pub struct EmbedderConfig {
     /// pass, calls at once.
     #[serde(default)]
     pub local: hippocamp_embed::LocalLimits,
+    /// How long start-up waits, retrying, for an endpoint without a
+    /// configured `dimension` to answer its dimension probe (0..=600,000
+    /// ms; default 60,000). With `dimension` set nothing waits: the
+    /// endpoint is probed in the background.
+    #[serde(default = "default_startup_wait_ms")]
+    pub startup_wait_ms: u64,
+}
+
+/// The default of [`EmbedderConfig::startup_wait_ms`].
+pub const DEFAULT_STARTUP_WAIT_MS: u64 = 60_000;
+/// The largest [`EmbedderConfig::startup_wait_ms`].
+pub const MAX_STARTUP_WAIT_MS: u64 = 600_000;
+
+fn default_startup_wait_ms() -> u64 {
+    DEFAULT_STARTUP_WAIT_MS
 }
 
 impl EmbedderConfig {
@@ -46,6 +63,16 @@ impl EmbedderConfig {
         self.limits.validate()?;
         self.local.validate()?;
         let bad = |m: &str| Error::config("embedder", Problem::Malformed(m.into()));
+        if self.startup_wait_ms > MAX_STARTUP_WAIT_MS {
+            return Err(Error::config(
+                "embedder.startup_wait_ms",
+                Problem::OutOfRange {
+                    value: i128::from(self.startup_wait_ms),
+                    min: 0,
+                    max: i128::from(MAX_STARTUP_WAIT_MS),
+                },
+            ));
+        }
         if let Some(d) = self.dimension
             && (d == 0 || d as u64 > self.limits.max_dimension)
         {
@@ -66,11 +93,34 @@ impl EmbedderConfig {
     }
 }
 
-/// Connects the embedder `e` names.
+/// Connects the embedder `e` names (see [`connect`]).
 pub async fn connect_embedder(e: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
+    Ok(connect(e).await?.embedder)
+}
+
+/// A connected embedder, and its readiness probe when it has one.
+#[derive(Debug)]
+pub struct Connected {
+    /// What to embed with.
+    pub embedder: Arc<dyn Embedder>,
+    /// The background probe of an endpoint with a configured dimension
+    /// (what `/readyz` asks).
+    pub probe: Option<Arc<Probed>>,
+}
+
+/// Connects the embedder `e` names. An endpoint with a configured
+/// `dimension` is not waited for: it is probed in the background
+/// ([`Probed`]), so a slow or absent one does not stop a server from
+/// starting. Without one, its dimension probe is retried with doubling
+/// delays for up to `startup_wait_ms`, then the error says to set
+/// `dimension`.
+pub async fn connect(e: &EmbedderConfig) -> Result<Connected> {
     e.validate()?;
     if let Some(dir) = &e.model_dir {
-        return local_embedder(dir, e);
+        return Ok(Connected {
+            embedder: local_embedder(dir, e)?,
+            probe: None,
+        });
     }
     let (Some(base_url), Some(model)) = (&e.base_url, &e.model) else {
         return Err(Error::config(
@@ -78,16 +128,47 @@ pub async fn connect_embedder(e: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
             Problem::Malformed("base_url and model are needed".into()),
         ));
     };
-    Ok(Arc::new(
-        hippocamp_embed::http::OpenAiEmbedder::connect(hippocamp_embed::http::HttpEmbedderConfig {
-            base_url: base_url.clone(),
-            model: model.clone(),
-            dimension: e.dimension,
-            api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
-            limits: e.limits.clone(),
-        })
-        .await?,
-    ))
+    let http = hippocamp_embed::http::HttpEmbedderConfig {
+        base_url: base_url.clone(),
+        model: model.clone(),
+        dimension: e.dimension,
+        api_key: e.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+        limits: e.limits.clone(),
+    };
+    if e.dimension.is_some() {
+        // No probe in `connect`: nothing to wait for.
+        let inner = hippocamp_embed::http::OpenAiEmbedder::connect(http).await?;
+        let probe = Probed::start(Arc::new(inner));
+        return Ok(Connected {
+            embedder: Arc::clone(&probe) as Arc<dyn Embedder>,
+            probe: Some(probe),
+        });
+    }
+    let waited = std::time::Instant::now();
+    let wait = Duration::from_millis(e.startup_wait_ms);
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match hippocamp_embed::http::OpenAiEmbedder::connect(http.clone()).await {
+            Ok(embedder) => {
+                return Ok(Connected {
+                    embedder: Arc::new(embedder),
+                    probe: None,
+                });
+            }
+            Err(err @ (Error::Timeout(_) | Error::Unavailable(_))) => {
+                if waited.elapsed() + backoff > wait {
+                    return Err(Error::Unavailable(format!(
+                        "the embedder at {base_url} did not answer its dimension probe within embedder.startup_wait_ms ({} ms): {err}; set embedder.dimension to start without waiting for it",
+                        e.startup_wait_ms
+                    )));
+                }
+                tracing::warn!(error = %err, "the embedder did not answer its dimension probe; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(other) => return Err(other),
+        }
+    }
 }
 
 #[cfg(feature = "local")]
@@ -120,6 +201,7 @@ mod tests {
             api_key_env: None,
             limits: hippocamp_embed::EmbedLimits::default(),
             local: hippocamp_embed::LocalLimits::default(),
+            startup_wait_ms: DEFAULT_STARTUP_WAIT_MS,
         }
     }
 

@@ -63,7 +63,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 pub use config::{Config, ConfigError, HttpConfig, Profile, SweeperConfig};
-pub use embedder::{EmbedderConfig, connect_embedder};
+pub use embedder::{Connected, EmbedderConfig, connect, connect_embedder};
 
 use crate::auth::TokenStore;
 use crate::distributed::Remote;
@@ -108,6 +108,9 @@ pub struct Services {
     /// Restores running at once (`restore.max_concurrent`).
     pub(crate) restores: Arc<tokio::sync::Semaphore>,
     pub(crate) restore_limits: restore::RestoreLimits,
+    /// The embedder's background probe, when it has one (an endpoint
+    /// with a configured dimension).
+    embedder_probe: Option<Arc<hippocamp_embed::probed::Probed>>,
 }
 
 /// The governance every memory path goes through.
@@ -445,18 +448,23 @@ async fn with_embedder<T: Send + 'static>(
     open: impl FnOnce(Valid<'_>, Option<Arc<dyn hippocamp_embed::Embedder>>) -> Result<T>
     + Send
     + 'static,
-) -> Result<T> {
-    let embedder = match &config.embedder {
+) -> Result<(T, Option<Arc<hippocamp_embed::probed::Probed>>)> {
+    let connected = match &config.embedder {
         None => None,
         // The disabled profile has no memory to embed for.
         Some(_) if config.profile == Profile::Disabled => None,
-        Some(e) => Some(connect_embedder(e).await?),
+        Some(e) => Some(connect(e).await?),
+    };
+    let (embedder, probe) = match connected {
+        Some(c) => (Some(c.embedder), c.probe),
+        None => (None, None),
     };
     let c = config.0.clone();
     // A copy of a checked configuration is checked.
-    tokio::task::spawn_blocking(move || open(Valid(&c), embedder))
+    let opened = tokio::task::spawn_blocking(move || open(Valid(&c), embedder))
         .await
-        .map_err(|e| Error::Unavailable(e.to_string()))?
+        .map_err(|e| Error::Unavailable(e.to_string()))??;
+    Ok((opened, probe))
 }
 
 impl Services {
@@ -467,14 +475,18 @@ impl Services {
     pub async fn open(config: &Config) -> Result<Self> {
         let config = Valid::check(config)?;
         if config.profile != Profile::Distributed {
-            return with_embedder(config, |c, e| Self::build_on(c, e, None)).await;
+            let (mut services, probe) =
+                with_embedder(config, |c, e| Self::build_on(c, e, None)).await?;
+            services.embedder_probe = probe;
+            return Ok(services);
         }
         let remote = Remote::connect(&config).await?;
         let tokens =
             TokenStore::shared(hippocamp_postgres::PgTokens::new(remote.db.clone())).await?;
-        let mut services =
+        let (mut services, probe) =
             with_embedder(config, move |c, e| Self::build_on(c, e, Some(&remote))).await?;
         services.tokens = Arc::new(tokens);
+        services.embedder_probe = probe;
         Ok(services)
     }
 
@@ -529,7 +541,15 @@ impl Services {
                 hippocamp_core::limits::to_usize(config.restore.max_concurrent),
             )),
             restore_limits: config.restore.clone(),
+            embedder_probe: None,
         })
+    }
+
+    /// Whether the embedder has answered its readiness probe: `None`
+    /// when it has no probe (none configured, a local model, or an
+    /// endpoint whose dimension was probed at start).
+    pub fn embedder_ready(&self) -> Option<bool> {
+        self.embedder_probe.as_ref().map(|p| p.is_ready())
     }
 
     /// The governance of `config`: its static policy over its consent
@@ -935,7 +955,9 @@ impl Services {
     /// The memory side of `config` alone, with the configured embedder
     /// connected (the `memory` and `outbox` commands use it).
     pub async fn memory(config: &Config) -> Result<MemoryServices> {
-        with_embedder(Valid::check(config)?, Self::memory_valid).await
+        Ok(with_embedder(Valid::check(config)?, Self::memory_valid)
+            .await?
+            .0)
     }
 
     /// The memory side of `config` embedding with `embedder`: in memory

@@ -5,6 +5,8 @@ memory and artifact services for Google's ADK."""
 from .client import AsyncClient, Client, artifact_url, base_url
 from .errors import (
     Conflict,
+    DeliveryFailed,
+    DeliveryTimeout,
     Forbidden,
     HippocampError,
     InvalidArgument,
@@ -22,6 +24,8 @@ __all__ = [
     "AsyncClient",
     "Client",
     "Conflict",
+    "DeliveryFailed",
+    "DeliveryTimeout",
     "Forbidden",
     "HippocampError",
     "InvalidArgument",

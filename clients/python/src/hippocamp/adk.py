@@ -24,7 +24,9 @@ version's API v1 URL, and search is hippocamp's BM25 (or hybrid) ranking.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,7 +44,7 @@ from google.adk.sessions import Session
 from google.genai import types
 
 from .client import AsyncClient, artifact_url
-from .errors import NotFound, Unavailable
+from .errors import DeliveryFailed, DeliveryTimeout, NotFound, Unavailable
 
 USER_PREFIX = "user:"
 # How a text part is remembered on its version (so it loads as text).
@@ -51,6 +53,11 @@ _TEXT_KEY = "adk:text_part"
 SEARCH_LIMIT = 10
 # Events per request (the server's `max_events_per_request` default).
 BATCH = 500
+# How long `add_session_to_memory` waits, by default, for queued events to
+# be delivered (read-your-writes), in seconds.
+DELIVERY_TIMEOUT = 30.0
+# A job's states once it has ended.
+_FINISHED = ("succeeded", "failed", "cancelled")
 
 
 def _iso(ms: int | None) -> str | None:
@@ -67,7 +74,16 @@ def _event_json(e: Event) -> dict[str, Any]:
 class HippocampMemoryService(BaseMemoryService):
     """ADK memory on hippocamp: sessions and events ingested idempotently
     by event id (through the server's queued ingestion when it has one),
-    searched with hippocamp's ranking under the exact (app, user) scope."""
+    searched with hippocamp's ranking under the exact (app, user) scope.
+
+    Read-your-writes by default: `add_session_to_memory` (and
+    `add_events_to_memory`) return once the server has delivered the
+    queued events, so a search right after finds them. Past
+    `delivery_timeout` seconds it raises `DeliveryTimeout` naming the
+    pending jobs (the events stay queued and are delivered later); a job
+    that ends without delivering raises `DeliveryFailed`. With
+    `wait_for_delivery=False` they return once the events are durably
+    queued."""
 
     def __init__(
         self,
@@ -75,10 +91,14 @@ class HippocampMemoryService(BaseMemoryService):
         *,
         token: str | None = None,
         search_limit: int = SEARCH_LIMIT,
+        wait_for_delivery: bool = True,
+        delivery_timeout: float = DELIVERY_TIMEOUT,
         **_registry_kwargs: Any,
     ) -> None:
         self.client = AsyncClient(uri, token)
         self.search_limit = search_limit
+        self.wait_for_delivery = wait_for_delivery
+        self.delivery_timeout = delivery_timeout
         self._queued: bool | None = None
 
     @classmethod
@@ -90,12 +110,14 @@ class HippocampMemoryService(BaseMemoryService):
         self, app_name: str, user_id: str, session_id: str, events: Sequence[Event]
     ) -> None:
         payload = [_event_json(e) for e in events]
+        jobs: list[str] = []
         for i in range(0, len(payload), BATCH):
             batch = payload[i : i + BATCH]
             if self._queued is not False:
                 try:
-                    await self.client.ingest(app_name, user_id, session_id, batch)
+                    r = await self.client.ingest(app_name, user_id, session_id, batch)
                     self._queued = True
+                    jobs.extend(j["id"] for j in r.get("jobs", []) if j["id"] not in jobs)
                     continue
                 except Unavailable as e:
                     if e.code != "outbox_unavailable":
@@ -103,6 +125,43 @@ class HippocampMemoryService(BaseMemoryService):
                     # This server has no outbox: store synchronously.
                     self._queued = False
             await self.client.add_events(app_name, user_id, session_id, batch)
+        if jobs and self.wait_for_delivery:
+            await self._delivered(app_name, user_id, jobs)
+
+    async def _delivered(self, app_name: str, user_id: str, jobs: list[str]) -> None:
+        """Waits until every job in `jobs` has delivered, polling its
+        status with growing pauses, within `delivery_timeout`."""
+        until = time.monotonic() + self.delivery_timeout
+        pending = list(jobs)
+        pause = 0.02
+        while True:
+            still = []
+            for job in pending:
+                st = await self.client.job(app_name, user_id, job)
+                state = st.get("state")
+                if state == "succeeded":
+                    continue
+                if state in _FINISHED:
+                    raise DeliveryFailed(
+                        f"job {job} ended {state} without delivering its events: "
+                        f"{st.get('last_error') or st.get('cancel_reason')}",
+                        job_id=job,
+                        state=str(state),
+                        last_error=st.get("last_error"),
+                    )
+                still.append(job)
+            if not still:
+                return
+            pending = still
+            left = until - time.monotonic()
+            if left <= 0:
+                raise DeliveryTimeout(
+                    f"queued events were not delivered within {self.delivery_timeout} s "
+                    f"(jobs {', '.join(pending)} are pending; they are delivered later)",
+                    job_ids=pending,
+                )
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
 
     async def add_session_to_memory(self, session: Session) -> None:
         await self._store(session.app_name, session.user_id, session.id, session.events)

@@ -69,6 +69,30 @@ class InvalidReply(HippocampError):
     did not parse (502)."""
 
 
+class DeliveryTimeout(HippocampError):
+    """Queued events were not delivered within the wait: they stay queued
+    and are delivered later; `job_ids` names the jobs still pending."""
+
+    code = "delivery_timeout"
+
+    def __init__(self, message: str, *, job_ids: list[str]) -> None:
+        super().__init__(message)
+        self.job_ids = job_ids
+
+
+class DeliveryFailed(HippocampError):
+    """A queued job ended without delivering its events (failed or
+    cancelled); `job_id` names it, `state` and `last_error` say how."""
+
+    code = "delivery_failed"
+
+    def __init__(self, message: str, *, job_id: str, state: str, last_error: object) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.state = state
+        self.last_error = last_error
+
+
 _BY_CODE: dict[str, type[HippocampError]] = {
     "invalid_argument": InvalidArgument,
     "invalid_config": InvalidArgument,
