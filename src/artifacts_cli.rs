@@ -110,7 +110,9 @@ pub(crate) enum ArtifactsCmd {
         #[arg(long)]
         all: bool,
     },
-    /// Remove content files no version references and report corruption.
+    /// Remove content files no version references and report corruption
+    /// (a data directory only, with the server stopped: `--server`,
+    /// `--token` and the scope flags do not apply).
     Repair {
         /// Files examined at most.
         #[arg(long, default_value_t = 100_000)]
@@ -209,6 +211,13 @@ fn parse_resume(s: &str) -> anyhow::Result<RepairCursor> {
 }
 
 pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Value> {
+    if matches!(cmd, ArtifactsCmd::Repair { .. }) && target.place.is_remote() {
+        // Before the scope: repair takes none, and the server may come
+        // from HIPPOCAMP_SERVER rather than a flag.
+        bail!(
+            "repair works on a data directory, not a server (--server or HIPPOCAMP_SERVER is set): run it where the server's data is, with the server stopped, with --data-dir or --config"
+        );
+    }
     if let Some(remote) = target.place.remote()? {
         return run_remote(&remote, &scope(target)?, cmd).await;
     }

@@ -41,7 +41,8 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (the durable profile on ./hippocamp-data by default).
     Serve(server_cli::Serve),
-    /// Manage the bearer tokens of a data directory.
+    /// Manage the bearer tokens of a data directory (the durable profile)
+    /// or of the distributed profile's database (`--config`).
     Token {
         /// The configuration file whose data directory holds the tokens.
         #[arg(long, global = true)]
@@ -62,14 +63,16 @@ enum Command {
     /// System benchmarks (build with --release); each prints JSON.
     #[command(subcommand)]
     Bench(Bench),
-    /// Artifact operations on a local data directory.
+    /// Artifact operations on a data directory, or on a running server
+    /// with `--server` (repair: a data directory only).
     Artifacts {
         #[command(flatten)]
         target: artifacts_cli::Target,
         #[command(subcommand)]
         cmd: artifacts_cli::ArtifactsCmd,
     },
-    /// Memory operations on a local data directory.
+    /// Memory operations on a data directory, or on a running server with
+    /// `--server`.
     Memory {
         #[command(flatten)]
         target: memory_cli::Target,
@@ -900,7 +903,7 @@ pub(crate) struct Place {
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
     /// A running server to use instead of the data directory.
-    #[arg(long, global = true, env = "HIPPOCAMP_SERVER")]
+    #[arg(long, global = true, env = "HIPPOCAMP_SERVER", hide_env_values = true)]
     server: Option<String>,
     /// The bearer token for `--server`.
     #[arg(long, global = true, env = "HIPPOCAMP_TOKEN", hide_env_values = true)]

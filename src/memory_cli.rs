@@ -120,8 +120,9 @@ pub(crate) enum MemoryCmd {
         /// The export file.
         file: PathBuf,
     },
-    /// Ingest events from a JSON-lines file (one event per line).
-    #[command(alias = "ingest")]
+    /// Ingest events from a JSON-lines file (one event per line); each
+    /// skip is named by its line.
+    #[command(visible_alias = "ingest")]
     Import {
         /// The file.
         file: PathBuf,

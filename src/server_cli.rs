@@ -121,6 +121,9 @@ pub(crate) async fn token(config: &Config, cmd: TokenCmd) -> anyhow::Result<Valu
     let store = match config.profile {
         hippocamp_services::Profile::Durable => {
             let dir = hippocamp_services::layout::data_dir(&config.data_dir)?;
+            if let Some(note) = hippocamp_services::layout::ephemeral_mark(&dir) {
+                eprintln!("warning: {}: {}", dir.display(), note.trim_end());
+            }
             TokenStore::open(&dir)?
         }
         hippocamp_services::Profile::Distributed => {
@@ -196,6 +199,17 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
     let bound = Bound::new(config.clone())
         .await
         .context("starting the server")?;
+    if profile == hippocamp_services::Profile::Ephemeral {
+        // Its tokens live in memory: `token create` on this directory
+        // reads this and warns.
+        hippocamp_services::layout::mark_ephemeral(
+            &config.data_dir,
+            &format!(
+                "an ephemeral server (pid {}) keeps its tokens in memory: a token made in this directory is not seen by it\n",
+                std::process::id()
+            ),
+        )?;
+    }
     let admin = bound.services().tokens.ensure_admin_shared().await?;
     let addr = bound.local_addr();
     say!(
@@ -203,6 +217,7 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
         profile.as_str()
     );
     if profile == hippocamp_services::Profile::Durable {
+        hippocamp_services::layout::clear_ephemeral_mark(&config.data_dir);
         say!("data directory: {}", config.data_dir.display());
     }
     if let Some(pg) = &config.postgres {

@@ -1348,3 +1348,87 @@ fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
         "{status}"
     );
 }
+
+/// Help and refusals match what the commands do (issue 41, item 14):
+/// `memory` and `artifacts` work on a data directory or a server, `ingest`
+/// is listed, `artifacts repair` refuses a server however it is named,
+/// and a token made in an `ephemeral` server's directory comes with a
+/// warning that the server will not see it.
+#[test]
+fn help_and_refusals_say_what_the_commands_do() {
+    use std::io::{BufRead as _, BufReader};
+    let help = |args: &[&str]| {
+        let out = hippocamp().args(args).arg("--help").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let top = help(&[]);
+    for line in [
+        "Memory operations on a data directory, or on a running server",
+        "Artifact operations on a data directory, or on a running server",
+    ] {
+        assert!(top.contains(line), "{top}");
+    }
+    let memory = help(&["memory"]);
+    assert!(memory.contains("[alias: ingest]"), "{memory}");
+    assert!(!memory.contains("HIPPOCAMP_SERVER="), "{memory}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = hippocamp()
+        .args(["artifacts", "repair", "--data-dir"])
+        .arg(dir.path())
+        .env("HIPPOCAMP_SERVER", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("repair works on a data directory, not a server"),
+        "{err}"
+    );
+    // An ephemeral server marks its directory; a token made there warns.
+    let data = dir.path().join("eph");
+    let config = dir.path().join("eph.toml");
+    std::fs::write(&config, "profile = \"ephemeral\"\n").unwrap();
+    let mut child = hippocamp()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("ephemeral profile listening"), "{first}");
+    std::thread::spawn(move || for _ in lines {});
+    // The marker is written just after the first line.
+    let mut marked = false;
+    for _ in 0..100 {
+        if data.join("EPHEMERAL").exists() {
+            marked = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = hippocamp()
+        .args([
+            "token",
+            "create",
+            "--app",
+            "shop",
+            "--permissions",
+            "memory:read",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(marked, "no marker in {}", data.display());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("ephemeral server"),
+        "{err}"
+    );
+}

@@ -6,6 +6,7 @@
 //! | `DIR/artifacts/` | the filesystem artifact store (`catalog.redb`, `catalog.wal`, `objects/`, `LOCK`) |
 //! | `DIR/outbox/` | the ingestion outbox (`outbox.redb`, `outbox.wal`, `LOCK`) |
 //! | `DIR/tokens.json` | the server's token hashes |
+//! | `DIR/EPHEMERAL` | written by a server of the `ephemeral` profile: its tokens live in memory, so one made here is never seen |
 //!
 //! Every directory is created owner-only (`0700`) and none is followed
 //! through a symbolic link: a data directory or store folder that is a
@@ -34,6 +35,28 @@ fn folder(data: &Path, name: &str) -> Result<PathBuf> {
     let dir = root.join(name);
     hippocamp_durable::fs::private_dir(&dir).map_err(|e| refuse("data_dir", &dir, &e))?;
     Ok(dir)
+}
+
+/// The marker an `ephemeral` server leaves in its data directory.
+const EPHEMERAL_MARKER: &str = "EPHEMERAL";
+
+/// Marks `data` as used by a server of the `ephemeral` profile (which
+/// keeps its tokens in memory), so that `token create` on it can warn.
+pub fn mark_ephemeral(data: &Path, note: &str) -> Result<()> {
+    let root = data_dir(data)?;
+    std::fs::write(root.join(EPHEMERAL_MARKER), note)
+        .map_err(|e| Error::Unavailable(format!("cannot write {}: {e}", root.display())))
+}
+
+/// Removes the mark, if any: a server of another profile now owns
+/// `data` (its tokens are the directory's).
+pub fn clear_ephemeral_mark(data: &Path) {
+    let _ = std::fs::remove_file(data.join(EPHEMERAL_MARKER));
+}
+
+/// What an `ephemeral` server wrote in `data`, if one did.
+pub fn ephemeral_mark(data: &Path) -> Option<String> {
+    std::fs::read_to_string(data.join(EPHEMERAL_MARKER)).ok()
 }
 
 /// The memory folder of a data directory (created).
