@@ -158,6 +158,7 @@ macro_rules! vector_conformance_tests {
             only_what_would_be_new_is_embedded,
             large_batches_are_embedded_within_the_provider_bounds,
             vectors_count_against_byte_quotas,
+            explained_hits_name_each_stage,
         );
     };
 }
@@ -2106,4 +2107,87 @@ pub async fn vectors_count_against_byte_quotas(f: &dyn StoreFactory) {
         "{e}"
     );
     assert_eq!(tight.status().await.unwrap().entries, 0);
+}
+
+/// `explain` adds to each hit one contribution per stage: BM25 with each
+/// query term's share (which add up to its score), the vector score, and
+/// for a hybrid hit the fusion whose score is the hit's. Without it,
+/// hits carry none.
+pub async fn explained_hits_name_each_stage(f: &dyn StoreFactory) {
+    let s = scope("app", "explained");
+    let store = default_store(f).await;
+    for text in [
+        "my cat sleeps on the warm windowsill",
+        "the neighbour's cat chases birds in the garden",
+        "I bought a new bicycle for commuting",
+    ] {
+        store
+            .add_entry(&s, NewEntry::new(text), &w())
+            .await
+            .unwrap();
+    }
+    let stages = |h: &crate::store::SearchHit| -> Vec<String> {
+        h.explanation
+            .as_ref()
+            .map(|e| e.iter().map(|c| c.stage.clone()).collect())
+            .unwrap_or_default()
+    };
+    let shares_add_up = |c: &crate::store::Contribution| {
+        let sum: f64 = c.terms.iter().map(|t| f64::from(t.score)).sum();
+        let score = c.score.expect("a bm25 score");
+        assert!((sum - score).abs() < 1e-4 * score.max(1.0), "{c:?}");
+        assert!(
+            c.terms.iter().all(|t| t.term == "cat" && t.tf == 1),
+            "{c:?}"
+        );
+    };
+    for mode in [
+        crate::SearchMode::Lexical,
+        crate::SearchMode::Vector,
+        crate::SearchMode::Hybrid,
+    ] {
+        let plain = store
+            .search(&s, &SearchRequest::new("cat").mode(mode), &c())
+            .await
+            .unwrap();
+        assert!(
+            plain.hits.iter().all(|h| h.explanation.is_none()),
+            "{mode:?}"
+        );
+        let res = store
+            .search(&s, &SearchRequest::new("cat").mode(mode).explained(), &c())
+            .await
+            .unwrap();
+        assert!(!res.hits.is_empty(), "{mode:?}");
+        // The same hits, in the same order, with the same scores.
+        let key = |r: &crate::store::SearchResults| -> Vec<(EntryId, u64)> {
+            r.hits
+                .iter()
+                .map(|h| (h.entry.id, h.score.to_bits()))
+                .collect()
+        };
+        assert_eq!(key(&res), key(&plain), "{mode:?}");
+        for h in &res.hits {
+            let e = h.explanation.as_ref().unwrap();
+            match mode {
+                crate::SearchMode::Lexical => {
+                    assert_eq!(stages(h), ["bm25"]);
+                    assert_eq!(e[0].score, Some(h.score));
+                    shares_add_up(&e[0]);
+                }
+                crate::SearchMode::Vector => {
+                    assert_eq!(stages(h), ["vector"]);
+                    assert_eq!(e[0].score, Some(h.score));
+                }
+                crate::SearchMode::Hybrid => {
+                    assert_eq!(stages(h), ["bm25", "vector", "fusion"]);
+                    assert_eq!(e[2].score, Some(h.score));
+                    if e[0].score.is_some() {
+                        shares_add_up(&e[0]);
+                    }
+                    assert!(e[2].detail.as_deref().is_some_and(|d| !d.is_empty()));
+                }
+            }
+        }
+    }
 }

@@ -17,12 +17,13 @@ use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
 use hippocamp_search::{
-    Bm25Params, Candidate, Fused, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
+    Bm25Params, Candidate, Fused, FusionMethod, FusionParams, InvertedIndex, Ranked, TermFreqs,
+    VectorSet, fuse,
 };
 
 use crate::entry::MemoryEntry;
 use crate::search::PreparedSearch;
-use crate::store::{ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults};
+use crate::store::{Contribution, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults};
 
 #[derive(Debug, Clone)]
 struct Stored {
@@ -352,7 +353,81 @@ impl ScopeData {
                 candidate: c,
                 details: None,
             });
-        self.collect(q, &mut ranked, ScoreType::Bm25)
+        let mut out = self.collect(q, &mut ranked, ScoreType::Bm25);
+        self.explain(&mut out, q, params, None);
+        out
+    }
+
+    /// Fills each hit's explanation when the search asked for it, after
+    /// the hits are chosen (nothing is computed otherwise): BM25 with each
+    /// query term's share, the vector score, and for a hybrid hit the
+    /// fusion that combined them.
+    fn explain(
+        &self,
+        out: &mut SearchResults,
+        q: &PreparedSearch,
+        params: Bm25Params,
+        fusion: Option<&FusionParams>,
+    ) {
+        if !q.explain {
+            return;
+        }
+        for hit in &mut out.hits {
+            let bm25 = |score: Option<f64>| Contribution {
+                stage: "bm25".into(),
+                score,
+                terms: if score.is_some() {
+                    self.index.explain(&hit.entry.id, &q.terms, params)
+                } else {
+                    Vec::new()
+                },
+                detail: Some(format!(
+                    "Okapi BM25 over this scope's entries (k1 {}, b {}, k3 {}): the sum of each query term's share",
+                    params.k1, params.b, params.k3
+                )),
+            };
+            let vector = |score: Option<f64>| Contribution {
+                stage: "vector".into(),
+                score,
+                terms: Vec::new(),
+                detail: Some("cosine similarity of the query's and the entry's embeddings".into()),
+            };
+            let list = match (hit.score_type, hit.details) {
+                (ScoreType::Bm25, _) => vec![bm25(Some(hit.score))],
+                (ScoreType::Vector, _) => vec![vector(Some(hit.score))],
+                (ScoreType::Hybrid, details) => {
+                    let d = details.unwrap_or(ScoreDetails {
+                        bm25: None,
+                        vector: None,
+                        fused: hit.score,
+                    });
+                    let how = match fusion {
+                        Some(f) if f.method == FusionMethod::Rrf => format!(
+                            "reciprocal-rank fusion, sum of 1 / ({} + rank) over the two lists",
+                            f.rrf_k
+                        ),
+                        Some(f) => format!(
+                            "weighted sum of min-max normalised scores over each list's top {}: {} x bm25 + {} x vector (a side that did not find the entry counts 0)",
+                            f.depth,
+                            1.0 - f.dense_weight,
+                            f.dense_weight
+                        ),
+                        None => "the two lists fused".to_owned(),
+                    };
+                    vec![
+                        bm25(d.bm25),
+                        vector(d.vector),
+                        Contribution {
+                            stage: "fusion".into(),
+                            score: Some(d.fused),
+                            terms: Vec::new(),
+                            detail: Some(how),
+                        },
+                    ]
+                }
+            };
+            hit.explanation = Some(list);
+        }
     }
 
     /// Runs a prepared search in `mode` with the query's vector: `vector`
@@ -433,7 +508,8 @@ impl ScopeData {
                     candidate: c,
                     details: None,
                 });
-                let results = self.collect(q, &mut ranked, ScoreType::Vector);
+                let mut results = self.collect(q, &mut ranked, ScoreType::Vector);
+                self.explain(&mut results, q, params, Some(fusion));
                 // Short of the limit with every candidate walked.
                 let wants_more = results.hits.len() < q.limit && ranked.next().is_none();
                 DenseSearch {
@@ -493,8 +569,10 @@ impl ScopeData {
                     }),
                     candidate: f.candidate,
                 });
+                let mut results = self.collect(q, &mut ranked, ScoreType::Hybrid);
+                self.explain(&mut results, q, params, Some(fusion));
                 DenseSearch {
-                    results: self.collect(q, &mut ranked, ScoreType::Hybrid),
+                    results,
                     wants_more,
                 }
             }
@@ -556,6 +634,7 @@ impl ScopeData {
                 score: f64::from(c.score),
                 score_type,
                 details,
+                explanation: None,
             });
         }
         out

@@ -24,6 +24,8 @@ pub struct PreparedSearch {
     /// The moment the search runs at (ms since the Unix epoch): entries
     /// expired by then are never hits. The store sets it from its clock.
     pub now_ms: u64,
+    /// Whether each hit carries its explanation.
+    pub explain: bool,
 }
 
 fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
@@ -87,6 +89,7 @@ pub fn prepare_search(
         max_bytes,
         mode: req.mode,
         now_ms: 0,
+        explain: req.explain,
     })
 }
 

@@ -155,6 +155,10 @@ pub struct SearchRequest {
     /// when the store has an embedder, `lexical` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<SearchMode>,
+    /// Add to each hit what made its score (`explanation`: one named
+    /// contribution per stage). Replies without it are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explain: bool,
 }
 
 /// How a search scores entries.
@@ -216,6 +220,32 @@ impl SearchRequest {
         self.max_bytes = Some(max_bytes);
         self
     }
+
+    /// Asks for each hit's explanation.
+    #[must_use]
+    pub fn explained(mut self) -> Self {
+        self.explain = true;
+        self
+    }
+}
+
+/// One named stage's part in a hit's score (a search with `explain`).
+/// The list is open: a stage added later (a reranker, a recency prior)
+/// appends its own; a client shows the stages it knows and lists the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Contribution {
+    /// The stage: `bm25`, `vector` or `fusion` today.
+    pub stage: String,
+    /// Its score for this hit; `None` when the hit was not in that
+    /// stage's list (a hybrid hit found by one side only).
+    pub score: Option<f64>,
+    /// `bm25`: each query term's share (the analysed term, its frequency
+    /// in the entry, what it added).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terms: Vec<hippocamp_search::TermShare>,
+    /// How the stage computed or combined its score, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// How a hit was scored.
@@ -257,6 +287,10 @@ pub struct SearchHit {
     /// For hybrid hits, the scores that were fused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<ScoreDetails>,
+    /// What made the score, stage by stage (only when the search asked
+    /// for `explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Vec<Contribution>>,
 }
 
 /// Hits, best first: higher score, then newer, then smaller id.

@@ -66,6 +66,10 @@ fn write_hit(out: &mut Vec<u8>, hit: &SearchHit) -> serde_json::Result<()> {
         out.extend_from_slice(b",\"details\":");
         serde_json::to_writer(&mut *out, d)?;
     }
+    if let Some(e) = &hit.explanation {
+        out.extend_from_slice(b",\"explanation\":");
+        serde_json::to_writer(&mut *out, e)?;
+    }
     out.push(b'}');
     Ok(())
 }
@@ -194,11 +198,24 @@ mod tests {
                 }),
             ),
         };
+        let explanation = (n % 4 == 1).then(|| {
+            vec![crate::store::Contribution {
+                stage: "bm25".into(),
+                score: Some(score),
+                terms: vec![hippocamp_search::TermShare {
+                    term: "caf\u{e9}".into(),
+                    tf: 2,
+                    score: 0.5,
+                }],
+                detail: None,
+            }]
+        });
         SearchHit {
             entry: Arc::new(e),
             score,
             score_type,
             details,
+            explanation,
         }
     }
 

@@ -78,6 +78,18 @@ struct Doc<K> {
     terms: Box<[(u32, u32)]>,
 }
 
+/// One query term's share of a document's BM25 score
+/// ([`InvertedIndex::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TermShare {
+    /// The analysed (stemmed) term.
+    pub term: String,
+    /// How often the document holds it.
+    pub tf: u32,
+    /// What it added to the score.
+    pub score: f32,
+}
+
 /// Statistics of an index.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexStats {
@@ -255,6 +267,38 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
         }
     }
 
+    /// What each of `terms` added to `key`'s BM25 score, with the same
+    /// arithmetic as [`Self::bm25`]: the analysed term, its frequency in
+    /// the document and its share, in query order. Terms the document
+    /// lacks added nothing and are left out. For explaining a hit, not
+    /// for ranking (one lookup per term).
+    pub fn explain(&self, key: &K, terms: &[QueryTerm], params: Bm25Params) -> Vec<TermShare> {
+        let Some(&slot) = self.slots.get(key) else {
+            return Vec::new();
+        };
+        let Some(doc) = self.docs.get(slot as usize).and_then(Option::as_ref) else {
+            return Vec::new();
+        };
+        let n = self.slots.len() as f32;
+        let avg_len = self.total_len as f32 / n;
+        let len = self.lens[slot as usize] as f32;
+        terms
+            .iter()
+            .filter_map(|QueryTerm { term, count }| {
+                let &id = self.terms.get(term.as_str())?;
+                let at = doc.terms.binary_search_by_key(&id, |&(t, _)| t).ok()?;
+                let list = &self.postings[id as usize];
+                let tf = list.get(doc.terms[at].1 as usize)?.tf;
+                let idf = query_weight(params, *count as f32, n, list.len() as f32);
+                Some(TermShare {
+                    term: term.clone(),
+                    tf,
+                    score: posting_score(idf, tf as f32, len, avg_len, params.k1, params.b),
+                })
+            })
+            .collect()
+    }
+
     fn candidate(&self, score: f32, slot: u32) -> Option<Candidate<K>> {
         let doc = self.docs[slot as usize].as_ref()?;
         Some(Candidate {
@@ -284,23 +328,14 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
                 let Some(&id) = self.terms.get(term.as_str()) else {
                     continue;
                 };
-                let qtf = *count as f32;
-                let weight = (params.k3 + 1.0) * qtf / (params.k3 + qtf);
                 let list = &self.postings[id as usize];
                 if list.is_empty() {
                     continue;
                 }
-                let df = list.len() as f32;
-                let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let idf = query_weight(params, *count as f32, n, list.len() as f32);
                 for p in list {
                     let len = self.lens[p.slot as usize] as f32;
-                    let norm = if avg_len > 0.0 {
-                        k1 * (1.0 - b + b * len / avg_len)
-                    } else {
-                        k1
-                    };
-                    let tf = p.tf as f32;
-                    let s = idf * tf * (k1 + 1.0) / (tf + norm);
+                    let s = posting_score(idf, p.tf as f32, len, avg_len, k1, b);
                     let slot = &mut acc[p.slot as usize];
                     if *slot == 0.0 {
                         touched.push(p.slot);
@@ -314,6 +349,26 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
                 .collect()
         })
     }
+}
+
+/// A query term's weight: its IDF, `ln(1 + (N - df + 0.5) / (df + 0.5))`,
+/// times the query-frequency factor `(k3 + 1) qtf / (k3 + qtf)`.
+#[inline]
+fn query_weight(params: Bm25Params, qtf: f32, n: f32, df: f32) -> f32 {
+    let weight = (params.k3 + 1.0) * qtf / (params.k3 + qtf);
+    weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// What one posting adds to its document's score: the term's weight `idf`
+/// times the saturated, length-normalised term frequency.
+#[inline]
+fn posting_score(idf: f32, tf: f32, len: f32, avg_len: f32, k1: f32, b: f32) -> f32 {
+    let norm = if avg_len > 0.0 {
+        k1 * (1.0 - b + b * len / avg_len)
+    } else {
+        k1
+    };
+    idf * tf * (k1 + 1.0) / (tf + norm)
 }
 
 thread_local! {
@@ -414,6 +469,26 @@ mod tests {
             idx.insert(u32::try_from(i).unwrap(), &a.analyze(d), 0);
         }
         (a, idx)
+    }
+
+    #[test]
+    fn explained_shares_add_up_to_the_score() {
+        let (a, idx) = index(&[
+            "the cat sat on the mat with another cat",
+            "dogs chase cats and cats chase mice",
+            "an unrelated sentence about weather",
+        ]);
+        let q = a.query_terms("cat mat weather");
+        for c in idx.search(&q, Bm25Params::default()) {
+            let shares = idx.explain(&c.key, &q, Bm25Params::default());
+            let sum: f32 = shares.iter().map(|t| t.score).sum();
+            assert!((sum - c.score).abs() < 1e-5, "{shares:?} vs {}", c.score);
+            assert!(shares.iter().all(|t| t.tf > 0 && t.score > 0.0));
+        }
+        let first = idx.explain(&0, &q, Bm25Params::default());
+        let terms: Vec<(&str, u32)> = first.iter().map(|t| (t.term.as_str(), t.tf)).collect();
+        assert_eq!(terms, [("cat", 2), ("mat", 1)]);
+        assert!(idx.explain(&9, &q, Bm25Params::default()).is_empty());
     }
 
     #[test]

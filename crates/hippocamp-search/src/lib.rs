@@ -21,6 +21,6 @@ pub mod vector;
 
 pub use analyzer::{Analyzer, QueryTerm, TermFreqs};
 pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
-pub use index::{Bm25Params, IndexStats, InvertedIndex, Matches};
+pub use index::{Bm25Params, IndexStats, InvertedIndex, Matches, TermShare};
 pub use rank::{Candidate, Ranked, best, best_first, best_set};
 pub use vector::{VectorSet, dot};

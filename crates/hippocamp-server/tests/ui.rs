@@ -4,7 +4,11 @@
 //! versions are listed (metadata only) and deleted, the user is erased;
 //! and browsing: apps, their users, a user's entries newest first page by
 //! page, an entry's history, consent, holds, the export and the outbox.
-//! `HIPPOCAMP_UI_SCREENSHOT=FILE` saves a screenshot of the browsing page.
+//! And the service: explained search (each hit's stages, BM25's term
+//! shares), the status and the audit log.
+//! `HIPPOCAMP_UI_SCREENSHOTS=DIR` saves screenshots there
+//! (`inspection-browse.png`, `inspection-search.png`,
+//! `inspection-service.png`; `docs/images` holds the committed ones).
 //!
 //! Needs `chromium` and `chromedriver` (Debian packages `chromium`,
 //! `chromium-driver`); skips without them unless
@@ -80,6 +84,7 @@ impl Driver {
                 "binary": chromium,
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                          "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
+                         "--window-size=1280,1000",
                          format!("--user-data-dir={}", profile.path().display())]
             }
         }}});
@@ -203,6 +208,30 @@ impl Driver {
         }
     }
 
+    /// Scrolls the element `css` to the bottom of the window.
+    async fn scroll_to(&self, css: &str) {
+        let script = format!("document.querySelector({css:?}).scrollIntoView(false)");
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await;
+    }
+
+    /// Saves the page as `DIR/name` when `HIPPOCAMP_UI_SCREENSHOTS=DIR`.
+    async fn screenshot(&self, name: &str) {
+        use base64::Engine as _;
+        let Ok(dir) = std::env::var("HIPPOCAMP_UI_SCREENSHOTS") else {
+            return;
+        };
+        let png = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(name), bytes).unwrap();
+    }
+
     async fn confirm(&self, typed: &str) {
         self.type_into("#confirm-input", typed).await;
         self.click("#confirm-go").await;
@@ -218,6 +247,7 @@ async fn api(s: &TestServer, method: reqwest::Method, path: &str, body: Option<V
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // one session in the browser, step by step
 async fn the_inspection_page_searches_and_erases_in_chromium() {
     let chromedriver = find_binary(&["chromedriver"]);
     let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
@@ -257,13 +287,21 @@ async fn the_inspection_page_searches_and_erases_in_chromium() {
     d.click("#use").await;
     d.wait_text("#who", |t| t == "admin token").await;
 
-    // Search: alice's hit, with id, content, score and time; no handles.
-    d.type_into("#query", "cat").await;
+    // Search: alice's hit, with id, content, score and time, and what made
+    // the score (BM25, the query term's share); no handles.
+    d.type_into("#query", "cat named").await;
     d.click("#search").await;
-    d.wait_text("#hits-msg", |t| t == "1 hit(s)").await;
+    d.wait_text("#hits-msg", |t| t.starts_with("1 hit(s)"))
+        .await;
     let row = d.text("tr.hit").await;
     assert!(row.contains("I adopted a cat named Miso"), "{row}");
     assert!(row.contains("mem-"), "{row}");
+    let why = d.text("tr.hit .stage-bm25").await;
+    assert!(
+        why.starts_with("bm25 ") && why.contains("cat ") && why.contains("(tf 1)"),
+        "{why}"
+    );
+    d.screenshot("inspection-search.png").await;
     let page = d.text("body").await;
     assert!(
         !page.contains("evt-secret-handle") && !page.contains("Bob"),
@@ -313,6 +351,8 @@ async fn the_inspection_page_searches_and_erases_in_chromium() {
     d.click("#erase-user").await;
     d.confirm("shop/alice").await;
     d.wait_text("#status", |t| t == "erased 1 entries").await;
+
+    service(&d).await;
     let found = api(
         &s,
         reqwest::Method::POST,
@@ -325,6 +365,29 @@ async fn the_inspection_page_searches_and_erases_in_chromium() {
     d.call(reqwest::Method::DELETE, "", None).await;
     drop(d);
     s.stop().await;
+}
+
+/// The service: its counters, and the audit log holding the erasures.
+async fn service(d: &Driver) {
+    d.click("#service").await;
+    d.wait_text("#service-msg", |t| t == "profile durable")
+        .await;
+    let table = d.text("#service-table").await;
+    assert!(
+        table.contains("memory") && table.contains("1 entries"),
+        "{table}"
+    );
+    d.click("#audit").await;
+    d.wait_text("#audit-msg", |t| t.ends_with("record(s)"))
+        .await;
+    let log = d.text("#audit-table").await;
+    assert!(log.contains("erasure") && log.contains("token"), "{log}");
+    assert!(
+        !log.contains("alice"),
+        "the audit log shows scope hashes only: {log}"
+    );
+    d.scroll_to("#audit-table").await;
+    d.screenshot("inspection-service.png").await;
 }
 
 /// Artifacts: names, versions (metadata only), delete after confirming.
@@ -483,14 +546,7 @@ async fn the_inspection_page_browses_users_entries_and_history_in_chromium() {
     d.click("#export").await;
     d.wait_text("#status", |t| t.starts_with("exported ")).await;
     assert!(!d.find_all("#export-link:not([hidden])").await.is_empty());
-    if let Ok(path) = std::env::var("HIPPOCAMP_UI_SCREENSHOT") {
-        use base64::Engine as _;
-        let png = d.call(reqwest::Method::GET, "/screenshot", None).await;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(png.as_str().unwrap())
-            .unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
+    d.screenshot("inspection-browse.png").await;
     // Erase the newest from the listing, once the scope is typed back.
     d.click("button.erase-listed").await;
     d.confirm("shop/alice").await;
