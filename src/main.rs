@@ -122,6 +122,32 @@ enum Eval {
         /// by the turn before its first evidence turn.
         #[arg(long)]
         long_queries: bool,
+        /// Also write each question's figures to FILE (JSON lines), for
+        /// `eval compare`.
+        #[arg(long, value_name = "FILE")]
+        per_question: Option<PathBuf>,
+    },
+    /// Compare two LoCoMo runs question by question (files written by
+    /// `eval locomo --per-question`): the difference of a metric with a
+    /// paired bootstrap 95% interval, per category, and whether the new
+    /// run would be kept on by default.
+    Compare {
+        /// The base run's per-question file.
+        base: PathBuf,
+        /// The new run's per-question file.
+        new: PathBuf,
+        /// The metric.
+        #[arg(long, value_enum, default_value_t = CompareMetric::HitAt10)]
+        metric: CompareMetric,
+        /// Bootstrap resamples.
+        #[arg(long, default_value_t = 10_000)]
+        resamples: usize,
+        /// The bootstrap generator's seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Print LoCoMo as `eval locomo` ingests and asks it (JSON), for
     /// other clients to replay.
@@ -710,6 +736,30 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
     })
 }
 
+/// What `eval compare` compares.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum CompareMetric {
+    /// Any evidence turn in the top 10.
+    HitAt10,
+    /// Share of the evidence turns in the top 10.
+    RecallAt10,
+    /// Reciprocal rank of the first evidence turn.
+    Rr,
+    /// A top-10 hit from a session holding evidence.
+    SessionHitAt10,
+}
+
+impl From<CompareMetric> for hippocamp_eval::compare::Metric {
+    fn from(m: CompareMetric) -> Self {
+        match m {
+            CompareMetric::HitAt10 => Self::HitAt10,
+            CompareMetric::RecallAt10 => Self::RecallAt10,
+            CompareMetric::Rr => Self::Rr,
+            CompareMetric::SessionHitAt10 => Self::SessionHitAt10,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct Common {
     /// Print one JSON object on stdout instead of a table.
@@ -1019,11 +1069,40 @@ fn print<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) -> any
 
 async fn eval(cmd: Eval) -> anyhow::Result<()> {
     match cmd {
+        Eval::Compare {
+            base,
+            new,
+            metric,
+            resamples,
+            seed,
+            json,
+        } => {
+            let read = |p: &PathBuf| -> anyhow::Result<Vec<locomo::QuestionResult>> {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read {}", p.display()))?;
+                text.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| {
+                        serde_json::from_str(l)
+                            .with_context(|| format!("{} is not a per-question file", p.display()))
+                    })
+                    .collect()
+            };
+            let c = hippocamp_eval::compare::compare(
+                &read(&base)?,
+                &read(&new)?,
+                metric.into(),
+                resamples,
+                seed,
+            )?;
+            print(&c, json)
+        }
         Eval::Locomo {
             path,
             common,
             no_isolation,
             long_queries,
+            per_question,
         } => {
             let samples = hippocamp_datasets::locomo::load(&path)?;
             let opts = locomo::LocomoOptions {
@@ -1037,6 +1116,15 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                 ..locomo::LocomoOptions::default()
             };
             let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;
+            if let Some(file) = per_question {
+                let mut lines = String::new();
+                for q in &report.per_question {
+                    lines.push_str(&serde_json::to_string(q)?);
+                    lines.push('\n');
+                }
+                std::fs::write(&file, lines)
+                    .with_context(|| format!("cannot write {}", file.display()))?;
+            }
             print(&report, common.json)
         }
         Eval::LocomoExport { path } => {

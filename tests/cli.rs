@@ -447,9 +447,21 @@ fn eval_on_the_durable_store_matches_the_in_memory_store() {
         );
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let mem = run("memory", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (mem_q, durable_q) = (
+        dir.path().join("mem.jsonl"),
+        dir.path().join("durable.jsonl"),
+    );
+    let mem = run("memory", &["--per-question", mem_q.to_str().unwrap()]);
     // Without the isolation check, which then reports null (not checked).
-    let durable = run("durable", &["--no-isolation"]);
+    let durable = run(
+        "durable",
+        &[
+            "--no-isolation",
+            "--per-question",
+            durable_q.to_str().unwrap(),
+        ],
+    );
     assert_eq!(mem["isolation_equal"], serde_json::json!(true));
     assert!(durable["isolation_equal"].is_null());
     for key in [
@@ -460,11 +472,38 @@ fn eval_on_the_durable_store_matches_the_in_memory_store() {
         "recall_at_50",
         "mrr",
         "ndcg_at_10",
+        "hit_at_10",
+        "session_hit_at_10",
         "per_category",
         "foreign_scope_hits",
     ] {
         assert_eq!(mem[key], durable[key], "{key}");
     }
+    // Paired question by question: no difference, an interval of [0, 0],
+    // so not a stage to keep.
+    let out = hippocamp()
+        .args(["eval", "compare", "--json", "--resamples", "200"])
+        .arg(&mem_q)
+        .arg(&durable_q)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["questions"], mem["questions"], "{c}");
+    assert_eq!(
+        (
+            c["diff"].as_f64(),
+            c["ci_low"].as_f64(),
+            c["ci_high"].as_f64()
+        ),
+        (Some(0.0), Some(0.0), Some(0.0)),
+        "{c}"
+    );
+    assert_eq!(c["new"], mem["hit_at_10"], "{c}");
 }
 
 fn artifacts(dir: &std::path::Path, args: &[&str]) -> (bool, Vec<u8>, String) {

@@ -5,6 +5,8 @@
 //!   category, an isolation check, ingest rate and search latency.
 //! - [`cranfield`]: the classic BM25 sanity check: graded nDCG@10, MAP@100
 //!   and MRR.
+//! - [`compare`]: two LoCoMo runs paired by question, with a bootstrap
+//!   interval of the difference.
 //!
 //! The protocol is `../shared/reference/evaluation.md`; metric definitions
 //! are in [`metrics`].
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hippocamp_memory::{MemoryConfig, MemoryStore, SearchMode};
 
+pub mod compare;
 pub mod cranfield;
 pub mod locomo;
 pub mod metrics;
@@ -30,6 +33,9 @@ pub enum EvalError {
     /// A store operation failed.
     #[error("store: {0}")]
     Store(#[from] hippocamp_core::Error),
+    /// Two runs to compare did not ask the same questions.
+    #[error("the runs cannot be paired: {0}")]
+    Mismatch(String),
 }
 
 /// Opens empty stores for an evaluation run.

@@ -6,9 +6,13 @@
 //!    metadata `dia_id`, `session`, `session_date_time`, `speaker`, ingested
 //!    session by session in order.
 //! 2. Every question with usable evidence searches its scope verbatim, top
-//!    50 (with `long_queries`, as a paragraph: see [`query_text`]). R@k is the share of its evidence turns in the top k; MRR uses the
-//!    first evidence turn; nDCG@10 has binary gains. The headline averages
-//!    categories 1-4; category 5 (adversarial) is reported on its own.
+//!    50 (with `long_queries`, as a paragraph: see [`query_text`]). R@k is
+//!    the share of its evidence turns in the top k; hit@k is 1 when any
+//!    evidence turn is in the top k (what retrieval-only peers publish);
+//!    session hit@k is 1 when any of the top k comes from a session that
+//!    holds evidence; MRR uses the first evidence turn; nDCG@10 has binary
+//!    gains. The headline averages categories 1-4; category 5
+//!    (adversarial) is reported on its own.
 //! 3. Isolation: every hit must belong to the searched scope, and each
 //!    conversation's result lists must equal those of a store holding that
 //!    conversation alone.
@@ -25,7 +29,7 @@ use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::metrics::{mean, ndcg_at, percentile, recall_at, reciprocal_rank};
+use crate::metrics::{hit_at, mean, ndcg_at, percentile, recall_at, reciprocal_rank};
 use crate::{EvalError, StoreOpener, progress};
 
 /// How to run.
@@ -67,11 +71,30 @@ pub struct CategoryReport {
     pub recall_at_10: f64,
     /// Mean reciprocal rank.
     pub mrr: f64,
+    /// hit@1, hit@5, hit@10, hit@20.
+    pub hit_at_1: f64,
+    /// hit@5.
+    pub hit_at_5: f64,
+    /// hit@10.
+    pub hit_at_10: f64,
+    /// hit@20.
+    pub hit_at_20: f64,
+    /// Session hit@1.
+    pub session_hit_at_1: f64,
+    /// Session hit@5.
+    pub session_hit_at_5: f64,
+    /// Session hit@10.
+    pub session_hit_at_10: f64,
+    /// Session hit@20.
+    pub session_hit_at_20: f64,
 }
 
-/// What one question retrieved.
+/// What one question retrieved (one line of `--per-question`; two runs'
+/// lines pair by `index`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuestionResult {
+    /// Position among every question of the run.
+    pub index: usize,
     /// Conversation.
     pub sample_id: String,
     /// Category 1..=5.
@@ -80,6 +103,10 @@ pub struct QuestionResult {
     pub recall_at_10: f64,
     /// Reciprocal rank.
     pub rr: f64,
+    /// hit@10.
+    pub hit_at_10: f64,
+    /// Session hit@10.
+    pub session_hit_at_10: f64,
 }
 
 /// The run's figures. The first keys are a stable interface (`--json`).
@@ -103,6 +130,23 @@ pub struct LocomoReport {
     pub mrr: f64,
     /// nDCG@10 (binary gains), categories 1-4.
     pub ndcg_at_10: f64,
+    /// hit@1 (any evidence turn in the top 1), categories 1-4.
+    pub hit_at_1: f64,
+    /// hit@5, categories 1-4.
+    pub hit_at_5: f64,
+    /// hit@10, categories 1-4.
+    pub hit_at_10: f64,
+    /// hit@20, categories 1-4.
+    pub hit_at_20: f64,
+    /// Session hit@1 (a hit from a session holding evidence), categories
+    /// 1-4.
+    pub session_hit_at_1: f64,
+    /// Session hit@5, categories 1-4.
+    pub session_hit_at_5: f64,
+    /// Session hit@10, categories 1-4.
+    pub session_hit_at_10: f64,
+    /// Session hit@20, categories 1-4.
+    pub session_hit_at_20: f64,
     /// Per category `"1"`..`"5"`.
     pub per_category: BTreeMap<String, CategoryReport>,
     /// Whether every conversation's results equal those of a store holding
@@ -323,21 +367,10 @@ pub async fn run(
         b.finish_and_clear();
     }
 
-    let (headline, per_question, foreign) = score(&all, &rankings)?;
-    let col = |i: usize| mean(headline.iter().map(|r| r[i]));
-    let mut per_category = BTreeMap::new();
-    for cat in 1..=5u8 {
-        let rows: Vec<&QuestionResult> =
-            per_question.iter().filter(|p| p.category == cat).collect();
-        per_category.insert(
-            cat.to_string(),
-            CategoryReport {
-                questions: rows.len(),
-                recall_at_10: mean(rows.iter().map(|p| p.recall_at_10)),
-                mrr: mean(rows.iter().map(|p| p.rr)),
-            },
-        );
-    }
+    let (rows, per_question, foreign) = score(&all, &rankings)?;
+    let headline = of_categories(&rows, &per_question, &[1, 2, 3, 4]);
+    let per_category = per_category(&rows, &per_question);
+    let col = |i: usize| column(&headline, i);
 
     let isolation_equal = if opts.isolation_check {
         Some(isolation(opener, samples, &all, &rankings, opts).await?)
@@ -353,8 +386,16 @@ pub async fn run(
         recall_at_10: col(2),
         recall_at_20: col(3),
         recall_at_50: col(4),
-        mrr: col(5),
+        mrr: col(RR),
         ndcg_at_10: col(6),
+        hit_at_1: col(HIT),
+        hit_at_5: col(HIT + 1),
+        hit_at_10: col(HIT + 2),
+        hit_at_20: col(HIT + 3),
+        session_hit_at_1: col(SESSION_HIT),
+        session_hit_at_5: col(SESSION_HIT + 1),
+        session_hit_at_10: col(SESSION_HIT + 2),
+        session_hit_at_20: col(SESSION_HIT + 3),
         per_category,
         isolation_equal,
         foreign_scope_hits: foreign,
@@ -371,19 +412,71 @@ pub async fn run(
     })
 }
 
-type Scored = (Vec<[f64; 7]>, Vec<QuestionResult>, u64);
+/// One question's figures: R@1, 5, 10, 20, 50, RR, nDCG@10, hit@1, 5,
+/// 10, 20, session hit@1, 5, 10, 20.
+type Row = [f64; 15];
+/// Where R@10, RR, hit@1 and session hit@1 are in a [`Row`].
+const R10: usize = 2;
+const RR: usize = 5;
+const HIT: usize = 7;
+const SESSION_HIT: usize = 11;
 
-/// Scores each question's ranking: the headline rows (R@1, 5, 10, 20, 50,
-/// RR, nDCG@10) of categories 1-4, per-question figures of every
-/// category, and the number of foreign-scope hits.
+type Scored = (Vec<Row>, Vec<QuestionResult>, u64);
+
+/// The rows of the questions in `cats`.
+fn of_categories<'a>(rows: &'a [Row], questions: &[QuestionResult], cats: &[u8]) -> Vec<&'a Row> {
+    rows.iter()
+        .zip(questions)
+        .filter(|(_, p)| cats.contains(&p.category))
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// The mean of column `i`.
+fn column(rows: &[&Row], i: usize) -> f64 {
+    mean(rows.iter().map(|r| r[i]))
+}
+
+/// Each category's figures.
+fn per_category(rows: &[Row], questions: &[QuestionResult]) -> BTreeMap<String, CategoryReport> {
+    (1..=5u8)
+        .map(|cat| {
+            let r = of_categories(rows, questions, &[cat]);
+            let col = |i: usize| column(&r, i);
+            let report = CategoryReport {
+                questions: r.len(),
+                recall_at_10: col(R10),
+                mrr: col(RR),
+                hit_at_1: col(HIT),
+                hit_at_5: col(HIT + 1),
+                hit_at_10: col(HIT + 2),
+                hit_at_20: col(HIT + 3),
+                session_hit_at_1: col(SESSION_HIT),
+                session_hit_at_5: col(SESSION_HIT + 1),
+                session_hit_at_10: col(SESSION_HIT + 2),
+                session_hit_at_20: col(SESSION_HIT + 3),
+            };
+            (cat.to_string(), report)
+        })
+        .collect()
+}
+
+/// The session of a LoCoMo turn id: `D3` of `D3:5`.
+fn session_of(dia_id: &str) -> &str {
+    dia_id.split(':').next().unwrap_or(dia_id)
+}
+
+/// Scores each question's ranking: its row of figures and its
+/// per-question result (every category, in order), and the number of
+/// foreign-scope hits.
 fn score(
     all: &[(&Sample, &hippocamp_datasets::locomo::Question)],
     rankings: &[Ranking],
 ) -> Result<Scored, EvalError> {
     let mut foreign = 0u64;
     let mut per_question = Vec::with_capacity(all.len());
-    let mut headline: Vec<[f64; 7]> = Vec::new();
-    for ((s, q), r) in all.iter().zip(rankings) {
+    let mut rows: Vec<Row> = Vec::with_capacity(all.len());
+    for (index, ((s, q), r)) in all.iter().zip(rankings).enumerate() {
         let scope = scope_of(s)?;
         foreign += r.iter().filter(|h| h.3 != scope).count() as u64;
         let ranked: Vec<String> = r.iter().map(|h| h.2.clone()).collect();
@@ -396,6 +489,12 @@ fn score(
             }
         };
         let ndcg = ndcg_at(&ranked, gain, &vec![1.0; q.evidence.len()], 10);
+        let sessions: Vec<String> = ranked.iter().map(|d| session_of(d).to_owned()).collect();
+        let evidence_sessions: Vec<String> = q
+            .evidence
+            .iter()
+            .map(|d| session_of(d).to_owned())
+            .collect();
         let row = [
             recall_at(&ranked, &q.evidence, 1),
             recall_at(&ranked, &q.evidence, 5),
@@ -404,18 +503,27 @@ fn score(
             recall_at(&ranked, &q.evidence, 50),
             rr,
             ndcg,
+            hit_at(&ranked, &q.evidence, 1),
+            hit_at(&ranked, &q.evidence, 5),
+            hit_at(&ranked, &q.evidence, 10),
+            hit_at(&ranked, &q.evidence, 20),
+            hit_at(&sessions, &evidence_sessions, 1),
+            hit_at(&sessions, &evidence_sessions, 5),
+            hit_at(&sessions, &evidence_sessions, 10),
+            hit_at(&sessions, &evidence_sessions, 20),
         ];
         per_question.push(QuestionResult {
+            index,
             sample_id: s.sample_id.clone(),
             category: q.category,
-            recall_at_10: row[2],
+            recall_at_10: row[R10],
             rr,
+            hit_at_10: row[HIT + 2],
+            session_hit_at_10: row[SESSION_HIT + 2],
         });
-        if (1..=4).contains(&q.category) {
-            headline.push(row);
-        }
+        rows.push(row);
     }
-    Ok((headline, per_question, foreign))
+    Ok((rows, per_question, foreign))
 }
 
 /// Re-runs each conversation's questions against a store holding only
@@ -461,6 +569,16 @@ async fn isolation(
     Ok(equal)
 }
 
+/// LoCoMo's category names, by number.
+pub const CATEGORY_NAMES: [&str; 6] = [
+    "",
+    "multi-hop",
+    "temporal",
+    "open-domain",
+    "single-hop",
+    "adversarial",
+];
+
 impl std::fmt::Display for LocomoReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
@@ -483,24 +601,28 @@ impl std::fmt::Display for LocomoReport {
             self.mrr,
             self.ndcg_at_10
         )?;
-        let names = [
-            "",
-            "multi-hop",
-            "temporal",
-            "open-domain",
-            "single-hop",
-            "adversarial",
-        ];
+        writeln!(
+            f,
+            "categories 1-4: hit@1 {:.3}  hit@5 {:.3}  hit@10 {:.3}  hit@20 {:.3};  session hit@1 {:.3}  @5 {:.3}  @10 {:.3}  @20 {:.3}",
+            self.hit_at_1,
+            self.hit_at_5,
+            self.hit_at_10,
+            self.hit_at_20,
+            self.session_hit_at_1,
+            self.session_hit_at_5,
+            self.session_hit_at_10,
+            self.session_hit_at_20
+        )?;
         for (cat, r) in &self.per_category {
             let name = cat
                 .parse::<usize>()
                 .ok()
-                .and_then(|i| names.get(i))
+                .and_then(|i| CATEGORY_NAMES.get(i))
                 .unwrap_or(&"");
             writeln!(
                 f,
-                "  category {cat} {name:<12} {:>4} questions  R@10 {:.3}  MRR {:.3}",
-                r.questions, r.recall_at_10, r.mrr
+                "  category {cat} {name:<12} {:>4} questions  R@10 {:.3}  MRR {:.3}  hit@10 {:.3}  session hit@10 {:.3}",
+                r.questions, r.recall_at_10, r.mrr, r.hit_at_10, r.session_hit_at_10
             )?;
         }
         writeln!(

@@ -14,6 +14,44 @@ pub fn recall_at(ranked: &[String], relevant: &[String], k: usize) -> f64 {
     found as f64 / relevant.len() as f64
 }
 
+/// 1 when any of `relevant` is in the first `k` of `ranked`, else 0 (the
+/// "hit@k" retrieval-only memory systems publish for LoCoMo).
+pub fn hit_at(ranked: &[String], relevant: &[String], k: usize) -> f64 {
+    let hit = ranked.iter().take(k).any(|x| relevant.contains(x));
+    if hit { 1.0 } else { 0.0 }
+}
+
+/// A paired bootstrap of the mean of `diffs` (one paired difference per
+/// question): the 2.5th and 97.5th percentiles of the means of
+/// `resamples` resamples with replacement, drawn from a generator seeded
+/// with `seed` (so a report can be reproduced).
+pub fn paired_bootstrap(diffs: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+    if diffs.is_empty() || resamples == 0 {
+        return (0.0, 0.0);
+    }
+    // SplitMix64: small, fast and good enough to resample with; seeded so
+    // that the interval of a run can be checked again.
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let n = diffs.len() as u64;
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sum: f64 = (0..n)
+                .map(|_| diffs[usize::try_from(next() % n).unwrap_or(0)])
+                .sum();
+            sum / n as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    (percentile(&means, 2.5), percentile(&means, 97.5))
+}
+
 /// 1 / rank of the first relevant item in `ranked` (0 if none).
 pub fn reciprocal_rank(ranked: &[String], is_relevant: impl Fn(&str) -> bool) -> f64 {
     ranked
@@ -96,6 +134,28 @@ mod tests {
         assert!((recall_at(&ranked, &v(&["b", "z"]), 2) - 0.5).abs() < 1e-12);
         assert!((reciprocal_rank(&ranked, |x| x == "c") - 1.0 / 3.0).abs() < 1e-12);
         assert!(reciprocal_rank(&ranked, |x| x == "z").abs() < 1e-12);
+    }
+
+    #[test]
+    fn hits_and_bootstrap_intervals() {
+        let ranked = v(&["a", "b", "c"]);
+        assert!((hit_at(&ranked, &v(&["c", "z"]), 2) - 0.0).abs() < 1e-12);
+        assert!((hit_at(&ranked, &v(&["c", "z"]), 3) - 1.0).abs() < 1e-12);
+        assert!((hit_at(&ranked, &v(&[]), 3) - 0.0).abs() < 1e-12);
+        // Every question gains 1: the interval is exactly 1.
+        let (lo, hi) = paired_bootstrap(&[1.0; 50], 1_000, 7);
+        assert!((lo - 1.0).abs() < 1e-12 && (hi - 1.0).abs() < 1e-12);
+        // Half gain, half lose: the interval holds 0 and is symmetric-ish.
+        let mixed: Vec<f64> = (0..400)
+            .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        let (lo, hi) = paired_bootstrap(&mixed, 2_000, 7);
+        assert!(lo < 0.0 && hi > 0.0 && (lo + hi).abs() < 0.05, "{lo} {hi}");
+        // The same seed, the same interval.
+        assert_eq!(
+            paired_bootstrap(&mixed, 500, 3),
+            paired_bootstrap(&mixed, 500, 3)
+        );
     }
 
     #[test]

@@ -23,6 +23,14 @@ async fn locomo_dev_meets_the_lexical_bar() {
     assert_eq!(r.foreign_scope_hits, 0);
     assert_eq!(r.events, 2_960);
     assert_eq!(r.per_category.len(), 5);
+    // Any evidence in the top 10 is at least the share found there, and a
+    // hit from an evidence session at least that.
+    assert!(
+        r.hit_at_10 >= r.recall_at_10 && r.session_hit_at_10 >= r.hit_at_10,
+        "{r}"
+    );
+    assert!(r.hit_at_1 <= r.hit_at_5 && r.hit_at_5 <= r.hit_at_10 && r.hit_at_10 <= r.hit_at_20);
+    assert_eq!(r.per_question.len(), r.questions_all);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
