@@ -775,6 +775,10 @@ struct Common {
     /// query term once).
     #[arg(long, default_value_t = Bm25Params::default().k3)]
     bm25_k3: f32,
+    /// Lexical search without session cohesion (BM25 alone; the stage is
+    /// on by default).
+    #[arg(long)]
+    no_neighbours: bool,
     /// The store to evaluate.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
     store: StoreKind,
@@ -1056,6 +1060,13 @@ impl Common {
             k3: self.bm25_k3,
         }
     }
+
+    fn neighbours(&self) -> hippocamp_search::NeighbourParams {
+        hippocamp_search::NeighbourParams {
+            enabled: !self.no_neighbours,
+            ..hippocamp_search::NeighbourParams::default()
+        }
+    }
 }
 
 fn print<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) -> anyhow::Result<()> {
@@ -1108,6 +1119,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             let opts = locomo::LocomoOptions {
                 config: MemoryConfig {
                     bm25: common.bm25(),
+                    neighbours: common.neighbours(),
                     ..MemoryConfig::default()
                 },
                 isolation_check: !no_isolation,
@@ -1135,6 +1147,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             let collection = hippocamp_datasets::cranfield::load(&dir)?;
             let config = MemoryConfig {
                 bm25: common.bm25(),
+                neighbours: common.neighbours(),
                 ..cranfield::config()
             };
             let report = cranfield::run_in_mode(

@@ -954,6 +954,7 @@ impl MemoryStore for RedbMemoryStore {
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
         prepared.now_ms = self.clock.now_ms();
+        prepared.neighbours = self.config.neighbours;
         Ok(match &query_vector {
             None => data.search(&prepared, self.config.bm25),
             Some(v) => {

@@ -27,12 +27,19 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn store() -> Arc<InMemoryStore> {
+    store_with(hippocamp_search::NeighbourParams::default())
+}
+
+/// A store whose lexical search adds neighbour support as `neighbours`
+/// says (on by default; the `search_plain` group turns it off).
+fn store_with(neighbours: hippocamp_search::NeighbourParams) -> Arc<InMemoryStore> {
     let config = MemoryConfig {
         limits: MemoryLimits {
             max_entries_per_scope: 10_000_000,
             max_bytes_per_scope: 10_737_418_240,
             ..MemoryLimits::default()
         },
+        neighbours,
         ..MemoryConfig::default()
     };
     Arc::new(InMemoryStore::new(config).expect("store"))
@@ -58,39 +65,54 @@ fn search(c: &mut Criterion) {
         hippocamp_datasets::data_dir().expect("set HIPPOCAMP_DATA_DIR or provide ../shared/data");
     let queries = hippocamp_datasets::corpus::queries(&dir).expect("LoCoMo questions");
     let rt = runtime();
-    let mut group = c.benchmark_group("search");
-    for n in [600usize, 10_000, 100_000] {
-        let texts = hippocamp_datasets::corpus::texts(&dir, n).expect("corpus");
-        let store = store();
-        let scope = MemoryScope::parse("bench", "user").expect("scope");
-        let session = SessionId::new("s").expect("session");
-        rt.block_on(async {
-            for (i, chunk) in texts.chunks(1_000).enumerate() {
-                store
-                    .add_events(
-                        &scope,
-                        &session,
-                        &events(chunk, i * 1_000),
-                        &WriteOptions::default(),
-                    )
-                    .await
-                    .expect("ingest");
-            }
-        });
-        let mut q = 0usize;
-        let opts = CallOptions::default();
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                q = (q + 1) % queries.len();
-                let req = SearchRequest::new(queries[q].clone()).limit(50);
-                black_box(
-                    rt.block_on(store.search(&scope, &req, &opts))
-                        .expect("search"),
-                )
+    let plain = hippocamp_search::NeighbourParams {
+        enabled: false,
+        ..hippocamp_search::NeighbourParams::default()
+    };
+    // `search`: the default path (neighbour support on); `search_plain`:
+    // BM25 alone, at 600 entries, for the stage's cost.
+    for (group_name, sizes, neighbours) in [
+        (
+            "search",
+            &[600usize, 10_000, 100_000][..],
+            hippocamp_search::NeighbourParams::default(),
+        ),
+        ("search_plain", &[600usize][..], plain),
+    ] {
+        let mut group = c.benchmark_group(group_name);
+        for &n in sizes {
+            let texts = hippocamp_datasets::corpus::texts(&dir, n).expect("corpus");
+            let store = store_with(neighbours);
+            let scope = MemoryScope::parse("bench", "user").expect("scope");
+            let session = SessionId::new("s").expect("session");
+            rt.block_on(async {
+                for (i, chunk) in texts.chunks(1_000).enumerate() {
+                    store
+                        .add_events(
+                            &scope,
+                            &session,
+                            &events(chunk, i * 1_000),
+                            &WriteOptions::default(),
+                        )
+                        .await
+                        .expect("ingest");
+                }
             });
-        });
+            let mut q = 0usize;
+            let opts = CallOptions::default();
+            group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    q = (q + 1) % queries.len();
+                    let req = SearchRequest::new(queries[q].clone()).limit(50);
+                    black_box(
+                        rt.block_on(store.search(&scope, &req, &opts))
+                            .expect("search"),
+                    )
+                });
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 fn ingest(c: &mut Criterion) {

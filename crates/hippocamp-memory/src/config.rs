@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use hippocamp_core::{Clock, Error, MemoryLimits, Problem, Result};
-use hippocamp_search::{Bm25Params, FusionParams};
+use hippocamp_search::{Bm25Params, FusionParams, NeighbourParams};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{CONTRACT_VERSION, Capabilities, SearchCapabilities};
@@ -18,6 +18,9 @@ pub struct MemoryConfig {
     pub bm25: Bm25Params,
     /// How hybrid search fuses BM25 and vector scores.
     pub fusion: FusionParams,
+    /// Session cohesion in lexical search: a turn is supported by its
+    /// neighbours' scores (on by default).
+    pub neighbours: NeighbourParams,
     /// Where the store reads "now" for expiry and retention (the system
     /// clock unless a test or the services bundle installs another).
     #[serde(skip)]
@@ -77,6 +80,15 @@ impl MemoryConfig {
                     _ => "rrf_k must be within 1..=1000".into(),
                 }),
             )
+        })?;
+        self.neighbours.validate().map_err(|name| {
+            Error::config(
+                format!("neighbours.{name}"),
+                Problem::Malformed(match name {
+                    "weight" => "weight must be within 0..=1".into(),
+                    _ => "depth must be within 1..=1000".into(),
+                }),
+            )
         })
     }
 
@@ -101,6 +113,7 @@ impl MemoryConfig {
                 .collect(),
                 embedder: None,
                 fusion: self.fusion,
+                neighbours: self.neighbours,
             },
             idempotent_ingestion: true,
             incremental_events: true,
@@ -138,6 +151,20 @@ mod tests {
             matches!(c.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "bm25.k1")
         );
         assert!(MemoryConfig::default().validate().is_ok());
+        let c = MemoryConfig {
+            neighbours: hippocamp_search::NeighbourParams {
+                weight: 2.0,
+                ..hippocamp_search::NeighbourParams::default()
+            },
+            ..MemoryConfig::default()
+        };
+        assert!(
+            matches!(c.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "neighbours.weight")
+        );
+        // On by default, and reported.
+        let caps = MemoryConfig::default().capabilities("x", false);
+        assert!(caps.search.neighbours.enabled);
+        assert!((caps.search.neighbours.weight - 0.5).abs() < f32::EPSILON);
         assert!(serde_json::from_str::<MemoryConfig>(r#"{"limit": {}}"#).is_err());
     }
 }

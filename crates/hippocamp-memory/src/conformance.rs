@@ -175,6 +175,7 @@ macro_rules! memory_conformance_tests {
     (guard = $guard:expr, $factory:expr) => {
         $crate::memory_conformance_tests!(@cases $guard, $factory;
             capabilities_report_contract_and_limits,
+            neighbours_support_a_turn_and_can_be_turned_off,
             keyed_add_is_idempotent_and_redacts,
             search_finds_with_filter_and_provenance,
             scopes_are_isolated,
@@ -2171,9 +2172,12 @@ pub async fn explained_hits_name_each_stage(f: &dyn StoreFactory) {
             let e = h.explanation.as_ref().unwrap();
             match mode {
                 crate::SearchMode::Lexical => {
-                    assert_eq!(stages(h), ["bm25"]);
-                    assert_eq!(e[0].score, Some(h.score));
+                    // These entries have no session: no neighbour support.
+                    assert_eq!(stages(h), ["bm25", "neighbours"]);
                     shares_add_up(&e[0]);
+                    assert_eq!(e[1].score, Some(0.0));
+                    let sum = e[0].score.unwrap() + e[1].score.unwrap();
+                    assert!((sum - h.score).abs() < 1e-5, "{e:?}");
                 }
                 crate::SearchMode::Vector => {
                     assert_eq!(stages(h), ["vector"]);
@@ -2188,6 +2192,91 @@ pub async fn explained_hits_name_each_stage(f: &dyn StoreFactory) {
                     assert!(e[2].detail.as_deref().is_some_and(|d| !d.is_empty()));
                 }
             }
+        }
+    }
+}
+
+/// Session cohesion: the answer after a matching question is found
+/// through its neighbour's support (an entry of the same session, next in
+/// time), another session's turn next in time is not a neighbour, and
+/// with `neighbours.enabled = false` lexical search is plain BM25.
+pub async fn neighbours_support_a_turn_and_can_be_turned_off(f: &dyn StoreFactory) {
+    let s = scope("app", "cohesion");
+    let session = SessionId::new("talk").unwrap();
+    let other = SessionId::new("elsewhere").unwrap();
+    let events = |texts: &[(&str, &str)], start: i64| -> Vec<Event> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, (id, t))| Event::text(*id, "user", start + i64::try_from(i).unwrap(), *t))
+            .collect()
+    };
+    for store in [
+        default_store(f).await,
+        f.open(MemoryConfig {
+            neighbours: hippocamp_search::NeighbourParams {
+                enabled: false,
+                ..hippocamp_search::NeighbourParams::default()
+            },
+            ..MemoryConfig::default()
+        })
+        .await,
+    ] {
+        let on = store.capabilities().search.neighbours.enabled;
+        store
+            .add_events(
+                &s,
+                &session,
+                &events(
+                    &[
+                        ("q", "which pet did you adopt last spring?"),
+                        ("a", "a tabby called Miso, from the shelter"),
+                        ("z", "the weather was lovely on the coast"),
+                    ],
+                    1_000,
+                ),
+                &w(),
+            )
+            .await
+            .unwrap();
+        // Between the question and the answer in time, but another
+        // session: not a neighbour.
+        store
+            .add_events(
+                &s,
+                &other,
+                &events(&[("o", "an unrelated note")], 1_000),
+                &w(),
+            )
+            .await
+            .unwrap();
+        let res = store
+            .search(&s, &lexical("adopt a pet").explained(), &c())
+            .await
+            .unwrap();
+        let contents: Vec<&str> = res.hits.iter().map(|h| h.entry.content.as_str()).collect();
+        if on {
+            assert_eq!(
+                contents,
+                [
+                    "which pet did you adopt last spring?",
+                    "a tabby called Miso, from the shelter"
+                ],
+                "{res:?}"
+            );
+            let answer = res.hits[1].explanation.as_ref().unwrap();
+            assert_eq!(answer[0].score, Some(0.0), "no word of its own matches");
+            let support = answer[1].score.unwrap();
+            assert!(
+                (support - res.hits[0].score / 2.0).abs() < 1e-5,
+                "{answer:?}"
+            );
+        } else {
+            assert_eq!(
+                contents,
+                ["which pet did you adopt last spring?"],
+                "{res:?}"
+            );
         }
     }
 }

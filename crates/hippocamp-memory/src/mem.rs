@@ -419,6 +419,7 @@ impl MemoryStore for InMemoryStore {
         };
         let s = Self::read(&shell, deadline).await?;
         prepared.now_ms = self.clock.now_ms();
+        prepared.neighbours = self.config.neighbours;
         Ok(match &query_vector {
             None => s.data.search(&prepared, self.config.bm25),
             Some(v) => {

@@ -345,17 +345,108 @@ impl ScopeData {
         if q.terms.is_empty() {
             return SearchResults::default();
         }
-        let mut ranked = self
-            .index
-            .search(&q.terms, params)
-            .expecting(q.limit)
-            .map(|c| Scored {
-                candidate: c,
-                details: None,
-            });
-        let mut out = self.collect(q, &mut ranked, ScoreType::Bm25);
+        let mut out = if q.neighbours.enabled && q.neighbours.weight > 0.0 {
+            self.search_supported(q, params)
+        } else {
+            let mut ranked = self
+                .index
+                .search(&q.terms, params)
+                .expecting(q.limit)
+                .map(|c| Scored {
+                    candidate: c,
+                    details: None,
+                });
+            self.collect(q, &mut ranked, ScoreType::Bm25)
+        };
         self.explain(&mut out, q, params, None);
         out
+    }
+
+    /// Lexical search with session cohesion ([`hippocamp_search::cohesion`]):
+    /// the best `depth` BM25 candidates and their neighbours, scored with
+    /// neighbour support, then the rest of the matches in BM25 order,
+    /// merged so the walk stays best first.
+    fn search_supported(&self, q: &PreparedSearch, params: Bm25Params) -> SearchResults {
+        let depth = q.neighbours.depth.max(q.limit);
+        // Only live entries the filter keeps lend support (as each arm of
+        // a hybrid search selects its candidates): an expired or
+        // filtered-out entry never moves another up.
+        let all_match = self.all_match(q);
+        let keep = |k: &EntryId| all_match || self.matches(k, q);
+        let mut matches = self.index.search(&q.terms, params).expecting(depth);
+        let head: Vec<Candidate<EntryId>> = matches
+            .by_ref()
+            .filter(|c| keep(&c.key))
+            .take(depth)
+            .collect();
+        let (mut supported, seen) =
+            hippocamp_search::cohesion(&head, q.neighbours.weight, q.limit, |k| self.neighbours(k));
+        // The best `limit` are in order; should the walk go past them
+        // (hits the filter or the budget skip), the rest is ordered then.
+        let ordered = q.limit.min(supported.len());
+        let mut rest_sorted = false;
+        let mut at = 0;
+        let mut head = std::iter::from_fn(move || {
+            if at == ordered && !rest_sorted {
+                supported[ordered..].sort_unstable_by_key(|s| std::cmp::Reverse(s.candidate));
+                rest_sorted = true;
+            }
+            let next = supported.get(at).map(|s| s.candidate);
+            at += 1;
+            next
+        })
+        .peekable();
+        let mut tail = matches
+            .filter(|c| seen.binary_search(&c.key).is_err())
+            .peekable();
+        let mut ranked = std::iter::from_fn(|| {
+            let next = match (head.peek(), tail.peek()) {
+                (Some(h), Some(t)) if t > h => tail.next(),
+                (Some(_), _) => head.next(),
+                (None, _) => tail.next(),
+            }?;
+            Some(Scored {
+                candidate: next,
+                details: None,
+            })
+        });
+        self.collect(q, &mut ranked, ScoreType::Bm25)
+    }
+
+    /// How many entries of other sessions a neighbour lookup steps over
+    /// at most, in the scope's time order, before giving up.
+    const NEIGHBOUR_WALK: usize = 8;
+
+    /// The entries of the same session just before and after `key` in
+    /// time, with their recency: found by walking the scope's time order
+    /// from `key`, over at most [`Self::NEIGHBOUR_WALK`] entries of other
+    /// sessions each way. An entry without a session has no neighbours.
+    fn neighbours(&self, key: &EntryId) -> [Option<(EntryId, i64)>; 2] {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let Some(stored) = self.entries.get(key) else {
+            return [None, None];
+        };
+        let Some(session) = stored.entry.provenance.session_id.as_ref() else {
+            return [None, None];
+        };
+        let at = (stored.entry.timestamp_ms, *key);
+        let same = |&&(t, id): &&(u64, EntryId)| -> Option<(EntryId, i64)> {
+            let s = self.entries.get(&id)?;
+            (s.entry.provenance.session_id.as_ref() == Some(session))
+                .then(|| (id, i64::try_from(t).unwrap_or(i64::MAX)))
+        };
+        let walk = Self::NEIGHBOUR_WALK + 1;
+        [
+            self.by_time
+                .range(..at)
+                .rev()
+                .take(walk)
+                .find_map(|x| same(&x)),
+            self.by_time
+                .range((Excluded(at), Unbounded))
+                .take(walk)
+                .find_map(|x| same(&x)),
+        ]
     }
 
     /// Fills each hit's explanation when the search asked for it, after
@@ -393,6 +484,29 @@ impl ScopeData {
                 detail: Some("cosine similarity of the query's and the entry's embeddings".into()),
             };
             let list = match (hit.score_type, hit.details) {
+                (ScoreType::Bm25, _) if q.neighbours.enabled && q.neighbours.weight > 0.0 => {
+                    let own = bm25(Some(0.0));
+                    let own_score: f64 = own.terms.iter().map(|t| f64::from(t.score)).sum();
+                    // What is left of the hit's score is its neighbours'
+                    // support (float noise below a millionth is none).
+                    let support = hit.score - own_score;
+                    let support = if support > 1e-6 { support } else { 0.0 };
+                    vec![
+                        Contribution {
+                            score: Some(own_score),
+                            ..own
+                        },
+                        Contribution {
+                            stage: "neighbours".into(),
+                            score: Some(support),
+                            terms: Vec::new(),
+                            detail: Some(format!(
+                                "{} x the best BM25 score of the turn before or after it in its session, among the top {} BM25 matches",
+                                q.neighbours.weight, q.neighbours.depth
+                            )),
+                        },
+                    ]
+                }
                 (ScoreType::Bm25, _) => vec![bm25(Some(hit.score))],
                 (ScoreType::Vector, _) => vec![vector(Some(hit.score))],
                 (ScoreType::Hybrid, details) => {

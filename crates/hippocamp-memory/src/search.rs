@@ -26,6 +26,9 @@ pub struct PreparedSearch {
     pub now_ms: u64,
     /// Whether each hit carries its explanation.
     pub explain: bool,
+    /// Session cohesion (lexical search): the store sets it from its
+    /// configuration.
+    pub neighbours: hippocamp_search::NeighbourParams,
 }
 
 fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
@@ -90,6 +93,7 @@ pub fn prepare_search(
         mode: req.mode,
         now_ms: 0,
         explain: req.explain,
+        neighbours: hippocamp_search::NeighbourParams::default(),
     })
 }
 

@@ -329,6 +329,8 @@ pub struct SearchCapabilities {
     pub embedder: Option<EmbedderInfo>,
     /// Fusion parameters of hybrid search.
     pub fusion: hippocamp_search::FusionParams,
+    /// Session cohesion in lexical search (neighbour support).
+    pub neighbours: hippocamp_search::NeighbourParams,
 }
 
 /// The embedder a store uses.

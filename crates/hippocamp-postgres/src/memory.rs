@@ -1208,6 +1208,7 @@ impl MemoryStore for PgMemoryStore {
         )
         .await?;
         prepared.now_ms = self.clock.now_ms();
+        prepared.neighbours = self.config.neighbours;
         let (bm25, fusion) = (self.config.bm25, &self.config.fusion);
         let here = self
             .view(scope, deadline, |d, row| match &query_vector {

@@ -16,11 +16,13 @@
 pub mod analyzer;
 pub mod fusion;
 pub mod index;
+pub mod neighbours;
 pub mod rank;
 pub mod vector;
 
 pub use analyzer::{Analyzer, QueryTerm, TermFreqs};
 pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
 pub use index::{Bm25Params, IndexStats, InvertedIndex, Matches, TermShare};
+pub use neighbours::{NeighbourParams, Supported, cohesion};
 pub use rank::{Candidate, Ranked, best, best_first, best_set};
 pub use vector::{VectorSet, dot};

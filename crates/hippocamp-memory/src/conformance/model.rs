@@ -268,6 +268,13 @@ async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestC
             ..MemoryLimits::default()
         },
         clock: StoreClock(clock.clone()),
+        // The model states which entries match a word; neighbour support
+        // (on by default) adds their session neighbours, which
+        // `neighbours_support_a_turn_and_can_be_turned_off` checks.
+        neighbours: hippocamp_search::NeighbourParams {
+            enabled: false,
+            ..hippocamp_search::NeighbourParams::default()
+        },
         ..MemoryConfig::default()
     };
     let store = factory.open(config).await;
