@@ -202,13 +202,20 @@ pub(crate) async fn serve(args: Serve) -> anyhow::Result<()> {
     if profile == hippocamp_services::Profile::Ephemeral {
         // Its tokens live in memory: `token create` on this directory
         // reads this and warns.
-        hippocamp_services::layout::mark_ephemeral(
+        // A directory it cannot write (a read-only place) only loses the
+        // warning: the server itself keeps nothing there.
+        if let Err(e) = hippocamp_services::layout::mark_ephemeral(
             &config.data_dir,
             &format!(
                 "an ephemeral server (pid {}) keeps its tokens in memory: a token made in this directory is not seen by it\n",
                 std::process::id()
             ),
-        )?;
+        ) {
+            eprintln!(
+                "warning: cannot mark {} as an ephemeral server's: {e}",
+                config.data_dir.display()
+            );
+        }
     }
     let admin = bound.services().tokens.ensure_admin_shared().await?;
     let addr = bound.local_addr();
