@@ -62,16 +62,11 @@ impl Default for LocomoOptions {
     }
 }
 
-/// Figures of one category.
+/// hit@k (any evidence turn in the top k) and session hit@k (a top-k hit
+/// from a session that holds evidence), k = 1, 5, 10, 20.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CategoryReport {
-    /// Questions.
-    pub questions: usize,
-    /// Mean R@10.
-    pub recall_at_10: f64,
-    /// Mean reciprocal rank.
-    pub mrr: f64,
-    /// hit@1, hit@5, hit@10, hit@20.
+pub struct Hits {
+    /// hit@1.
     pub hit_at_1: f64,
     /// hit@5.
     pub hit_at_5: f64,
@@ -87,6 +82,37 @@ pub struct CategoryReport {
     pub session_hit_at_10: f64,
     /// Session hit@20.
     pub session_hit_at_20: f64,
+}
+
+impl Hits {
+    /// The means of the hit columns of `rows`.
+    fn of(rows: &[&Row]) -> Self {
+        let col = |i: usize| column(rows, i);
+        Self {
+            hit_at_1: col(HIT),
+            hit_at_5: col(HIT + 1),
+            hit_at_10: col(HIT + 2),
+            hit_at_20: col(HIT + 3),
+            session_hit_at_1: col(SESSION_HIT),
+            session_hit_at_5: col(SESSION_HIT + 1),
+            session_hit_at_10: col(SESSION_HIT + 2),
+            session_hit_at_20: col(SESSION_HIT + 3),
+        }
+    }
+}
+
+/// Figures of one category.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CategoryReport {
+    /// Questions.
+    pub questions: usize,
+    /// Mean R@10.
+    pub recall_at_10: f64,
+    /// Mean reciprocal rank.
+    pub mrr: f64,
+    /// hit@k and session hit@k.
+    #[serde(flatten)]
+    pub hits: Hits,
 }
 
 /// What one question retrieved (one line of `--per-question`; two runs'
@@ -130,23 +156,9 @@ pub struct LocomoReport {
     pub mrr: f64,
     /// nDCG@10 (binary gains), categories 1-4.
     pub ndcg_at_10: f64,
-    /// hit@1 (any evidence turn in the top 1), categories 1-4.
-    pub hit_at_1: f64,
-    /// hit@5, categories 1-4.
-    pub hit_at_5: f64,
-    /// hit@10, categories 1-4.
-    pub hit_at_10: f64,
-    /// hit@20, categories 1-4.
-    pub hit_at_20: f64,
-    /// Session hit@1 (a hit from a session holding evidence), categories
-    /// 1-4.
-    pub session_hit_at_1: f64,
-    /// Session hit@5, categories 1-4.
-    pub session_hit_at_5: f64,
-    /// Session hit@10, categories 1-4.
-    pub session_hit_at_10: f64,
-    /// Session hit@20, categories 1-4.
-    pub session_hit_at_20: f64,
+    /// hit@k and session hit@k, categories 1-4.
+    #[serde(flatten)]
+    pub hits: Hits,
     /// Per category `"1"`..`"5"`.
     pub per_category: BTreeMap<String, CategoryReport>,
     /// Whether every conversation's results equal those of a store holding
@@ -388,14 +400,7 @@ pub async fn run(
         recall_at_50: col(4),
         mrr: col(RR),
         ndcg_at_10: col(6),
-        hit_at_1: col(HIT),
-        hit_at_5: col(HIT + 1),
-        hit_at_10: col(HIT + 2),
-        hit_at_20: col(HIT + 3),
-        session_hit_at_1: col(SESSION_HIT),
-        session_hit_at_5: col(SESSION_HIT + 1),
-        session_hit_at_10: col(SESSION_HIT + 2),
-        session_hit_at_20: col(SESSION_HIT + 3),
+        hits: Hits::of(&headline),
         per_category,
         isolation_equal,
         foreign_scope_hits: foreign,
@@ -447,14 +452,7 @@ fn per_category(rows: &[Row], questions: &[QuestionResult]) -> BTreeMap<String, 
                 questions: r.len(),
                 recall_at_10: col(R10),
                 mrr: col(RR),
-                hit_at_1: col(HIT),
-                hit_at_5: col(HIT + 1),
-                hit_at_10: col(HIT + 2),
-                hit_at_20: col(HIT + 3),
-                session_hit_at_1: col(SESSION_HIT),
-                session_hit_at_5: col(SESSION_HIT + 1),
-                session_hit_at_10: col(SESSION_HIT + 2),
-                session_hit_at_20: col(SESSION_HIT + 3),
+                hits: Hits::of(&r),
             };
             (cat.to_string(), report)
         })
@@ -604,14 +602,14 @@ impl std::fmt::Display for LocomoReport {
         writeln!(
             f,
             "categories 1-4: hit@1 {:.3}  hit@5 {:.3}  hit@10 {:.3}  hit@20 {:.3};  session hit@1 {:.3}  @5 {:.3}  @10 {:.3}  @20 {:.3}",
-            self.hit_at_1,
-            self.hit_at_5,
-            self.hit_at_10,
-            self.hit_at_20,
-            self.session_hit_at_1,
-            self.session_hit_at_5,
-            self.session_hit_at_10,
-            self.session_hit_at_20
+            self.hits.hit_at_1,
+            self.hits.hit_at_5,
+            self.hits.hit_at_10,
+            self.hits.hit_at_20,
+            self.hits.session_hit_at_1,
+            self.hits.session_hit_at_5,
+            self.hits.session_hit_at_10,
+            self.hits.session_hit_at_20
         )?;
         for (cat, r) in &self.per_category {
             let name = cat
@@ -622,7 +620,7 @@ impl std::fmt::Display for LocomoReport {
             writeln!(
                 f,
                 "  category {cat} {name:<12} {:>4} questions  R@10 {:.3}  MRR {:.3}  hit@10 {:.3}  session hit@10 {:.3}",
-                r.questions, r.recall_at_10, r.mrr, r.hit_at_10, r.session_hit_at_10
+                r.questions, r.recall_at_10, r.mrr, r.hits.hit_at_10, r.hits.session_hit_at_10
             )?;
         }
         writeln!(

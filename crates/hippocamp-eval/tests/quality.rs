@@ -26,10 +26,11 @@ async fn locomo_dev_meets_the_lexical_bar() {
     // Any evidence in the top 10 is at least the share found there, and a
     // hit from an evidence session at least that.
     assert!(
-        r.hit_at_10 >= r.recall_at_10 && r.session_hit_at_10 >= r.hit_at_10,
+        r.hits.hit_at_10 >= r.recall_at_10 && r.hits.session_hit_at_10 >= r.hits.hit_at_10,
         "{r}"
     );
-    assert!(r.hit_at_1 <= r.hit_at_5 && r.hit_at_5 <= r.hit_at_10 && r.hit_at_10 <= r.hit_at_20);
+    let h = &r.hits;
+    assert!(h.hit_at_1 <= h.hit_at_5 && h.hit_at_5 <= h.hit_at_10 && h.hit_at_10 <= h.hit_at_20);
     assert_eq!(r.per_question.len(), r.questions_all);
 }
 
