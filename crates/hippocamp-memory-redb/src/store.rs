@@ -937,7 +937,7 @@ impl MemoryStore for RedbMemoryStore {
         opts: &CallOptions,
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
-        let mut prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mut prepared = prepare_search(request, &self.config, &self.analyzer)?;
         let mode = hippocamp_memory::search::resolve_mode(prepared.mode, self.embedder.is_some())?;
         let query_vector = hippocamp_memory::embedding::embed_query(
             self.embedder.as_deref(),
@@ -954,7 +954,6 @@ impl MemoryStore for RedbMemoryStore {
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
         prepared.now_ms = self.clock.now_ms();
-        prepared.neighbours = self.config.neighbours;
         Ok(match &query_vector {
             None => data.search(&prepared, self.config.bm25),
             Some(v) => {

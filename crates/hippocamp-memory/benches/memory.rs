@@ -201,7 +201,7 @@ fn vectors(c: &mut Criterion) {
         .take(200)
         .map(|q| {
             let req = SearchRequest::new(q.clone()).limit(50);
-            prepare_search(&req, &config.limits, &analyzer).expect("query")
+            prepare_search(&req, &config, &analyzer).expect("query")
         })
         .collect();
     let qv = embed(&queries.iter().take(200).cloned().collect::<Vec<_>>());

@@ -409,7 +409,7 @@ impl MemoryStore for InMemoryStore {
         opts: &CallOptions,
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
-        let mut prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mut prepared = prepare_search(request, &self.config, &self.analyzer)?;
         let mode = resolve_mode(prepared.mode, self.embedder.is_some())?;
         let query_vector =
             crate::embedding::embed_query(self.embedder.as_deref(), mode, &request.query, deadline)
@@ -419,7 +419,6 @@ impl MemoryStore for InMemoryStore {
         };
         let s = Self::read(&shell, deadline).await?;
         prepared.now_ms = self.clock.now_ms();
-        prepared.neighbours = self.config.neighbours;
         Ok(match &query_vector {
             None => s.data.search(&prepared, self.config.bm25),
             Some(v) => {

@@ -820,7 +820,7 @@ mod tests {
             if filtered {
                 req = req.filter(json!({"tag": true}));
             }
-            let q = crate::search::prepare_search(&req, &MemoryLimits::default(), &Analyzer::english()).unwrap();
+            let q = crate::search::prepare_search(&req, &crate::MemoryConfig::default(), &Analyzer::english()).unwrap();
             let fusion = FusionParams { depth: 5, ..FusionParams::default() };
             let params = Bm25Params::default();
             let all = data.vectors.as_ref().unwrap().search(&query, docs.len());
@@ -853,7 +853,7 @@ mod tests {
         ) {
             let data = scope_of(&docs);
             let query = unit(&query);
-            let (limits, analyzer) = (MemoryLimits::default(), Analyzer::english());
+            let (config, analyzer) = (crate::MemoryConfig::default(), Analyzer::english());
             let fusion = FusionParams { depth: 8, ..FusionParams::default() };
             let params = Bm25Params::default();
             let mut whole = SearchRequest::new("apple fig").limit(50);
@@ -862,8 +862,8 @@ mod tests {
                 whole = whole.filter(json!({"tag": true}));
                 walked = walked.filter(json!({"tag": true}));
             }
-            let whole = crate::search::prepare_search(&whole, &limits, &analyzer).unwrap();
-            let walked = crate::search::prepare_search(&walked, &limits, &analyzer).unwrap();
+            let whole = crate::search::prepare_search(&whole, &config, &analyzer).unwrap();
+            let walked = crate::search::prepare_search(&walked, &config, &analyzer).unwrap();
             let ranking = data.search_vectors(&whole, SearchMode::Hybrid, &query, params, &fusion);
             let mut want = Vec::new();
             let mut used = 0;
@@ -908,8 +908,12 @@ mod tests {
         let req = SearchRequest::new("apple")
             .limit(5)
             .filter(json!({"tag": true}));
-        let q = crate::search::prepare_search(&req, &MemoryLimits::default(), &Analyzer::english())
-            .unwrap();
+        let q = crate::search::prepare_search(
+            &req,
+            &crate::MemoryConfig::default(),
+            &Analyzer::english(),
+        )
+        .unwrap();
         let fusion = FusionParams {
             depth: 5,
             ..FusionParams::default()

@@ -2,9 +2,10 @@
 //! scope held in memory.
 
 use hippocamp_core::limits::to_usize;
-use hippocamp_core::{Error, Field, Filter, MemoryLimits, Problem, Result};
+use hippocamp_core::{Error, Field, Filter, Problem, Result};
 use hippocamp_search::Analyzer;
 
+use crate::config::MemoryConfig;
 use crate::store::{SearchMode, SearchRequest};
 
 /// A validated search.
@@ -26,8 +27,7 @@ pub struct PreparedSearch {
     pub now_ms: u64,
     /// Whether each hit carries its explanation.
     pub explain: bool,
-    /// Session cohesion (lexical search): the store sets it from its
-    /// configuration.
+    /// Session cohesion (lexical search), from the store's configuration.
     pub neighbours: hippocamp_search::NeighbourParams,
 }
 
@@ -63,13 +63,16 @@ pub fn resolve_mode(requested: Option<SearchMode>, embeds: bool) -> Result<Searc
     }
 }
 
-/// Validates `req` (query, limit, byte budget, filter, in that order) and
-/// analyses the query.
+/// Validates `req` against `config`'s limits (query, limit, byte budget,
+/// filter, in that order), analyses the query and takes the
+/// configuration's search stages (session cohesion), so every store
+/// searches with the same ones.
 pub fn prepare_search(
     req: &SearchRequest,
-    limits: &MemoryLimits,
+    config: &MemoryConfig,
     analyzer: &Analyzer,
 ) -> Result<PreparedSearch> {
+    let limits = &config.limits;
     hippocamp_core::ident::check_text(Field::Query, &req.query, to_usize(limits.max_query_bytes))?;
     let limit = in_range(
         Field::Limit,
@@ -93,7 +96,7 @@ pub fn prepare_search(
         mode: req.mode,
         now_ms: 0,
         explain: req.explain,
-        neighbours: hippocamp_search::NeighbourParams::default(),
+        neighbours: config.neighbours,
     })
 }
 
@@ -105,7 +108,7 @@ mod tests {
 
     #[test]
     fn validation_order_and_errors() {
-        let l = MemoryLimits::default();
+        let l = MemoryConfig::default();
         let a = Analyzer::english();
         let err = |r: SearchRequest| prepare_search(&r, &l, &a).unwrap_err();
         assert!(matches!(

@@ -1198,7 +1198,7 @@ impl MemoryStore for PgMemoryStore {
         opts: &CallOptions,
     ) -> Result<SearchResults> {
         let deadline = self.deadline(opts);
-        let mut prepared = prepare_search(request, &self.config.limits, &self.analyzer)?;
+        let mut prepared = prepare_search(request, &self.config, &self.analyzer)?;
         let mode = resolve_mode(prepared.mode, self.embedder.is_some())?;
         let query_vector = hippocamp_memory::embedding::embed_query(
             self.embedder.as_deref(),
@@ -1208,7 +1208,6 @@ impl MemoryStore for PgMemoryStore {
         )
         .await?;
         prepared.now_ms = self.clock.now_ms();
-        prepared.neighbours = self.config.neighbours;
         let (bm25, fusion) = (self.config.bm25, &self.config.fusion);
         let here = self
             .view(scope, deadline, |d, row| match &query_vector {
