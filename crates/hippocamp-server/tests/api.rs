@@ -20,29 +20,9 @@ use futures::SinkExt as _;
 use hippocamp_server::Profile;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::{TestServer, client};
+use support::{TestServer, client, j, send};
 
 const ALICE: &str = "/v1/apps/shop/users/alice";
-
-async fn send(
-    s: &TestServer,
-    method: Method,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Vec<u8>>,
-) -> (StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
-    let mut rq = client().request(method, s.url(path));
-    if let Some(t) = token {
-        rq = rq.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        rq = rq.body(b);
-    }
-    let r = rq.send().await.unwrap();
-    let status = r.status();
-    let headers = r.headers().clone();
-    (status, headers, r.bytes().await.unwrap().to_vec())
-}
 
 /// The sending end of a request body that stays open until it is dropped.
 type BodySender = futures::channel::mpsc::Sender<Result<Vec<u8>, std::io::Error>>;
@@ -63,10 +43,6 @@ async fn open_body(
         .bearer_auth(token)
         .body(reqwest::Body::wrap_stream(rx));
     (tx, tokio::spawn(async move { rq.send().await.unwrap() }))
-}
-
-fn j(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes).unwrap_or(Value::Null)
 }
 
 async fn memory_round_trip(s: &TestServer, token: &str) {

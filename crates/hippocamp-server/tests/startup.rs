@@ -52,6 +52,7 @@ async fn stalling_embedder(up: Arc<AtomicBool>) -> String {
     format!("http://{addr}")
 }
 
+/// `method path` with `token` and a JSON body, the reply as JSON.
 async fn send(
     s: &TestServer,
     method: Method,
@@ -59,13 +60,9 @@ async fn send(
     token: &str,
     body: Option<Value>,
 ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
-    let mut rq = client().request(method, s.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rq = rq.json(&b);
-    }
-    let r = rq.send().await.unwrap();
-    let (st, h) = (r.status(), r.headers().clone());
-    (st, h, r.json().await.unwrap_or(Value::Null))
+    let body = body.map(|b| serde_json::to_vec(&b).unwrap());
+    let (st, h, b) = support::send(s, method, path, Some(token), body).await;
+    (st, h, support::j(&b))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

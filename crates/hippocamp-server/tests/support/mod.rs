@@ -257,3 +257,30 @@ pub(crate) async fn search(s: &TestServer, token: &str, query: &str) -> Vec<Stri
         .map(|h| h["content"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// `method path` with an optional bearer token and body: the status, the
+/// headers and the body's bytes.
+pub(crate) async fn send(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> (reqwest::StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
+    let mut rq = client().request(method, s.url(path));
+    if let Some(t) = token {
+        rq = rq.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        rq = rq.body(b);
+    }
+    let r = rq.send().await.unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    (status, headers, r.bytes().await.unwrap().to_vec())
+}
+
+/// A body as JSON (`null` when it is not).
+pub(crate) fn j(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap_or(serde_json::Value::Null)
+}
