@@ -1328,49 +1328,35 @@ fn a_suspended_app_is_refused_by_every_command() {
 fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let first = d.join("first.jsonl");
+    let events = d.join("events.jsonl");
     std::fs::write(
-        &first,
+        &events,
         concat!(
             r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I grow tomatoes"}]}}"#, "\n",
         ),
     )
     .unwrap();
-    let (ok, _, err) = memory(
-        d,
-        &[
-            "ingest",
-            first.to_str().unwrap(),
-            "--session",
-            "s1",
-            "--async",
-        ],
-    );
-    assert!(ok, "{err}");
-    let (ok, _, err) = outbox(d, &["drain"]);
-    assert!(ok, "{err}");
-    let reused = d.join("reused.jsonl");
-    std::fs::write(
-        &reused,
-        concat!(
-            r#"{"id":"e1","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"I grow tomatoes"}]}}"#, "\n",
-        ),
-    )
-    .unwrap();
-    let (ok, queued, err) = memory(
-        d,
-        &[
-            "ingest",
-            reused.to_str().unwrap(),
-            "--session",
-            "s2",
-            "--async",
-        ],
-    );
-    assert!(ok, "{err}");
+    // The same file into two sessions: delivered in the first, then
+    // queued and skipped in the second.
+    let ingest = |session: &str| {
+        let (ok, queued, err) = memory(
+            d,
+            &[
+                "ingest",
+                events.to_str().unwrap(),
+                "--session",
+                session,
+                "--async",
+            ],
+        );
+        assert!(ok, "{err}");
+        let (ok, _, err) = outbox(d, &["drain"]);
+        assert!(ok, "{err}");
+        queued
+    };
+    ingest("s1");
+    let queued = ingest("s2");
     let job2 = queued["jobs"][0]["id"].as_str().unwrap().to_owned();
-    let (ok, _, err) = outbox(d, &["drain"]);
-    assert!(ok, "{err}");
     let (_, status, _) = outbox(d, &["status", "--app", "app", "--user", "alice", &job2]);
     assert_eq!(status["state"], "succeeded", "{status}");
     assert_eq!(
