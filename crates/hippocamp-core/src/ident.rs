@@ -210,13 +210,6 @@ impl MemoryScope {
         Ok(Self::new(AppName::new(app)?, UserId::new(user)?))
     }
 
-    /// Checks both parts against the grammar for new data
-    /// ([`check_new_id`]).
-    pub fn check_new(&self) -> Result<()> {
-        check_new_id(Field::AppName, self.app.as_str())?;
-        check_new_id(Field::UserId, self.user.as_str())
-    }
-
     /// The application.
     pub fn app(&self) -> &AppName {
         &self.app
@@ -484,9 +477,6 @@ mod tests {
             e.contains("must not contain `/`") && e.contains("1-256 bytes"),
             "{e}"
         );
-        let s = scope("shop", "a/b");
-        assert!(s.check_new().is_err());
-        scope("shop", "alice").check_new().unwrap();
     }
 
     #[test]

@@ -137,11 +137,12 @@ impl Gate {
             // The id grammar for new data is checked here, before the
             // policy, so every path that writes (HTTP, MCP, CLI, library)
             // meets the same rule.
+            // `app` is the scope's app whenever there is a scope.
             if let Some(app) = app {
                 check_new_id(Field::AppName, app.as_str())?;
             }
             if let Some(scope) = scope {
-                scope.check_new()?;
+                check_new_id(Field::UserId, scope.user().as_str())?;
             }
             if let Some(session) = resource.named_session() {
                 check_new_id(Field::SessionId, session.as_str())?;
