@@ -1364,9 +1364,11 @@ fn a_reused_event_id_is_skipped_at_delivery_and_the_job_says_why() {
         "{status}"
     );
     let skip = &status["skips"]["events"][0];
+    // Its position in the job, not its id (the status outlives an
+    // erasure of the user until it is pruned).
     assert_eq!(
         (skip["index"].as_u64(), skip["event_id"].as_str()),
-        (Some(0), Some("e1"))
+        (Some(0), None)
     );
     assert!(
         skip["detail"].as_str().unwrap().contains("unique per user"),

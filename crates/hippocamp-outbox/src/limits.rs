@@ -50,7 +50,7 @@ hippocamp_core::limit_table! {
             "admitted event ids remembered for one (app, user) scope; over it an admission is refused (quota_exceeded)";
         /// Skipped events a job's status lists one by one.
         max_skipped_details: default 100, min 0, max 10_000,
-            "skipped events a job's status lists with their position, id and reason (every skipped event is counted by reason)";
+            "skipped events a job's status lists with their position and reason (every skipped event is counted by reason)";
         /// Schedule entries one claim pass examines.
         max_claim_scan: default 1_000, min 1, max 100_000,
             "schedule entries one claim pass examines at most";

@@ -460,7 +460,9 @@ pub struct Delivered {
 
 /// What a job's deliveries skipped, content-free: every skipped event
 /// counted by reason, and the first `outbox.max_skipped_details` of them
-/// with their position, id and reason.
+/// with their position and reason. Not their ids: a finished job's status
+/// outlives an erasure of its user until it is pruned, so it keeps no
+/// identifier the user chose beyond the session it already names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Skips {
     /// Skipped events per reason (`erased`, `idempotency_conflict`,
@@ -484,7 +486,11 @@ impl Skips {
                 .entry(s.reason.code().to_owned())
                 .or_default() += 1;
             if self.events.len() < max {
-                self.events.push(s.clone());
+                self.events.push(SkippedEvent {
+                    index: s.index,
+                    event_id: None,
+                    reason: s.reason.clone(),
+                });
             }
         }
     }
