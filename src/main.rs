@@ -126,6 +126,11 @@ enum Eval {
         /// `eval compare`.
         #[arg(long, value_name = "FILE")]
         per_question: Option<PathBuf>,
+        /// Search without a reference time (relative times in questions
+        /// read against now, as a client without the field searches)
+        /// instead of each conversation's last session date.
+        #[arg(long)]
+        no_reference_time: bool,
     },
     /// Compare two LoCoMo runs question by question (files written by
     /// `eval locomo --per-question`): the difference of a metric with a
@@ -161,6 +166,31 @@ enum Eval {
         dir: PathBuf,
         #[command(flatten)]
         common: Common,
+    },
+    /// The secret rules on source files wrapped as turns: how many turns
+    /// would be stored with a redaction (an upper bound on false
+    /// positives: package sources hold few real credentials), by rule,
+    /// with examples to judge by eye.
+    Secrets {
+        /// Files or folders to scan (e.g. ~/.cargo/registry/src, a Python
+        /// environment's site-packages).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// File name endings to read, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "rs,py")]
+        ext: Vec<String>,
+        /// The most bytes of one turn (files are cut at line ends).
+        #[arg(long, default_value_t = 4096)]
+        turn_bytes: usize,
+        /// Stop after this many files (in path order).
+        #[arg(long)]
+        max_files: Option<usize>,
+        /// How many findings to show.
+        #[arg(long, default_value_t = 20)]
+        examples: usize,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -779,6 +809,9 @@ struct Common {
     /// on by default).
     #[arg(long)]
     no_neighbours: bool,
+    /// Lexical search without the time stage (on by default).
+    #[arg(long)]
+    no_time: bool,
     /// The store to evaluate.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
     store: StoreKind,
@@ -1067,6 +1100,13 @@ impl Common {
             ..hippocamp_search::NeighbourParams::default()
         }
     }
+
+    fn time(&self) -> hippocamp_search::TimeParams {
+        hippocamp_search::TimeParams {
+            enabled: !self.no_time,
+            ..hippocamp_search::TimeParams::default()
+        }
+    }
 }
 
 fn print<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) -> anyhow::Result<()> {
@@ -1076,6 +1116,19 @@ fn print<T: serde::Serialize + std::fmt::Display>(report: &T, json: bool) -> any
         emit(&report.to_string())?;
     }
     Ok(())
+}
+
+/// A file of `eval locomo --per-question`.
+fn read_per_question(p: &PathBuf) -> anyhow::Result<Vec<locomo::QuestionResult>> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{} is not a per-question file", p.display()))
+        })
+        .collect()
 }
 
 async fn eval(cmd: Eval) -> anyhow::Result<()> {
@@ -1088,20 +1141,9 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             seed,
             json,
         } => {
-            let read = |p: &PathBuf| -> anyhow::Result<Vec<locomo::QuestionResult>> {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read {}", p.display()))?;
-                text.lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(|l| {
-                        serde_json::from_str(l)
-                            .with_context(|| format!("{} is not a per-question file", p.display()))
-                    })
-                    .collect()
-            };
             let c = hippocamp_eval::compare::compare(
-                &read(&base)?,
-                &read(&new)?,
+                &read_per_question(&base)?,
+                &read_per_question(&new)?,
                 metric.into(),
                 resamples,
                 seed,
@@ -1114,17 +1156,20 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             no_isolation,
             long_queries,
             per_question,
+            no_reference_time,
         } => {
             let samples = hippocamp_datasets::locomo::load(&path)?;
             let opts = locomo::LocomoOptions {
                 config: MemoryConfig {
                     bm25: common.bm25(),
                     neighbours: common.neighbours(),
+                    time: common.time(),
                     ..MemoryConfig::default()
                 },
                 isolation_check: !no_isolation,
                 mode: common.mode.map(Into::into),
                 long_queries,
+                reference_time: !no_reference_time,
                 ..locomo::LocomoOptions::default()
             };
             let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;
@@ -1139,6 +1184,22 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             }
             print(&report, common.json)
         }
+        Eval::Secrets {
+            paths,
+            ext,
+            turn_bytes,
+            max_files,
+            examples,
+            json,
+        } => {
+            let opts = hippocamp_eval::secrets::SecretsOptions {
+                extensions: ext,
+                turn_bytes,
+                max_files,
+                examples,
+            };
+            print(&hippocamp_eval::secrets::run(&paths, &opts)?, json)
+        }
         Eval::LocomoExport { path } => {
             let samples = hippocamp_datasets::locomo::load(&path)?;
             emit(&locomo::export(&samples).to_string())
@@ -1148,6 +1209,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             let config = MemoryConfig {
                 bm25: common.bm25(),
                 neighbours: common.neighbours(),
+                time: common.time(),
                 ..cranfield::config()
             };
             let report = cranfield::run_in_mode(

@@ -860,7 +860,7 @@ where
             |s| s.progress_chars("=> "),
         ),
     );
-    let (mut added, mut duplicates) = (0usize, 0usize);
+    let (mut added, mut duplicates, mut redacted) = (0usize, 0usize, 0usize);
     let mut skips = SkipLog::default();
     while let Some(batch) = reader.next_read(|bytes| bar.inc(bytes), &mut skips)? {
         let (events, positions, parse_skipped) = parse_events(batch);
@@ -880,6 +880,7 @@ where
             let r = merge_report(r, &positions, Vec::new());
             added += r.added.len();
             duplicates += r.duplicates.len();
+            redacted += r.added.iter().filter(|e| !e.redacted.is_empty()).count();
             skipped.extend(r.skipped);
         }
         skipped.sort_by_key(|s| s.index);
@@ -891,7 +892,9 @@ where
     }
     let lines = reader.lines;
     bar.finish_and_clear();
-    let mut report = json!({ "added": added, "duplicates": duplicates });
+    // Events stored with a secret redacted from their text (counted, never
+    // shown: the ranges point into the file the caller has).
+    let mut report = json!({ "added": added, "duplicates": duplicates, "redacted": redacted });
     skips.report(&mut report);
     if lines > 0 && added == 0 && duplicates == 0 {
         bail!(

@@ -40,6 +40,27 @@ def test_memory_round_trip_and_typed_errors(url, token, user):
             ],
         )
         assert len(r["added"]) == 1
+        # A secret in a turn is redacted, the turn kept; the reply says where.
+        r = c.add_events(
+            APP,
+            user,
+            "s1",
+            [
+                {
+                    "id": "e2",
+                    "author": "user",
+                    "timestamp_ms": 2,
+                    "content": {"parts": [{"text": "the hive key is AKIAIOSFODNN7EXAMPLE"}]},
+                }
+            ],
+        )
+        assert r["added"][0]["redacted"] == [
+            {"kind": "aws_access_key_id", "start": 16, "end": 36}
+        ]
+        # The turns around a hit come with it on request.
+        hits = c.search(APP, user, "hive", limit=1, context=(1, 0))["hits"]
+        assert hits[0]["content"] == "the hive key is [REDACTED]"
+        assert [e["content"] for e in hits[0]["context"]["before"]] == ["I keep bees"]
         # Another user of the app sees nothing of this one.
         assert c.search(APP, user + "-other", "bees")["hits"] == []
         queued = c.ingest(

@@ -499,8 +499,10 @@ impl Tool for Builtin {
                     e = e.idempotency_key(hippocamp_core::IdempotencyKey::new(k)?);
                 }
                 let out = ctx.memory_add(e).await?;
+                // Where a secret was redacted, so the model knows the
+                // stored text is not quite what it sent.
                 Ok(json!({"success": true, "id": out.entry.id.to_string(),
-                    "duplicate": out.duplicate}))
+                    "duplicate": out.duplicate, "redacted": out.redacted}))
             }
             Kind::MemoryIngest => {
                 let session = session_arg(&args)?.unwrap_or_else(|| ctx.session().clone());
@@ -526,8 +528,16 @@ impl Tool for Builtin {
                     })
                     .collect::<Result<_>>()?;
                 let r = ctx.memory_ingest(&session, &events).await?;
+                let redacted: Vec<Value> = r
+                    .added
+                    .iter()
+                    .chain(&r.duplicates)
+                    .filter(|e| !e.redacted.is_empty())
+                    .map(|e| json!({"index": e.index, "redacted": e.redacted}))
+                    .collect();
                 Ok(json!({"success": true, "added": r.added.len(),
-                    "duplicates": r.duplicates.len(), "skipped": r.skipped}))
+                    "duplicates": r.duplicates.len(), "skipped": r.skipped,
+                    "redacted": redacted}))
             }
             Kind::MemoryDelete => {
                 let id: EntryId =

@@ -34,8 +34,12 @@ pub enum Error {
         /// What is wrong with it.
         problem: Problem,
     },
-    /// Content looks like a credential; it was not stored.
-    #[error("content looks like a secret ({0}); secrets are never stored")]
+    /// Something that cannot be redacted (an identifier, a correction, an
+    /// entry to restore) looks like a credential; nothing was stored. (Text
+    /// that is added is stored with its secrets redacted instead.)
+    #[error(
+        "this looks like a secret ({0}) where one cannot be redacted (an identifier, a correction, or an entry to restore); secrets are never stored"
+    )]
     SensitiveContent(SecretKind),
     /// The addressed record does not exist in the requested scope.
     #[error("{0} not found")]
@@ -343,6 +347,8 @@ pub enum Field {
     History,
     /// A line of an export being restored.
     Line,
+    /// A search's context window.
+    Context,
 }
 
 impl Field {
@@ -374,6 +380,7 @@ impl Field {
             Field::Version => "version",
             Field::Range => "range",
             Field::Cursor => "cursor",
+            Field::Context => "context",
             Field::Body => "body",
             Field::JobId => "job_id",
             Field::Target => "target",

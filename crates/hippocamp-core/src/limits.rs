@@ -228,6 +228,9 @@ impl MemoryLimits {
 /// Most event ids one entry's provenance may list.
 pub const MAX_PROVENANCE_EVENT_IDS: usize = 1_000;
 
+/// Most neighbours a search hit's context may ask for on each side.
+pub const MAX_CONTEXT_TURNS: u32 = 5;
+
 /// Limits that are part of the contract rather than configuration.
 pub fn fixed_limits() -> Vec<LimitInfo> {
     let fixed = LimitInfo::fixed;

@@ -1,35 +1,54 @@
-//! Secret detection and metadata redaction: one rule set for every path.
+//! Secret detection and redaction: one rule set for every path.
 //!
-//! [`detect`] decides whether text looks like it carries a credential.
-//! `add_entry` rejects such content and `add_events` skips such events with
-//! the same [`SecretKind`] as the reason. [`redact_metadata`] replaces the
-//! values of secret-bearing keys (and secret-looking strings) with
-//! [`REDACTED`] before metadata is stored.
+//! [`find`] gives each secret's kind and byte range in a text; [`redact`]
+//! replaces each with [`REDACTED`]. Every path that stores text an agent
+//! or a user wrote (`add_entry`, `add_events`, so HTTP, MCP and the CLI
+//! alike) stores it redacted and reports the ranges: the turn is kept, the
+//! secret never stored. [`detect`] names the first rule text trips, for
+//! what cannot be redacted and is refused instead (identifiers).
+//! [`redact_metadata`] replaces the values of secret-bearing keys (and
+//! secret-looking strings) with [`REDACTED`] before metadata is stored.
 //!
 //! What is caught:
-//! - `name: value` / `name=value` where `name` is an API key, password,
-//!   passwd, access or refresh token, authorization or bearer (any case,
-//!   with `_`, `-` or a space inside), or a compound name ending in one of
-//!   token, password, passwd, pwd, secret, api key, access key, private key,
-//!   credential(s) (`github_token: …`, `db_password=…`);
+//! - `name: value`, `name = value`, `name := value`, `name => value`
+//!   (the name may be quoted, as in JSON) where `name` is an API key,
+//!   secret key, password, passwd, access or refresh token, authorization
+//!   or bearer (any case, with `_`, `-` or a space inside), or a compound
+//!   name ending in one of token, password, passwd, pwd, secret, api key,
+//!   access key, private key, secret key, credential(s) (`github_token: …`,
+//!   `db_password=…`), when the value holds a secret: a quoted literal
+//!   (redacted inside its quotes) or a bare value (redacted to the end of
+//!   its line). Code that names a credential without holding one passes:
+//!   a value that is a call, a subscript, a generic, a template (`{…}`,
+//!   `${…}`, `<…>`, `%s`), a reference (`$X`, `@x`, `&x`, `*x`), a dotted
+//!   path (`os.environ`, `self.password`), a type or keyword (`str`,
+//!   `None`, `null`, `true`), a variable named for a credential
+//!   (`password=password`, `user_password`), or a masked or empty literal
+//!   (`"***"`, `""`);
 //! - `Bearer <token>` without `:`/`=` when the token is at least 16
 //!   characters with a digit, or at least 32 characters;
 //! - Google API keys (`AIza…`), OpenAI-style keys (`sk-…`, 16+ characters),
 //!   AWS access key ids (`AKIA…`, `ASIA…`), GitHub tokens (`ghp_`, `gho_`,
 //!   `ghu_`, `ghs_`, `ghr_`, `github_pat_`), Slack tokens (`xoxb-` …), JWTs
-//!   (three base64url segments starting `eyJ`), PEM private-key blocks.
+//!   (three base64url segments starting `eyJ`), PEM private-key blocks
+//!   (redacted through their `-----END …-----` line, or to the end of the
+//!   text without one).
 //!
 //! What is not caught: secrets in prose ("my password is hunter2"), bare
 //! high-entropy strings without a known prefix, short bearer tokens, keys
 //! of providers not listed above, and personal data in general. This is a
 //! guard against accidental credential capture, not PII classification.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::LazyLock;
 
 use regex::{Regex, RegexSet};
+
+mod value;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use value::assigned_value;
 
 /// The marker that replaces a redacted value.
 pub const REDACTED: &str = "[REDACTED]";
@@ -80,6 +99,17 @@ impl fmt::Display for SecretKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A secret found in a text: its kind and where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Redaction {
+    /// Which rule recognised it.
+    pub kind: SecretKind,
+    /// Its first byte in the text as submitted.
+    pub start: usize,
+    /// One past its last byte in the text as submitted.
+    pub end: usize,
 }
 
 struct Rules {
@@ -154,8 +184,8 @@ const ASSIGNED: &[&str] = &[
     "bearer",
 ];
 
-/// Whether some `:` or `=` in `text` follows, past white space (`\s`, as
-/// the rules mean it), one of [`ASSIGNED`] in any case the rules' `(?i)`
+/// Whether some `:` or `=` in `text` follows, past white space and a
+/// closing quote, one of [`ASSIGNED`] in any case the rules' `(?i)`
 /// matches: an assignment rule can match nowhere else.
 fn assignment_clue(text: &str) -> bool {
     memchr::memchr2_iter(b':', b'=', text.as_bytes()).any(|at| {
@@ -163,7 +193,8 @@ fn assignment_clue(text: &str) -> bool {
         let name = text
             .get(..at)
             .unwrap_or("")
-            .trim_end_matches(char::is_whitespace);
+            .trim_end_matches(char::is_whitespace)
+            .trim_end_matches(['"', '\'']);
         ASSIGNED.iter().any(|w| ends_with_folded(name, w))
     })
 }
@@ -188,18 +219,23 @@ fn ends_with_folded(text: &str, word: &str) -> bool {
 #[allow(clippy::expect_used)]
 static RULES: LazyLock<Rules> = LazyLock::new(|| {
     let re = |p: &str| Regex::new(p).expect("secret pattern compiles");
+    // An assignment: the name (group 1), maybe closed by a quote, the
+    // operator, and the value's first character (group 2), all on one
+    // line. What follows decides whether it holds a secret
+    // (`assigned_value`).
+    let assigned = r#"["']?[^\S\r\n]*(?::=|=>|[:=])[^\S\r\n]*(\S)"#;
     let plain = vec![
         (
             SecretKind::CredentialAssignment,
-            re(
-                r"(?i)(?:api[\s_-]?key|password|passwd|access[\s_-]?token|refresh[\s_-]?token|authorization|bearer)\s*[:=]\s*\S",
-            ),
+            re(&format!(
+                r"(?i)(api[\s_-]?key|secret[\s_-]?key|password|passwd|access[\s_-]?token|refresh[\s_-]?token|authorization|bearer){assigned}"
+            )),
         ),
         (
             SecretKind::CredentialAssignment,
-            re(
-                r"(?i)\b[a-z0-9]+(?:[_-][a-z0-9]+)*[_-](?:token|password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)\s*[:=]\s*\S",
-            ),
+            re(&format!(
+                r"(?i)(\b[a-z0-9]+(?:[_-][a-z0-9]+)*[_-](?:token|password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|secret[_-]?key|credentials?)){assigned}"
+            )),
         ),
         (SecretKind::GoogleApiKey, re(r"AIza[0-9A-Za-z_-]{20,}")),
         (SecretKind::OpenAiKey, re(r"\bsk-[0-9A-Za-z_-]{16,}")),
@@ -255,23 +291,154 @@ pub fn detect(text: &str) -> Option<SecretKind> {
     detect_by_rules(text)
 }
 
+/// Every secret in `text`, in order and not overlapping (where two rules
+/// cover overlapping bytes, one range covers both, of the first one's
+/// kind).
+pub fn find(text: &str) -> Vec<Redaction> {
+    if !has_clue(text) || !RULES.any.is_match(text) {
+        return Vec::new();
+    }
+    let mut found = spans(text, false);
+    found.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end)));
+    let mut merged: Vec<Redaction> = Vec::with_capacity(found.len());
+    for r in found {
+        match merged.last_mut() {
+            Some(last) if r.start < last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// How many assignments in `text` name a credential but hold code, so
+/// the value check let them through (`password = db.Column(...)`): what
+/// a rule on the name alone would have flagged. For measurement
+/// (`hippocamp eval secrets`).
+pub fn code_assignments(text: &str) -> usize {
+    if !assignment_clue(text) {
+        return 0;
+    }
+    RULES
+        .plain
+        .iter()
+        .filter(|(kind, _)| *kind == SecretKind::CredentialAssignment)
+        .flat_map(|(_, re)| re.captures_iter(text))
+        .filter(|cap| match (cap.get(1), cap.get(2)) {
+            (Some(name), Some(value)) => {
+                assigned_value(text, name.start(), name.as_str(), value.start()).is_none()
+            }
+            _ => false,
+        })
+        .count()
+}
+
+/// `text` with every secret [`find`] finds replaced by [`REDACTED`], and
+/// the ranges replaced (in `text` as given). Borrowed when there is none.
+pub fn redact(text: &str) -> (Cow<'_, str>, Vec<Redaction>) {
+    let found = find(text);
+    if found.is_empty() {
+        return (Cow::Borrowed(text), found);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for r in &found {
+        out.push_str(text.get(at..r.start).unwrap_or(""));
+        out.push_str(REDACTED);
+        at = r.end;
+    }
+    out.push_str(text.get(at..).unwrap_or(""));
+    (Cow::Owned(out), found)
+}
+
 /// The rules one by one, in order (what decides; [`detect`] first rules
 /// out text no rule can match).
 fn detect_by_rules(text: &str) -> Option<SecretKind> {
+    spans(text, true).first().map(|r| r.kind)
+}
+
+/// What each rule finds, rule by rule; only the first find when `first`.
+fn spans(text: &str, first: bool) -> Vec<Redaction> {
     let rules = &*RULES;
+    let mut out = Vec::new();
+    let mut push = |kind, (start, end): (usize, usize)| {
+        out.push(Redaction { kind, start, end });
+        first
+    };
     for (kind, re) in &rules.plain {
-        if re.is_match(text) {
-            return Some(*kind);
+        match kind {
+            SecretKind::CredentialAssignment => {
+                for cap in re.captures_iter(text) {
+                    let (Some(name), Some(value)) = (cap.get(1), cap.get(2)) else {
+                        continue;
+                    };
+                    if let Some(span) =
+                        assigned_value(text, name.start(), name.as_str(), value.start())
+                        && push(*kind, span)
+                    {
+                        return out;
+                    }
+                }
+            }
+            SecretKind::PemPrivateKey => {
+                // A header closed by a quote or `...` is a marker a
+                // program looks for, not a key.
+                for m in re.find_iter(text) {
+                    let after = text.get(m.end()..).unwrap_or("");
+                    if !after.starts_with(['"', '\''])
+                        && !after.starts_with("...")
+                        && push(*kind, (m.start(), pem_end(text, m.end())))
+                    {
+                        return out;
+                    }
+                }
+            }
+            _ => {
+                for m in re.find_iter(text) {
+                    if !is_sample_token(m.as_str(), text.get(m.end()..).unwrap_or(""))
+                        && push(*kind, (m.start(), m.end()))
+                    {
+                        return out;
+                    }
+                }
+            }
         }
     }
     for cap in rules.bearer.captures_iter(text) {
-        let token = cap.get(1).map_or("", |m| m.as_str());
-        let has_digit = token.bytes().any(|b| b.is_ascii_digit());
-        if (token.len() >= 16 && has_digit) || token.len() >= 32 {
-            return Some(SecretKind::BearerToken);
+        let Some(token) = cap.get(1) else { continue };
+        let has_digit = token.as_str().bytes().any(|b| b.is_ascii_digit());
+        if ((token.len() >= 16 && has_digit) || token.len() >= 32)
+            && push(SecretKind::BearerToken, (token.start(), token.end()))
+        {
+            return out;
         }
     }
-    None
+    out
+}
+
+/// Whether a token a rule matched is a sample, not a credential: its
+/// body one repeated character (`ghp_xxxx…`), or a host name's first
+/// label (`sk-ecdsa-sha2-nistp256@openssh.com`).
+fn is_sample_token(token: &str, after: &str) -> bool {
+    let body = token.rsplit(['_', '-']).next().unwrap_or(token);
+    let mut chars = body.chars();
+    let repeated = chars
+        .next()
+        .is_some_and(|first| body.len() >= 8 && chars.all(|c| c == first));
+    repeated || after.starts_with('@')
+}
+
+/// Where a PEM block that begins before `from` ends: after its
+/// `-----END …-----` line, or at the end of the text without one.
+fn pem_end(text: &str, from: usize) -> usize {
+    let rest = text.get(from..).unwrap_or("");
+    rest.find("-----END")
+        .and_then(|end| {
+            let after = end + "-----END".len();
+            rest.get(after..)?
+                .find("-----")
+                .map(|close| from + after + close + "-----".len())
+        })
+        .unwrap_or(text.len())
 }
 
 const SENSITIVE_KEYS: &[&str] = &[
@@ -412,6 +579,167 @@ mod tests {
             let text: String = parts.concat();
             prop_assert_eq!(detect(&text), detect_by_rules(&text), "{:?}", text);
         }
+    }
+
+    proptest! {
+        /// Redacted text holds nothing a rule finds: redacting twice
+        /// changes nothing, and no range reaches past the text.
+        #[test]
+        fn redaction_leaves_nothing_to_find(parts in proptest::collection::vec(prop::sample::select(vec![
+            " ", "\n", "password", "db_password", " = ", ": ", "\"", "'", "hunter2", "x",
+            "os.environ", "(", ")", "[", "Bearer ", "abcdefghijklmnop12345", "sk-",
+            "AKIAABCDEFGHIJ234567", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "api_key", "=>", ":=", "None", "é",
+            "{password}", "***", "SECRET_KEY", "[REDACTED]", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx.dozjgNryP4J3",
+        ]), 0..14)) {
+            let text: String = parts.concat();
+            let (once, found) = redact(&text);
+            for r in &found {
+                prop_assert!(r.start < r.end && r.end <= text.len(), "{:?} in {:?}", r, text);
+            }
+            prop_assert_eq!(found.is_empty(), detect(&text).is_none(), "{:?}", text);
+            prop_assert_eq!(find(&once), Vec::new(), "{:?} -> {:?}", text, once);
+        }
+    }
+
+    /// Code that names a credential without holding one is no secret.
+    #[test]
+    fn code_that_names_a_credential_passes() {
+        for text in [
+            "password = db.Column(db.String(128), nullable=False)",
+            "SECRET_KEY = os.environ['SECRET_KEY']",
+            "SECRET_KEY = os.environ.get(\"SECRET_KEY\")",
+            "password = request.form['password']",
+            "token = get_token()",
+            "def login(username: str, password: str) -> bool:",
+            "password: Optional[str] = None",
+            "    api_key: String,",
+            "fn connect(password: &str)",
+            "user.password = hashed_password",
+            "conn = connect(host=host, password=password)",
+            "password=self.password,",
+            "password: ${{ secrets.DB_PASSWORD }}",
+            "export DB_PASSWORD=$DB_PASSWORD",
+            "password = getpass.getpass()",
+            "const apiKey: string = process.env.API_KEY;",
+            "let token: Option<Token> = None;",
+            "\"password\": \"{password}\",",
+            "password = \"\"",
+            "password: \"********\"",
+            "if password == other:",
+            "password_hash = generate_password_hash(password)",
+            "github_token = userToken",
+            "    my_private_key: EphemeralPrivateKey,",
+            "let bob_secret = priv_key_from_bytes",
+            "pub const EC_R_INVALID_PRIVATE_KEY: i32 = 113;",
+            "    len_secret: usize,",
+            "let next_token = match &self.sampling {",
+            "    cls_token: Tensor,",
+            "let next_token = logits",
+            "pub log_passwd: __u32,",
+            "pub const kCFURLComponentPassword: CFIndex = 6;",
+            "        colon_token: Colon {",
+            "\"HTTP/1.1 200 OK\\r\\nAccess-Control-Allow-Credentials : true\\r\\n\"",
+            "buf.extend_from_slice(b\"Proxy-Authorization: \");",
+            "    NEW_TOKEN = 0x07,",
+            "    HttpHeaderAuthorization = 24,",
+            "                        semi_token: semi,",
+            "            self.continuation_token = field;",
+            "    generate_private_key: x25519_generate_private_key,",
+            "        fabric_session_token: impl Into<String>,",
+            "    Password = \"password\",",
+            "        let pad_token = \"[PAD]\";",
+            "            word_delimiter_token: \"|\".to_string(),",
+            "?access_token=ACCESS_TOKEN>",
+            "        AccessToken: WBEM_128BITS,",
+            "        :param request_token: A previous request token for OAuth 1.",
+            "        auth_credential: The credential to exchange.",
+            "    headers = {\"Authorization\": f\"Bearer {credential.oauth2.access_token}\"}",
+            "    \"api_key\": \"LITELLM_PROXY_API_KEY\",",
+            "  api_client.api_key = 'TEST_API_KEY'",
+            "  client = Client(api_key=\"test-key\")",
+            "    api_key=\"your-api-key\"",
+            "    \"next_page_token\": \"token_next_123\",",
+            "  \"refresh_token\": \"refreshToken\",",
+            "            password = passphrase",
+            "_SK_SSH_ECDSA_NISTP256 = b\"sk-ecdsa-sha2-nistp256@openssh.com\"",
+            "    \" ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+            "_PKCS1_MARKER = (\"-----BEGIN RSA PRIVATE KEY-----\", \"-----END RSA PRIVATE KEY-----\")",
+            "    private_key=\"-----BEGIN PRIVATE KEY-----...\",",
+            "Password: <your password here>",
+        ] {
+            assert_eq!(find(text), Vec::new(), "{text}");
+            assert_eq!(detect(text), None, "{text}");
+        }
+    }
+
+    /// Each secret is replaced where it is, and only it; the ranges are
+    /// in the text as given.
+    #[test]
+    fn secrets_are_redacted_in_place() {
+        let cases: [(&str, &str, SecretKind); 8] = [
+            (
+                "app.config['X'] = 1\nSECRET_KEY = 'django-insecure-abc123'\nDEBUG = True",
+                "app.config['X'] = 1\nSECRET_KEY = '[REDACTED]'\nDEBUG = True",
+                SecretKind::CredentialAssignment,
+            ),
+            (
+                "{\"user\": \"bob\", \"password\": \"hunter2\"}",
+                "{\"user\": \"bob\", \"password\": \"[REDACTED]\"}",
+                SecretKind::CredentialAssignment,
+            ),
+            (
+                "my password: correct horse battery\nsee you",
+                "my password: [REDACTED]\nsee you",
+                SecretKind::CredentialAssignment,
+            ),
+            (
+                "'api_key' => 'k-123456',",
+                "'api_key' => '[REDACTED]',",
+                SecretKind::CredentialAssignment,
+            ),
+            (
+                "curl -H 'Authorization: Bearer abcdefghij0123456789' x",
+                // A bare value runs to the end of its line.
+                "curl -H 'Authorization: [REDACTED]",
+                SecretKind::CredentialAssignment,
+            ),
+            (
+                "use sk-abcdefghijklmnop1234 for it",
+                "use [REDACTED] for it",
+                SecretKind::OpenAiKey,
+            ),
+            (
+                "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nthanks",
+                "key:\n[REDACTED]\nthanks",
+                SecretKind::PemPrivateKey,
+            ),
+            (
+                "token is Bearer abcdefghij0123456789 ok",
+                "token is Bearer [REDACTED] ok",
+                SecretKind::BearerToken,
+            ),
+        ];
+        for (text, want, kind) in cases {
+            let (got, found) = redact(text);
+            assert_eq!(got, want, "{text}");
+            assert_eq!(found.len(), 1, "{text}");
+            assert_eq!(found[0].kind, kind, "{text}");
+            let r = found[0];
+            assert_eq!(
+                format!("{}{REDACTED}{}", &text[..r.start], &text[r.end..]),
+                want
+            );
+        }
+        // Two secrets, two ranges, in order.
+        let (got, found) =
+            redact("a AKIAABCDEFGHIJ234567 b ghp_abcdefghijklmnopqrstuvwxyz0123456789");
+        assert_eq!(got, "a [REDACTED] b [REDACTED]");
+        assert_eq!(
+            found.iter().map(|r| r.kind).collect::<Vec<_>>(),
+            [SecretKind::AwsAccessKeyId, SecretKind::GithubToken]
+        );
+        assert_eq!(redact("nothing here").0, Cow::Borrowed("nothing here"));
     }
 
     /// Hyphens are common in prose and are no clue by themselves; only

@@ -7,6 +7,8 @@
 //!   and MRR.
 //! - [`compare`]: two LoCoMo runs paired by question, with a bootstrap
 //!   interval of the difference.
+//! - [`secrets`]: how often the secret rules fire on source files wrapped
+//!   as turns (their false-positive rate on code).
 //!
 //! The protocol is `../shared/reference/evaluation.md`; metric definitions
 //! are in [`metrics`].
@@ -23,6 +25,7 @@ pub mod compare;
 pub mod cranfield;
 pub mod locomo;
 pub mod metrics;
+pub mod secrets;
 
 /// An evaluation failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +39,9 @@ pub enum EvalError {
     /// Two runs to compare did not ask the same questions.
     #[error("the runs cannot be paired: {0}")]
     Mismatch(String),
+    /// Files to scan could not be read.
+    #[error("cannot read {0}")]
+    Io(String),
 }
 
 /// Opens empty stores for an evaluation run.

@@ -47,6 +47,10 @@ pub struct LocomoOptions {
     pub mode: Option<hippocamp_memory::SearchMode>,
     /// Search with paragraph-length queries ([`query_text`]).
     pub long_queries: bool,
+    /// Pass each conversation's last session date as the searches'
+    /// reference time (the protocol; off: the store's now, as a client
+    /// without the field, such as ADK's memory service, searches).
+    pub reference_time: bool,
 }
 
 impl Default for LocomoOptions {
@@ -58,6 +62,7 @@ impl Default for LocomoOptions {
             progress: true,
             mode: None,
             long_queries: false,
+            reference_time: true,
         }
     }
 }
@@ -295,20 +300,31 @@ pub async fn ingest(
 
 type Ranking = Vec<(EntryId, f64, String, MemoryScope)>;
 
+/// The moment a conversation's questions are asked: its last session's
+/// date (the protocol's reference time for "last week" and the like).
+fn reference_of(sample: &Sample, opts: &LocomoOptions) -> Option<u64> {
+    if !opts.reference_time {
+        return None;
+    }
+    sample
+        .sessions
+        .iter()
+        .filter_map(|s| s.start_ms)
+        .max()
+        .and_then(|ms| u64::try_from(ms).ok())
+}
+
 async fn search(
     store: &dyn MemoryStore,
     scope: &MemoryScope,
     question: &str,
     top_k: u64,
     mode: hippocamp_memory::SearchMode,
+    reference: Option<u64>,
 ) -> Result<Ranking, EvalError> {
-    let res = store
-        .search(
-            scope,
-            &SearchRequest::new(question).limit(top_k).mode(mode),
-            &crate::call(store),
-        )
-        .await?;
+    let mut req = SearchRequest::new(question).limit(top_k).mode(mode);
+    req.reference_time_ms = reference;
+    let res = store.search(scope, &req, &crate::call(store)).await?;
     Ok(res
         .hits
         .into_iter()
@@ -357,7 +373,15 @@ pub async fn run(
         .then(|| progress(2 * all.len() as u64, "search"));
     for (s, q) in &all {
         let text = query_text(s, q, opts.long_queries);
-        search(&*store, &scope_of(s)?, &text, opts.top_k, mode).await?;
+        search(
+            &*store,
+            &scope_of(s)?,
+            &text,
+            opts.top_k,
+            mode,
+            reference_of(s, opts),
+        )
+        .await?;
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -368,7 +392,15 @@ pub async fn run(
         let scope = scope_of(s)?;
         let t = Instant::now();
         let text = query_text(s, q, opts.long_queries);
-        let r = search(&*store, &scope, &text, opts.top_k, mode).await?;
+        let r = search(
+            &*store,
+            &scope,
+            &text,
+            opts.top_k,
+            mode,
+            reference_of(s, opts),
+        )
+        .await?;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
         rankings.push(r);
         if let Some(b) = &bar {
@@ -549,7 +581,15 @@ async fn isolation(
                 continue;
             }
             let text = query_text(s, q, opts.long_queries);
-            let solo = search(&*alone, &scope, &text, opts.top_k, mode).await?;
+            let solo = search(
+                &*alone,
+                &scope,
+                &text,
+                opts.top_k,
+                mode,
+                reference_of(s, opts),
+            )
+            .await?;
             let key = |r: &Ranking| -> Vec<(EntryId, u64)> {
                 r.iter().map(|h| (h.0, h.1.to_bits())).collect()
             };

@@ -977,6 +977,7 @@ impl<'t> Tx<'t> {
         let mut row = self.row(&h, scope)?;
         check_epoch(fence, row.epoch).op()?;
         let mut prepared = prepared;
+        let redacted = std::mem::take(&mut prepared.redacted);
         prepared.entry.obligations = obligations.obligations_for(&prepared.entry.metadata);
         if prepared.keyed
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
@@ -985,6 +986,7 @@ impl<'t> Tx<'t> {
                 Ok(Embedded::Done(AddOutcome {
                     entry: existing,
                     duplicate: true,
+                    redacted,
                 }))
             } else {
                 Err(Fail::Op(Error::IdempotencyConflict(prepared.entry.id)))
@@ -1004,6 +1006,7 @@ impl<'t> Tx<'t> {
         Ok(Embedded::Done(AddOutcome {
             entry,
             duplicate: false,
+            redacted,
         }))
     }
 

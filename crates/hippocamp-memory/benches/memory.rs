@@ -27,12 +27,19 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn store() -> Arc<InMemoryStore> {
-    store_with(hippocamp_search::NeighbourParams::default())
+    store_with(
+        hippocamp_search::NeighbourParams::default(),
+        hippocamp_search::TimeParams::default(),
+    )
 }
 
-/// A store whose lexical search adds neighbour support as `neighbours`
-/// says (on by default; the `search_plain` group turns it off).
-fn store_with(neighbours: hippocamp_search::NeighbourParams) -> Arc<InMemoryStore> {
+/// A store whose lexical search adds neighbour support and reads time as
+/// `neighbours` and `time` say (on by default; the `search_plain` group
+/// turns both off).
+fn store_with(
+    neighbours: hippocamp_search::NeighbourParams,
+    time: hippocamp_search::TimeParams,
+) -> Arc<InMemoryStore> {
     let config = MemoryConfig {
         limits: MemoryLimits {
             max_entries_per_scope: 10_000_000,
@@ -40,6 +47,7 @@ fn store_with(neighbours: hippocamp_search::NeighbourParams) -> Arc<InMemoryStor
             ..MemoryLimits::default()
         },
         neighbours,
+        time,
         ..MemoryConfig::default()
     };
     Arc::new(InMemoryStore::new(config).expect("store"))
@@ -69,20 +77,25 @@ fn search(c: &mut Criterion) {
         enabled: false,
         ..hippocamp_search::NeighbourParams::default()
     };
-    // `search`: the default path (neighbour support on); `search_plain`:
-    // BM25 alone, at 600 entries, for the stage's cost.
-    for (group_name, sizes, neighbours) in [
+    let no_time = hippocamp_search::TimeParams {
+        enabled: false,
+        ..hippocamp_search::TimeParams::default()
+    };
+    // `search`: the default path (neighbour support and time on);
+    // `search_plain`: BM25 alone, at 600 entries, for the stages' cost.
+    for (group_name, sizes, neighbours, time) in [
         (
             "search",
             &[600usize, 10_000, 100_000][..],
             hippocamp_search::NeighbourParams::default(),
+            hippocamp_search::TimeParams::default(),
         ),
-        ("search_plain", &[600usize][..], plain),
+        ("search_plain", &[600usize][..], plain, no_time),
     ] {
         let mut group = c.benchmark_group(group_name);
         for &n in sizes {
             let texts = hippocamp_datasets::corpus::texts(&dir, n).expect("corpus");
-            let store = store_with(neighbours);
+            let store = store_with(neighbours, time);
             let scope = MemoryScope::parse("bench", "user").expect("scope");
             let session = SessionId::new("s").expect("session");
             rt.block_on(async {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use hippocamp_core::{Clock, Error, MemoryLimits, Problem, Result};
-use hippocamp_search::{Bm25Params, FusionParams, NeighbourParams};
+use hippocamp_search::{Bm25Params, FusionParams, NeighbourParams, TimeParams};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{CONTRACT_VERSION, Capabilities, SearchCapabilities};
@@ -21,6 +21,9 @@ pub struct MemoryConfig {
     /// Session cohesion in lexical search: a turn is supported by its
     /// neighbours' scores (on by default).
     pub neighbours: NeighbourParams,
+    /// Time in lexical search: "when" questions favour turns that state a
+    /// time, and a question naming a time favours turns said then.
+    pub time: TimeParams,
     /// Where the store reads "now" for expiry and retention (the system
     /// clock unless a test or the services bundle installs another).
     #[serde(skip)]
@@ -89,6 +92,12 @@ impl MemoryConfig {
                     _ => "depth must be within 1..=1000".into(),
                 }),
             )
+        })?;
+        self.time.validate().map_err(|_| {
+            Error::config(
+                "time.weight",
+                Problem::Malformed("weight must be within 0..=1".into()),
+            )
         })
     }
 
@@ -114,6 +123,8 @@ impl MemoryConfig {
                 embedder: None,
                 fusion: self.fusion,
                 neighbours: self.neighbours,
+                time: self.time,
+                max_context_turns: hippocamp_core::limits::MAX_CONTEXT_TURNS,
             },
             idempotent_ingestion: true,
             incremental_events: true,
@@ -161,8 +172,19 @@ mod tests {
         assert!(
             matches!(c.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "neighbours.weight")
         );
+        let c = MemoryConfig {
+            time: hippocamp_search::TimeParams {
+                weight: -0.5,
+                ..hippocamp_search::TimeParams::default()
+            },
+            ..MemoryConfig::default()
+        };
+        assert!(
+            matches!(c.validate(), Err(Error::InvalidConfig { ref key, .. }) if key == "time.weight")
+        );
         // On by default, and reported.
         let caps = MemoryConfig::default().capabilities("x", false);
+        assert!(caps.search.time.enabled);
         assert!(caps.search.neighbours.enabled);
         assert!((caps.search.neighbours.weight - 0.5).abs() < f32::EPSILON);
         assert!(serde_json::from_str::<MemoryConfig>(r#"{"limit": {}}"#).is_err());

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use hippocamp_core::secrets::Redaction;
 use hippocamp_core::{
     CallOptions, Deadline, EntryId, Error, Field, IdempotencyKey, MemoryLimits, MemoryScope,
     Problem, QuotaLimit, SecretKind, SessionId,
@@ -176,17 +177,19 @@ macro_rules! memory_conformance_tests {
         $crate::memory_conformance_tests!(@cases $guard, $factory;
             capabilities_report_contract_and_limits,
             neighbours_support_a_turn_and_can_be_turned_off,
+            context_returns_the_turns_around_a_hit,
+            time_in_questions_moves_turns_said_then,
             keyed_add_is_idempotent_and_redacts,
             search_finds_with_filter_and_provenance,
             scopes_are_isolated,
             idempotency_conflict_keeps_original,
             add_events_reports_added_duplicates_skipped,
-            secret_events_are_not_searchable,
+            secrets_in_events_are_redacted,
             delete_session_is_idempotent,
             delete_entry_and_user_are_idempotent,
             erasure_is_sticky,
             content_limits_are_enforced,
-            secret_content_is_rejected,
+            secret_content_is_redacted,
             scope_entry_quota,
             scope_byte_quota,
             global_quotas_span_scopes,
@@ -566,37 +569,48 @@ pub async fn add_events_reports_added_duplicates_skipped(f: &dyn StoreFactory) {
         .unwrap();
     assert_eq!(
         report.added.iter().map(|e| e.index).collect::<Vec<_>>(),
-        vec![0, 1]
+        vec![0, 1, 4]
     );
     assert!(report.duplicates.is_empty());
+    // The event with a password is kept, the password redacted.
+    assert_eq!(
+        report.added[2].redacted,
+        [Redaction {
+            kind: SecretKind::CredentialAssignment,
+            start: 9,
+            end: 23
+        }]
+    );
+    assert!(report.added[0].redacted.is_empty());
+    let kept = store
+        .get_entry(&s, &report.added[2].entry_id, &c())
+        .await
+        .unwrap();
+    assert_eq!(kept.content, "password=[REDACTED]");
     let reasons: Vec<(usize, SkipReason)> = report
         .skipped
         .iter()
         .map(|s| (s.index, s.reason.clone()))
         .collect();
-    assert_eq!(reasons.len(), 6);
+    assert_eq!(reasons.len(), 5);
     assert_eq!(reasons[0], (2, SkipReason::Partial));
     assert_eq!(reasons[1], (3, SkipReason::ControlAuthor));
-    assert_eq!(
-        reasons[2],
-        (
-            4,
-            SkipReason::SensitiveContent(SecretKind::CredentialAssignment)
-        )
-    );
-    assert_eq!(reasons[3], (5, SkipReason::NoText));
-    assert!(matches!(reasons[4], (6, SkipReason::Malformed(_))));
-    assert_eq!(reasons[5], (7, SkipReason::ControlAuthor));
+    assert_eq!(reasons[2], (5, SkipReason::NoText));
+    assert!(matches!(reasons[3], (6, SkipReason::Malformed(_))));
+    assert_eq!(reasons[4], (7, SkipReason::ControlAuthor));
     assert_eq!(report.skipped[0].event_id.as_deref(), Some("e3"));
-    // Repeating the same call is safe.
+    // Repeating the same call is safe, and reports the redaction again.
     let again = store
         .add_events(&s, &session, &sample_events(), &w())
         .await
         .unwrap();
     assert!(again.added.is_empty());
-    assert_eq!(again.duplicates.len(), 2);
+    assert_eq!(again.duplicates.len(), 3);
+    assert_eq!(again.duplicates[2].redacted, report.added[2].redacted);
     assert_eq!(again.duplicates[0].entry_id, report.added[0].entry_id);
-    assert_eq!(ids(&*store, &s, lexical("lisbon")).await.len(), 2);
+    // The two turns that say it, and the redacted one next to them
+    // (session cohesion: it is their neighbour).
+    assert_eq!(ids(&*store, &s, lexical("lisbon")).await.len(), 3);
     // In-batch repeats: identical is a duplicate, different is a conflict.
     let batch = vec![
         Event::text("n1", "user", 10, "new fact about porto"),
@@ -621,7 +635,9 @@ fn conflict() -> SkipReason {
     SkipReason::IdempotencyConflict(crate::event::EVENT_ID_CONFLICT.to_owned())
 }
 
-pub async fn secret_events_are_not_searchable(f: &dyn StoreFactory) {
+/// Secrets in events are redacted, never stored: the turns are kept and
+/// found by their other words, the secrets are found nowhere.
+pub async fn secrets_in_events_are_redacted(f: &dyn StoreFactory) {
     let store = default_store(f).await;
     let s = scope("app", "u1");
     let events = vec![
@@ -643,15 +659,47 @@ pub async fn secret_events_are_not_searchable(f: &dyn StoreFactory) {
         .add_events(&s, &sid("s"), &events, &w())
         .await
         .unwrap();
-    assert_eq!(r.added.len(), 1);
-    assert_eq!(r.skipped.len(), 2);
-    let hits = store
+    assert_eq!(r.added.len(), 3);
+    assert!(r.skipped.is_empty());
+    let kinds: Vec<Vec<SecretKind>> = r
+        .added
+        .iter()
+        .map(|e| e.redacted.iter().map(|x| x.kind).collect())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            vec![SecretKind::CredentialAssignment],
+            vec![SecretKind::BearerToken],
+            vec![]
+        ]
+    );
+    let mut contents: Vec<String> = store
         .search(&s, &lexical("github"), &c())
         .await
         .unwrap()
-        .hits;
-    assert_eq!(hits.len(), 1);
-    assert_eq!(hits[0].entry.content, "I use github every day");
+        .hits
+        .into_iter()
+        .map(|h| h.entry.content.clone())
+        .collect();
+    contents.sort();
+    assert_eq!(
+        contents,
+        [
+            "Bearer [REDACTED] for the github api",
+            "I use github every day",
+            "my github_token: [REDACTED]",
+        ]
+    );
+    for secret in [
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "abcdefghij0123456789",
+    ] {
+        assert!(
+            ids(&*store, &s, lexical(secret)).await.is_empty(),
+            "{secret}"
+        );
+    }
 }
 
 /// Erased entries stay erased: the same events again, straight or after a
@@ -757,7 +805,7 @@ pub async fn delete_session_is_idempotent(f: &dyn StoreFactory) {
         .await
         .unwrap();
     let keep = add(&*store, &s, "lisbon without a session").await;
-    assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 2);
+    assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 3);
     assert_eq!(store.delete_session(&s, &sid("s1"), &c()).await.unwrap(), 0);
     let left = ids(&*store, &s, lexical("lisbon")).await;
     assert_eq!(left.len(), 2);
@@ -837,7 +885,9 @@ pub async fn content_limits_are_enforced(f: &dyn StoreFactory) {
     assert_eq!(store.status().await.unwrap().entries, 1);
 }
 
-pub async fn secret_content_is_rejected(f: &dyn StoreFactory) {
+/// `add_entry` stores content with its secrets redacted and says where
+/// they were; the secret is never stored, so never found.
+pub async fn secret_content_is_redacted(f: &dyn StoreFactory) {
     let store = default_store(f).await;
     let s = scope("app", "u1");
     for (text, kind) in [
@@ -856,16 +906,33 @@ pub async fn secret_content_is_rejected(f: &dyn StoreFactory) {
         ("token xoxb-123456789012-abcdefgh", SecretKind::SlackToken),
         ("db_password=hunter2", SecretKind::CredentialAssignment),
     ] {
-        let e = store
+        let out = store
             .add_entry(&s, NewEntry::new(text), &w())
             .await
-            .unwrap_err();
-        assert!(
-            matches!(e, Error::SensitiveContent(k) if k == kind),
-            "{text}: {e}"
-        );
+            .unwrap();
+        assert_eq!(out.redacted.len(), 1, "{text}");
+        let r = out.redacted[0];
+        assert_eq!(r.kind, kind, "{text}");
+        let want = format!("{}[REDACTED]{}", &text[..r.start], &text[r.end..]);
+        assert_eq!(out.entry.content, want, "{text}");
+        let stored = store.get_entry(&s, &out.entry.id, &c()).await.unwrap();
+        assert_eq!(stored.content, want);
+        assert!(!stored.content.contains(&text[r.start..r.end]));
     }
-    assert_eq!(store.status().await.unwrap().entries, 0);
+    assert_eq!(store.status().await.unwrap().entries, 5);
+    // Keyed: the same add again is a duplicate and says the same.
+    let key = IdempotencyKey::new("k").unwrap();
+    let keyed = || NewEntry::new("api_key: abcdefghijklmnop").idempotency_key(key.clone());
+    let first = store.add_entry(&s, keyed(), &w()).await.unwrap();
+    let again = store.add_entry(&s, keyed(), &w()).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.redacted, first.redacted);
+    // Text with no secret reports nothing.
+    let plain = store
+        .add_entry(&s, NewEntry::new("I keep my passwords in a manager"), &w())
+        .await
+        .unwrap();
+    assert!(plain.redacted.is_empty());
 }
 
 pub async fn scope_entry_quota(f: &dyn StoreFactory) {
@@ -2200,6 +2267,199 @@ pub async fn explained_hits_name_each_stage(f: &dyn StoreFactory) {
 /// through its neighbour's support (an entry of the same session, next in
 /// time), another session's turn next in time is not a neighbour, and
 /// with `neighbours.enabled = false` lexical search is plain BM25.
+/// The time stage of lexical search: a "when" question favours a turn
+/// that states a time, a question naming a time favours turns said then
+/// (read against `reference_time_ms`), `explain` lists it, and it can be
+/// turned off.
+pub async fn time_in_questions_moves_turns_said_then(f: &dyn StoreFactory) {
+    // 2023-01-10 and 2023-05-10, 12:00 UTC.
+    let (january, may) = (1_673_352_000_000_i64, 1_683_720_000_000_i64);
+    let check = |on: bool| async move {
+        let config = MemoryConfig {
+            time: hippocamp_search::TimeParams {
+                enabled: on,
+                ..hippocamp_search::TimeParams::default()
+            },
+            ..MemoryConfig::default()
+        };
+        let store = f.open(config).await;
+        let s = scope("app", "u1");
+        let turn = |id: &str, at: i64, text: &str| Event::text(id, "user", at, text);
+        for (session, event) in [
+            ("s1", turn("a", may, "we saw the dolphins at the aquarium")),
+            (
+                "s2",
+                turn(
+                    "b",
+                    may + 1,
+                    "we saw the dolphins at the aquarium yesterday",
+                ),
+            ),
+            ("s3", turn("c", january, "dinner at the harbour")),
+            ("s4", turn("d", may, "dinner at the harbour")),
+        ] {
+            store
+                .add_events(&s, &sid(session), &[event], &w())
+                .await
+                .unwrap();
+        }
+        let first = |req: SearchRequest| {
+            let store = Arc::clone(&store);
+            let s = s.clone();
+            async move {
+                // The stage is lexical search's (a store with an
+                // embedder defaults to hybrid).
+                let r = store
+                    .search(&s, &req.mode(crate::SearchMode::Lexical), &c())
+                    .await
+                    .unwrap();
+                let hit = &r.hits[0];
+                let stages: Vec<String> = hit
+                    .explanation
+                    .iter()
+                    .flatten()
+                    .map(|x| x.stage.clone())
+                    .collect();
+                (
+                    hit.entry.provenance.event_ids[0].as_str().to_owned(),
+                    stages,
+                )
+            }
+        };
+        let reference = u64::try_from(may).unwrap() + 86_400_000;
+        let asked = first(SearchRequest::new("dolphins aquarium").limit(1)).await;
+        let when = first(
+            SearchRequest::new("When did we see the dolphins at the aquarium?")
+                .limit(1)
+                .explained(),
+        )
+        .await;
+        let named = first(
+            SearchRequest::new("dinner at the harbour in January 2023")
+                .limit(1)
+                .reference_time_ms(reference)
+                .explained(),
+        )
+        .await;
+        (asked, when, named)
+    };
+    let (asked, when, named) = check(true).await;
+    // The shorter turn matches better; asked when, the one that says when.
+    assert_eq!(asked.0, "a");
+    assert_eq!(when.0, "b");
+    assert!(when.1.contains(&"time".to_owned()), "{when:?}");
+    // The same words said in January and in May: January was asked for.
+    assert_eq!(named.0, "c");
+    assert!(named.1.contains(&"time".to_owned()), "{named:?}");
+    // Off: BM25 (and recency on a tie) decide.
+    let (_, when, named) = check(false).await;
+    assert_eq!(when.0, "a");
+    assert_eq!(named.0, "d");
+    assert!(!named.1.contains(&"time".to_owned()));
+}
+
+/// `context` returns the turns of a hit's session around it, in time
+/// order, within the byte budget, each entry once; other sessions and
+/// session-less entries lend none.
+pub async fn context_returns_the_turns_around_a_hit(f: &dyn StoreFactory) {
+    let store = default_store(f).await;
+    let s = scope("app", "u1");
+    let turns = [
+        "we met in june",
+        "the weather was fine",
+        "I adopted a kitten named Miso",
+        "she is very playful",
+        "we should get lunch",
+    ];
+    let events: Vec<Event> = turns
+        .iter()
+        .zip(1i64..)
+        .map(|(t, i)| Event::text(format!("a{i}"), "user", 10 * i, *t))
+        .collect();
+    store
+        .add_events(&s, &sid("s1"), &events, &w())
+        .await
+        .unwrap();
+    // Another session's turn, between two of the first's in time.
+    store
+        .add_events(
+            &s,
+            &sid("s2"),
+            &[Event::text("b0", "user", 35, "an unrelated remark")],
+            &w(),
+        )
+        .await
+        .unwrap();
+    let search = |req: SearchRequest| {
+        let store = Arc::clone(&store);
+        let s = s.clone();
+        async move { store.search(&s, &req, &c()).await }
+    };
+    let contents = |v: &[Arc<crate::MemoryEntry>]| -> Vec<String> {
+        v.iter().map(|entry| entry.content.clone()).collect()
+    };
+    let r = search(SearchRequest::new("kitten miso").limit(1).context(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(r.hits.len(), 1);
+    assert_eq!(r.hits[0].entry.content, turns[2]);
+    let ctx = r.hits[0].context.as_ref().unwrap();
+    assert_eq!(contents(&ctx.before), [turns[0], turns[1]]);
+    assert_eq!(contents(&ctx.after), [turns[3]]);
+    // Without `context`, none.
+    let r = search(SearchRequest::new("kitten miso").limit(1))
+        .await
+        .unwrap();
+    assert!(r.hits[0].context.is_none());
+    // The budget holds hits and context together: nearest turns first.
+    let room = r.hits[0].entry.storage_bytes() * 3 / 2;
+    let r = search(
+        SearchRequest::new("kitten miso")
+            .limit(1)
+            .max_bytes(room)
+            .context(2, 2),
+    )
+    .await
+    .unwrap();
+    let ctx = r.hits[0].context.as_ref().unwrap();
+    assert!(ctx.before.len() + ctx.after.len() <= 1, "{ctx:?}");
+    // An entry is in a reply once: two hits next to each other.
+    let r = search(SearchRequest::new("kitten playful").limit(2).context(1, 1))
+        .await
+        .unwrap();
+    let mut seen: Vec<EntryId> = r.hits.iter().map(|h| h.entry.id).collect();
+    for h in &r.hits {
+        let ctx = h.context.as_ref().unwrap();
+        seen.extend(ctx.before.iter().chain(&ctx.after).map(|e| e.id));
+    }
+    let n = seen.len();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), n, "an entry repeated");
+    // A session-less entry has no neighbours.
+    add(&*store, &s, "a loose note about zebras").await;
+    let r = search(SearchRequest::new("zebras").limit(1).context(5, 5))
+        .await
+        .unwrap();
+    let ctx = r.hits[0].context.as_ref().unwrap();
+    assert!(ctx.before.is_empty() && ctx.after.is_empty());
+    // At most five each side.
+    let err = search(SearchRequest::new("zebras").context(6, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                field: Field::Context,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.capabilities().search.max_context_turns, 5);
+}
+
 pub async fn neighbours_support_a_turn_and_can_be_turned_off(f: &dyn StoreFactory) {
     let s = scope("app", "cohesion");
     let session = SessionId::new("talk").unwrap();

@@ -4,7 +4,7 @@
 
 use hippocamp_core::json::{check_object, encoded_len};
 use hippocamp_core::limits::MAX_PROVENANCE_EVENT_IDS;
-use hippocamp_core::secrets::{self, detect};
+use hippocamp_core::secrets::{self, Redaction, detect};
 use hippocamp_core::time::now_ms;
 use hippocamp_core::{
     Author, EntryId, Error, EventId, Field, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
@@ -34,8 +34,8 @@ pub struct Provenance {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEntry {
-    /// The remembered text: 1..=`max_content_bytes` bytes, no NUL, not
-    /// secret-looking.
+    /// The remembered text: 1..=`max_content_bytes` bytes, no NUL. A
+    /// secret in it is redacted before it is stored (the reply says where).
     pub content: String,
     /// JSON-safe metadata; secret-bearing keys are redacted before storage.
     #[serde(default)]
@@ -183,9 +183,15 @@ pub struct UpdateOutcome {
 }
 
 /// Validates a correction with the rules of a new entry: content rules,
-/// metadata redaction and bounds.
+/// metadata redaction and bounds. A correction that holds a secret is
+/// refused rather than redacted: it replaces text the caller already
+/// knows, so storing a redacted version would silently lose the words the
+/// correction was for.
 pub fn check_update(mut update: EntryUpdate, limits: &MemoryLimits) -> Result<EntryUpdate> {
     check_content(&update.content, limits)?;
+    if let Some(kind) = detect(&update.content) {
+        return Err(Error::SensitiveContent(kind));
+    }
     secrets::redact_metadata(&mut update.metadata);
     check_object(Field::Metadata, &update.metadata, limits.json())?;
     Ok(update)
@@ -380,10 +386,13 @@ pub struct PreparedEntry {
     /// Whether it has an idempotency key (so an existing id is a duplicate
     /// or a conflict, never a random collision).
     pub keyed: bool,
+    /// The secrets redacted from the content as submitted.
+    pub redacted: Vec<Redaction>,
 }
 
-/// Checks content: non-empty, within `max_content_bytes`, no NUL, and not
-/// secret-looking (checked last, so malformed text is reported as such).
+/// Checks content: non-empty, within `max_content_bytes`, no NUL. (Secrets
+/// are the caller's: [`prepare_entry`] redacts them, a correction refuses
+/// them.)
 pub fn check_content(content: &str, limits: &MemoryLimits) -> Result<()> {
     if content.is_empty() {
         return Err(Error::invalid(Field::Content, Problem::Empty));
@@ -396,9 +405,6 @@ pub fn check_content(content: &str, limits: &MemoryLimits) -> Result<()> {
     }
     if content.contains('\0') {
         return Err(Error::invalid(Field::Content, Problem::ContainsNul));
-    }
-    if let Some(kind) = detect(content) {
-        return Err(Error::SensitiveContent(kind));
     }
     Ok(())
 }
@@ -429,8 +435,10 @@ fn check_provenance(p: &Provenance) -> Result<()> {
     Ok(())
 }
 
-/// Validates and normalises `input` for `scope`: content rules, metadata
-/// redaction and bounds, provenance bounds, id derivation, digest, size.
+/// Validates and normalises `input` for `scope`: content rules, secrets
+/// redacted from the content and metadata, metadata bounds, provenance
+/// bounds, id derivation, digest, size. The content's limits apply to it
+/// as stored (redacted).
 pub fn prepare_entry(
     scope: &MemoryScope,
     input: NewEntry,
@@ -442,6 +450,10 @@ pub fn prepare_entry(
         provenance,
         idempotency_key,
     } = input;
+    let (content, redacted) = match secrets::redact(&content) {
+        (std::borrow::Cow::Borrowed(_), r) => (content, r),
+        (std::borrow::Cow::Owned(text), r) => (text, r),
+    };
     check_content(&content, limits)?;
     secrets::redact_metadata(&mut metadata);
     check_object(Field::Metadata, &metadata, limits.json())?;
@@ -466,6 +478,7 @@ pub fn prepare_entry(
         storage_bytes: entry.storage_bytes(),
         keyed: idempotency_key.is_some(),
         entry,
+        redacted,
     })
 }
 
@@ -532,10 +545,18 @@ mod tests {
                 ..
             }
         ));
-        assert!(matches!(
-            err("password: hunter2"),
-            Error::SensitiveContent(_)
-        ));
+        // A secret is redacted, not refused.
+        let p = prepare_entry(&scope(), NewEntry::new("password: hunter2"), &limits).unwrap();
+        assert_eq!(p.entry.content, "password: [REDACTED]");
+        assert_eq!(p.entry.digest, Sha256Digest::of(b"password: [REDACTED]"));
+        assert_eq!(
+            p.redacted,
+            [Redaction {
+                kind: hippocamp_core::SecretKind::CredentialAssignment,
+                start: 10,
+                end: 17
+            }]
+        );
     }
 
     #[test]

@@ -326,6 +326,10 @@ pub struct IngestedEvent {
     pub event_id: EventId,
     /// The entry holding it.
     pub entry_id: EntryId,
+    /// The secrets redacted from its text before it was stored (ranges in
+    /// the text as sent); absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<hippocamp_core::secrets::Redaction>,
 }
 
 /// An event that was skipped.
@@ -460,6 +464,7 @@ impl EventPlan {
                 index: p.index,
                 event_id: p.event_id.clone(),
                 entry_id: id,
+                redacted: p.prepared.redacted.clone(),
             };
             match decision {
                 Decision::New => {
@@ -799,18 +804,24 @@ mod tests {
             Event::text("r", "runner", 1, "control"),
             Event::text("t", "Tool", 1, "tool output"),
             no_text,
-            Event::text("s", "user", 1, "password=hunter2"),
+            // A secret in an identifier cannot be redacted: skipped.
+            Event::text("api_key=abcdefgh", "user", 1, "fine words"),
             Event::text("", "user", 1, "no id"),
             Event::text("neg", "user", -5, "negative time"),
             Event::text("big", "user", 1, "x".repeat(70_000)),
             Event::text("e1", "user", 1, "I like tea"),
             Event::text("e1", "user", 1, "I like coffee"),
+            // A secret in the text is redacted: kept.
+            Event::text("pw", "user", 1, "password=hunter2"),
         ];
         let plan = plan_events(&scope(), &session(), &events, &MemoryLimits::default()).unwrap();
-        assert_eq!(plan.entries.len(), 3);
+        assert_eq!(plan.entries.len(), 4);
         let e = plan.entries[0].prepared.entry.clone();
         let (new, report) = plan.resolve(|_| Decision::New);
-        assert_eq!(new.len(), 1);
+        assert_eq!(new.len(), 2);
+        assert_eq!(new[1].prepared.entry.content, "password=[REDACTED]");
+        assert_eq!(report.added[1].index, 11);
+        assert_eq!(report.added[1].redacted.len(), 1);
         assert_eq!(report.duplicates.len(), 1);
         assert_eq!(report.duplicates[0].index, 9);
         let reasons: Vec<(usize, &SkipReason)> = report

@@ -119,6 +119,12 @@ pub fn prepare_import(
         if checked.entry.metadata != entry.metadata {
             return Err(bad(Field::Metadata, i, "it carries unredacted secrets"));
         }
+        // A restore keeps an entry exactly (id, digest), so a secret in
+        // its content is refused, not redacted. hippocamp never exports
+        // one: what it stores is redacted.
+        if let Some(r) = checked.redacted.first() {
+            return Err(Error::SensitiveContent(r.kind));
+        }
         if Sha256Digest::of(entry.content.as_bytes()) != entry.digest {
             return Err(bad(
                 Field::Content,

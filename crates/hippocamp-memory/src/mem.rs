@@ -305,6 +305,7 @@ impl MemoryStore for InMemoryStore {
                     return Ok(AddOutcome {
                         entry: e.clone(),
                         duplicate: true,
+                        redacted: prepared.redacted,
                     });
                 }
                 Existing::Conflict => return Err(Error::IdempotencyConflict(prepared.entry.id)),
@@ -321,6 +322,7 @@ impl MemoryStore for InMemoryStore {
         let reservation = self.quota.reserve(1, bytes)?;
         deadline.check(Stage::Commit)?;
         reservation.commit();
+        let redacted = prepared.redacted;
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
@@ -333,6 +335,7 @@ impl MemoryStore for InMemoryStore {
         Ok(AddOutcome {
             entry,
             duplicate: false,
+            redacted,
         })
     }
 

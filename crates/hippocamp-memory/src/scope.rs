@@ -1,8 +1,9 @@
 //! One scope's entries and search index held in memory.
 //!
-//! [`ScopeData`] keeps entries, the scope's inverted index, a session →
-//! entries map and the scope's byte count in step: every mutation updates
-//! all of them together. The in-memory store keeps one per scope; a durable
+//! [`ScopeData`] keeps entries, the scope's inverted index, each session's
+//! entries in time order (with every entry linked to its neighbours in its
+//! session) and the scope's byte count in step: every mutation updates all
+//! of them together. The in-memory store keeps one per scope; a durable
 //! store can load one per active scope as its cache. A store whose vectors
 //! are searched where they are stored (PostgreSQL's index for large
 //! scopes) keeps a copy without them and hands its nearest candidates to
@@ -17,13 +18,14 @@ use std::sync::Arc;
 
 use hippocamp_core::{EntryId, SessionId};
 use hippocamp_search::{
-    Bm25Params, Candidate, Fused, FusionMethod, FusionParams, InvertedIndex, Ranked, TermFreqs,
-    VectorSet, fuse,
+    Bm25Params, Candidate, Fused, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
 };
+
+mod reply;
 
 use crate::entry::MemoryEntry;
 use crate::search::PreparedSearch;
-use crate::store::{Contribution, ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults};
+use crate::store::{ScoreDetails, ScoreType, SearchHit, SearchMode, SearchResults};
 
 #[derive(Debug, Clone)]
 struct Stored {
@@ -33,6 +35,14 @@ struct Stored {
     /// What it costs a listing or a search's byte budget: what a reply
     /// carries, so never its vector.
     hit_bytes: u64,
+    /// The previous and the next entry of its session by (time, id):
+    /// kept with the entry so session cohesion finds a candidate's
+    /// neighbours with the lookup that finds the candidate (two range
+    /// descents per candidate were a fifth of a search).
+    links: [Option<(u64, EntryId)>; 2],
+    /// Whether its text states a time (`hippocamp_search::states_time`):
+    /// read from its terms once, at insert.
+    states_time: bool,
 }
 
 /// What a scope already holds under a prepared entry's id.
@@ -51,9 +61,11 @@ pub enum Existing<'a> {
 pub struct ScopeData {
     entries: HashMap<EntryId, Stored>,
     index: InvertedIndex<EntryId>,
-    /// Each session's entries. Unordered: a session is only ever erased
-    /// whole, and a B-tree of random ids was a measured share of ingestion.
-    sessions: HashMap<SessionId, foldhash::HashSet<EntryId>>,
+    /// Each session's entries by (time, id): what links an entry to its
+    /// neighbours. Keyed by time, so a conversation's next turn goes in at
+    /// the tree's right edge (a B-tree of random ids was a measured share
+    /// of ingestion).
+    sessions: HashMap<SessionId, BTreeSet<(u64, EntryId)>>,
     bytes: u64,
     /// Unit vectors of the entries, when the store embeds (created with
     /// the first vector; its width is the embedder's).
@@ -223,20 +235,27 @@ impl ScopeData {
     /// Stores an entry with its analysed content, replacing one with the
     /// same id.
     pub fn insert(&mut self, entry: MemoryEntry, bytes: u64, terms: &TermFreqs) {
+        use std::ops::Bound::{Excluded, Unbounded};
         self.remove(&entry.id);
         self.index.insert(entry.id, terms, recency(&entry));
+        let at = (entry.timestamp_ms, entry.id);
+        let mut links = [None, None];
         if let Some(s) = &entry.provenance.session_id {
             // Looked up before inserting: cloning the id for every entry
             // of a known session was an allocation per insert.
             if let Some(ids) = self.sessions.get_mut(s) {
-                ids.insert(entry.id);
+                links = [
+                    ids.range(..at).next_back().copied(),
+                    ids.range((Excluded(at), Unbounded)).next().copied(),
+                ];
+                ids.insert(at);
             } else {
-                let mut ids = foldhash::HashSet::default();
-                ids.insert(entry.id);
-                self.sessions.insert(s.clone(), ids);
+                self.sessions.insert(s.clone(), BTreeSet::from([at]));
             }
+            self.relink(links[0], 1, Some(at));
+            self.relink(links[1], 0, Some(at));
         }
-        self.by_time.insert((entry.timestamp_ms, entry.id));
+        self.by_time.insert(at);
         let o = &entry.obligations;
         if let Some(at) = o.expires_at_ms {
             self.expiring.insert((at, entry.id));
@@ -251,8 +270,17 @@ impl ScopeData {
                 hit_bytes: entry.storage_bytes(),
                 entry: Arc::new(entry),
                 bytes,
+                links,
+                states_time: hippocamp_search::states_time(terms),
             },
         );
+    }
+
+    /// Points `entry`'s previous (`side` 0) or next (1) link at `to`.
+    fn relink(&mut self, entry: Option<(u64, EntryId)>, side: usize, to: Option<(u64, EntryId)>) {
+        if let Some(s) = entry.and_then(|(_, id)| self.entries.get_mut(&id)) {
+            s.links[side] = to;
+        }
     }
 
     /// What entry `id` was counted at when it was inserted.
@@ -309,10 +337,13 @@ impl ScopeData {
         if let Some(s) = &stored.entry.provenance.session_id
             && let Some(ids) = self.sessions.get_mut(s)
         {
-            ids.remove(id);
+            ids.remove(&(stored.entry.timestamp_ms, *id));
             if ids.is_empty() {
                 self.sessions.remove(s);
             }
+            let [prev, next] = stored.links;
+            self.relink(prev, 1, next);
+            self.relink(next, 0, prev);
         }
         self.bytes -= stored.bytes;
         Some((stored.entry, stored.bytes))
@@ -322,7 +353,7 @@ impl ScopeData {
     pub fn session_entries(&self, session: &SessionId) -> Vec<EntryId> {
         self.sessions
             .get(session)
-            .map(|ids| ids.iter().copied().collect())
+            .map(|ids| ids.iter().map(|&(_, id)| id).collect())
             .unwrap_or_default()
     }
 
@@ -345,7 +376,7 @@ impl ScopeData {
         if q.terms.is_empty() {
             return SearchResults::default();
         }
-        let mut out = if q.neighbours.enabled && q.neighbours.weight > 0.0 {
+        let mut out = if q.staged() {
             self.search_supported(q, params)
         } else {
             let mut ranked = self
@@ -379,8 +410,21 @@ impl ScopeData {
             .filter(|c| keep(&c.key))
             .take(depth)
             .collect();
-        let (mut supported, seen) =
-            hippocamp_search::cohesion(&head, q.neighbours.weight, q.limit, |k| self.neighbours(k));
+        let cohesive = q.neighbours.enabled && q.neighbours.weight > 0.0;
+        let boost = self.time_boost(q);
+        let (mut supported, seen) = hippocamp_search::cohesion(
+            &head,
+            if cohesive { q.neighbours.weight } else { 0.0 },
+            q.limit,
+            |k| {
+                if cohesive {
+                    self.neighbours(k)
+                } else {
+                    [None, None]
+                }
+            },
+            &boost,
+        );
         // The best `limit` are in order; should the walk go past them
         // (hits the filter or the budget skip), the rest is ordered then.
         let ordered = q.limit.min(supported.len());
@@ -413,135 +457,32 @@ impl ScopeData {
         self.collect(q, &mut ranked, ScoreType::Bm25)
     }
 
-    /// How many entries of other sessions a neighbour lookup steps over
-    /// at most, in the scope's time order, before giving up.
-    const NEIGHBOUR_WALK: usize = 8;
-
-    /// The entries of the same session just before and after `key` in
-    /// time, with their recency: found by walking the scope's time order
-    /// from `key`, over at most [`Self::NEIGHBOUR_WALK`] entries of other
-    /// sessions each way. An entry without a session has no neighbours.
-    fn neighbours(&self, key: &EntryId) -> [Option<(EntryId, i64)>; 2] {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let Some(stored) = self.entries.get(key) else {
-            return [None, None];
-        };
-        let Some(session) = stored.entry.provenance.session_id.as_ref() else {
-            return [None, None];
-        };
-        let at = (stored.entry.timestamp_ms, *key);
-        let same = |&&(t, id): &&(u64, EntryId)| -> Option<(EntryId, i64)> {
-            let s = self.entries.get(&id)?;
-            (s.entry.provenance.session_id.as_ref() == Some(session))
-                .then(|| (id, i64::try_from(t).unwrap_or(i64::MAX)))
-        };
-        let walk = Self::NEIGHBOUR_WALK + 1;
-        [
-            self.by_time
-                .range(..at)
-                .rev()
-                .take(walk)
-                .find_map(|x| same(&x)),
-            self.by_time
-                .range((Excluded(at), Unbounded))
-                .take(walk)
-                .find_map(|x| same(&x)),
-        ]
+    /// The time stage's factor for each entry, for this query
+    /// ([`hippocamp_search::TimeQuery::boost`]); 1 for every entry when
+    /// the stage is off or the query says nothing about time.
+    fn time_boost(&self, q: &PreparedSearch) -> impl Fn(&EntryId) -> f32 + '_ {
+        let timed = q.timed();
+        let reference = q.reference_ms.unwrap_or(q.now_ms);
+        let span = q.time.span(i64::try_from(reference).unwrap_or(i64::MAX));
+        let (time, weight) = (q.time, q.time_params.weight);
+        move |k: &EntryId| {
+            if !timed {
+                return 1.0;
+            }
+            self.entries.get(k).map_or(1.0, |s| {
+                time.boost(weight, s.states_time, recency(&s.entry), span)
+            })
+        }
     }
 
-    /// Fills each hit's explanation when the search asked for it, after
-    /// the hits are chosen (nothing is computed otherwise): BM25 with each
-    /// query term's share, the vector score, and for a hybrid hit the
-    /// fusion that combined them.
-    fn explain(
-        &self,
-        out: &mut SearchResults,
-        q: &PreparedSearch,
-        params: Bm25Params,
-        fusion: Option<&FusionParams>,
-    ) {
-        if !q.explain {
-            return;
-        }
-        for hit in &mut out.hits {
-            let bm25 = |score: Option<f64>| Contribution {
-                stage: "bm25".into(),
-                score,
-                terms: if score.is_some() {
-                    self.index.explain(&hit.entry.id, &q.terms, params)
-                } else {
-                    Vec::new()
-                },
-                detail: Some(format!(
-                    "Okapi BM25 over this scope's entries (k1 {}, b {}, k3 {}): the sum of each query term's share",
-                    params.k1, params.b, params.k3
-                )),
-            };
-            let vector = |score: Option<f64>| Contribution {
-                stage: "vector".into(),
-                score,
-                terms: Vec::new(),
-                detail: Some("cosine similarity of the query's and the entry's embeddings".into()),
-            };
-            let list = match (hit.score_type, hit.details) {
-                (ScoreType::Bm25, _) if q.neighbours.enabled && q.neighbours.weight > 0.0 => {
-                    let own = bm25(Some(0.0));
-                    let own_score: f64 = own.terms.iter().map(|t| f64::from(t.score)).sum();
-                    // What is left of the hit's score is its neighbours'
-                    // support (float noise below a millionth is none).
-                    let support = hit.score - own_score;
-                    let support = if support > 1e-6 { support } else { 0.0 };
-                    vec![
-                        Contribution {
-                            score: Some(own_score),
-                            ..own
-                        },
-                        Contribution {
-                            stage: "neighbours".into(),
-                            score: Some(support),
-                            terms: Vec::new(),
-                            detail: Some(format!(
-                                "{} x the best BM25 score of the turn before or after it in its session, among the top {} BM25 matches",
-                                q.neighbours.weight, q.neighbours.depth
-                            )),
-                        },
-                    ]
-                }
-                (ScoreType::Bm25, _) => vec![bm25(Some(hit.score))],
-                (ScoreType::Vector, _) => vec![vector(Some(hit.score))],
-                (ScoreType::Hybrid, details) => {
-                    let d = details.unwrap_or(ScoreDetails {
-                        bm25: None,
-                        vector: None,
-                        fused: hit.score,
-                    });
-                    let how = match fusion {
-                        Some(f) if f.method == FusionMethod::Rrf => format!(
-                            "reciprocal-rank fusion, sum of 1 / ({} + rank) over the two lists",
-                            f.rrf_k
-                        ),
-                        Some(f) => format!(
-                            "weighted sum of min-max normalised scores over each list's top {}: {} x bm25 + {} x vector (a side that did not find the entry counts 0)",
-                            f.depth,
-                            1.0 - f.dense_weight,
-                            f.dense_weight
-                        ),
-                        None => "the two lists fused".to_owned(),
-                    };
-                    vec![
-                        bm25(d.bm25),
-                        vector(d.vector),
-                        Contribution {
-                            stage: "fusion".into(),
-                            score: Some(d.fused),
-                            terms: Vec::new(),
-                            detail: Some(how),
-                        },
-                    ]
-                }
-            };
-            hit.explanation = Some(list);
-        }
+    /// The entries of the same session just before and after `key` by
+    /// (time, id), with their recency. An entry without a session has no
+    /// neighbours.
+    fn neighbours(&self, key: &EntryId) -> [Option<(EntryId, i64)>; 2] {
+        self.entries.get(key).map_or([None, None], |s| {
+            s.links
+                .map(|l| l.map(|(t, id)| (id, i64::try_from(t).unwrap_or(i64::MAX))))
+        })
     }
 
     /// Runs a prepared search in `mode` with the query's vector: `vector`
@@ -749,7 +690,11 @@ impl ScopeData {
                 score_type,
                 details,
                 explanation: None,
+                context: None,
             });
+        }
+        if q.context != (0, 0) {
+            self.attach_context(&mut out, q, used);
         }
         out
     }
@@ -876,6 +821,50 @@ mod tests {
             }
             let got = data.search_vectors(&walked, SearchMode::Hybrid, &query, params, &fusion);
             prop_assert_eq!(ids(&got), want);
+        }
+
+        /// Whatever is inserted, replaced and removed, every entry's links
+        /// are its session's previous and next entries by (time, id).
+        #[test]
+        fn links_are_the_neighbours_in_the_session(
+            ops in prop::collection::vec((0u8..12, 0u8..3, 0u64..6, any::<bool>()), 1..60),
+        ) {
+            let (limits, analyzer) = (MemoryLimits::default(), Analyzer::english());
+            let scope = MemoryScope::parse("app", "u").unwrap();
+            let mut data = ScopeData::default();
+            for (key, session, time, remove) in ops {
+                let entry = |session: u8, time: u64| {
+                    let provenance = crate::entry::Provenance {
+                        session_id: (session > 0)
+                            .then(|| SessionId::new(format!("s{session}")).unwrap()),
+                        timestamp_ms: Some(time),
+                        ..Default::default()
+                    };
+                    NewEntry::new("fig")
+                        .provenance(provenance)
+                        .idempotency_key(hippocamp_core::IdempotencyKey::new(format!("k{key}")).unwrap())
+                };
+                let p = prepare_entry(&scope, entry(session, time), &limits).unwrap();
+                if remove {
+                    data.remove(&p.entry.id);
+                } else {
+                    data.insert(p.entry, p.storage_bytes, &analyzer.analyze("fig"));
+                }
+            }
+            let mut order: Vec<(Option<SessionId>, u64, EntryId)> = data
+                .entries
+                .values()
+                .map(|s| (s.entry.provenance.session_id.clone(), s.entry.timestamp_ms, s.entry.id))
+                .collect();
+            order.sort();
+            for (i, (session, _, id)) in order.iter().enumerate() {
+                let at = |j: Option<usize>| {
+                    let (s, t, id) = order.get(j?)?;
+                    (session.is_some() && s == session)
+                        .then(|| (*id, i64::try_from(*t).unwrap()))
+                };
+                prop_assert_eq!(data.neighbours(id), [at(i.checked_sub(1)), at(Some(i + 1))]);
+            }
         }
 
         /// A copy that keeps its vectors elsewhere holds none, whatever

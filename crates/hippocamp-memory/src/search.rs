@@ -29,6 +29,26 @@ pub struct PreparedSearch {
     pub explain: bool,
     /// Session cohesion (lexical search), from the store's configuration.
     pub neighbours: hippocamp_search::NeighbourParams,
+    /// Turns of context before and after each hit.
+    pub context: (usize, usize),
+    /// What the query says about time.
+    pub time: hippocamp_search::TimeQuery,
+    /// The time stage's parameters, from the store's configuration.
+    pub time_params: hippocamp_search::TimeParams,
+    /// What relative times are read against (`None`: the search's now).
+    pub reference_ms: Option<u64>,
+}
+
+impl PreparedSearch {
+    /// Whether lexical search runs its later stages (cohesion, time).
+    pub fn staged(&self) -> bool {
+        (self.neighbours.enabled && self.neighbours.weight > 0.0) || self.timed()
+    }
+
+    /// Whether the time stage has something to do for this query.
+    pub fn timed(&self) -> bool {
+        self.time_params.enabled && self.time_params.weight > 0.0 && !self.time.is_empty()
+    }
 }
 
 fn in_range(field: Field, value: u64, max: u64) -> Result<u64> {
@@ -88,6 +108,20 @@ pub fn prepare_search(
         None => Filter::all(),
         Some(v) => Filter::parse(v, limits.json())?,
     };
+    let context = req.context.unwrap_or_default();
+    let max = hippocamp_core::limits::MAX_CONTEXT_TURNS;
+    for side in [context.before, context.after] {
+        if side > max {
+            return Err(Error::invalid(
+                Field::Context,
+                Problem::OutOfRange {
+                    value: i128::from(side),
+                    min: 0,
+                    max: i128::from(max),
+                },
+            ));
+        }
+    }
     Ok(PreparedSearch {
         terms: analyzer.query_terms(&req.query),
         filter,
@@ -97,6 +131,17 @@ pub fn prepare_search(
         now_ms: 0,
         explain: req.explain,
         neighbours: config.neighbours,
+        context: (
+            to_usize(context.before.into()),
+            to_usize(context.after.into()),
+        ),
+        time: if config.time.enabled {
+            hippocamp_search::TimeQuery::parse(&req.query)
+        } else {
+            hippocamp_search::TimeQuery::default()
+        },
+        time_params: config.time,
+        reference_ms: req.reference_time_ms,
     })
 }
 

@@ -123,6 +123,10 @@ pub struct AddOutcome {
     pub entry: MemoryEntry,
     /// Whether an entry with this idempotency key and data already existed.
     pub duplicate: bool,
+    /// The secrets redacted from the content before it was stored (ranges
+    /// in the content as sent); absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<hippocamp_core::secrets::Redaction>,
 }
 
 /// The result of `delete_user`.
@@ -159,6 +163,42 @@ pub struct SearchRequest {
     /// contribution per stage). Replies without it are unchanged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub explain: bool,
+    /// The moment relative times in the query ("yesterday", "last week")
+    /// are read against, in ms since the Unix epoch; default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_time_ms: Option<u64>,
+    /// Return with each hit the turns around it in its session
+    /// (`context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextWindow>,
+}
+
+/// How many turns around each hit a search returns: the entries of the
+/// hit's session just before and after it by (time, id), each side
+/// 0..=5 (`search.max_context_turns`). They share the search's byte
+/// budget with the hits (hits first, then context in rank order, nearest
+/// turn first), and an entry is in a reply once: a neighbour that is a
+/// hit, or already another hit's context, is not repeated.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ContextWindow {
+    /// Turns before each hit.
+    #[serde(default)]
+    pub before: u32,
+    /// Turns after each hit.
+    #[serde(default)]
+    pub after: u32,
+}
+
+/// The turns around a hit, in time order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HitContext {
+    /// The entries before it, earliest first.
+    pub before: Vec<Arc<MemoryEntry>>,
+    /// The entries after it, earliest first.
+    pub after: Vec<Arc<MemoryEntry>>,
 }
 
 /// How a search scores entries.
@@ -227,6 +267,20 @@ impl SearchRequest {
         self.explain = true;
         self
     }
+
+    /// Sets the reference time of relative times in the query.
+    #[must_use]
+    pub fn reference_time_ms(mut self, at_ms: u64) -> Self {
+        self.reference_time_ms = Some(at_ms);
+        self
+    }
+
+    /// Asks for `before` and `after` turns around each hit.
+    #[must_use]
+    pub fn context(mut self, before: u32, after: u32) -> Self {
+        self.context = Some(ContextWindow { before, after });
+        self
+    }
 }
 
 /// One named stage's part in a hit's score (a search with `explain`).
@@ -291,6 +345,9 @@ pub struct SearchHit {
     /// for `explain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<Vec<Contribution>>,
+    /// The turns around it (only when the search asked for `context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<HitContext>,
 }
 
 /// Hits, best first: higher score, then newer, then smaller id.
@@ -331,6 +388,10 @@ pub struct SearchCapabilities {
     pub fusion: hippocamp_search::FusionParams,
     /// Session cohesion in lexical search (neighbour support).
     pub neighbours: hippocamp_search::NeighbourParams,
+    /// Time in lexical search.
+    pub time: hippocamp_search::TimeParams,
+    /// Most turns a search's `context` asks for on each side of a hit.
+    pub max_context_turns: u32,
 }
 
 /// The embedder a store uses.

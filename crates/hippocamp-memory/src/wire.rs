@@ -10,6 +10,8 @@
 //! serde_json, so the bytes are serde_json's by construction there and by
 //! test elsewhere (`tests::replies_are_the_bytes_serde_json_writes`).
 
+use std::sync::Arc;
+
 use hippocamp_core::json::write_str;
 
 use crate::entry::{MemoryEntry, Provenance};
@@ -70,7 +72,28 @@ fn write_hit(out: &mut Vec<u8>, hit: &SearchHit) -> serde_json::Result<()> {
         out.extend_from_slice(b",\"explanation\":");
         serde_json::to_writer(&mut *out, e)?;
     }
+    if let Some(c) = &hit.context {
+        out.extend_from_slice(b",\"context\":{\"before\":");
+        write_entries(out, &c.before)?;
+        out.extend_from_slice(b",\"after\":");
+        write_entries(out, &c.after)?;
+        out.push(b'}');
+    }
     out.push(b'}');
+    Ok(())
+}
+
+fn write_entries(out: &mut Vec<u8>, entries: &[Arc<MemoryEntry>]) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'{');
+        write_entry_fields(out, e)?;
+        out.push(b'}');
+    }
+    out.push(b']');
     Ok(())
 }
 
@@ -210,12 +233,17 @@ mod tests {
                 detail: None,
             }]
         });
+        let context = (n % 3 == 2).then(|| crate::store::HitContext {
+            before: vec![Arc::new(e.clone())],
+            after: (0..n % 2).map(|_| Arc::new(e.clone())).collect(),
+        });
         SearchHit {
             entry: Arc::new(e),
             score,
             score_type,
             details,
             explanation,
+            context,
         }
     }
 

@@ -1061,6 +1061,7 @@ impl MemoryStore for PgMemoryStore {
                     return Ok(AddOutcome {
                         entry: e.clone(),
                         duplicate: true,
+                        redacted: prepared.redacted,
                     });
                 }
                 Existing::Conflict => return Err(Error::IdempotencyConflict(prepared.entry.id)),
@@ -1073,6 +1074,7 @@ impl MemoryStore for PgMemoryStore {
         }
         let bytes = stored_bytes(prepared.storage_bytes, vector.as_deref());
         check_scope_quota(limits, w.data().len(), w.held_bytes(), 1, bytes)?;
+        let redacted = prepared.redacted;
         let mut entry = prepared.entry;
         entry.epoch = w.row.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
@@ -1092,6 +1094,7 @@ impl MemoryStore for PgMemoryStore {
         Ok(AddOutcome {
             entry,
             duplicate: false,
+            redacted,
         })
     }
 

@@ -4,7 +4,9 @@
 //!   stopwords, Snowball stemming), shared by documents and queries;
 //! - [`index`]: a per-scope inverted index with BM25 scoring, whose
 //!   statistics are the scope's own;
-//! - [`rank`]: deterministic, lazy ordering of scored candidates.
+//! - [`rank`]: deterministic, lazy ordering of scored candidates;
+//! - [`neighbours`] and [`time`]: the lexical stages after BM25 (session
+//!   cohesion, time in questions and turns).
 //!
 //! Stores own persistence and concurrency; this crate only computes. A
 //! later vector stage produces [`rank::Candidate`]s too, and fusion combines
@@ -18,6 +20,7 @@ pub mod fusion;
 pub mod index;
 pub mod neighbours;
 pub mod rank;
+pub mod time;
 pub mod vector;
 
 pub use analyzer::{Analyzer, QueryTerm, TermFreqs};
@@ -25,4 +28,5 @@ pub use fusion::{Fused, FusionMethod, FusionParams, fuse};
 pub use index::{Bm25Params, IndexStats, InvertedIndex, Matches, TermShare};
 pub use neighbours::{NeighbourParams, Supported, cohesion};
 pub use rank::{Candidate, Ranked, best, best_first, best_set};
+pub use time::{TimeParams, TimeQuery, states_time};
 pub use vector::{VectorSet, dot};

@@ -66,19 +66,22 @@ pub struct Supported<K> {
 
 /// `head` (the best lexical candidates, any order) with neighbour
 /// support: each candidate and each neighbour of one scores
-/// `own + weight × best neighbour score`. `neighbours(key)` gives a key's previous and
-/// next turn with their recency. Returned with the best `first` in order
+/// `(own + weight × best neighbour score) × boost(key)`. `neighbours(key)`
+/// gives a key's previous and next turn with their recency; `boost` is a
+/// later stage's factor (the time stage's, 1 when it has nothing to say). Returned with the best `first` in order
 /// at the front (the rest after them, unordered: a search usually stops
 /// within its limit), and the keys, sorted, to tell which are in it.
-pub fn cohesion<K, F>(
+pub fn cohesion<K, F, B>(
     head: &[Candidate<K>],
     weight: f32,
     first: usize,
     neighbours: F,
+    boost: B,
 ) -> (Vec<Supported<K>>, Vec<K>)
 where
     K: Copy + Eq + Hash + Ord,
     F: Fn(&K) -> [Option<(K, i64)>; 2],
+    B: Fn(&K) -> f32,
 {
     // (key, own, support, recency) for every candidate and neighbour,
     // sorted by key and merged: cheaper than a hash map at these sizes.
@@ -98,7 +101,7 @@ where
         out.push(Supported {
             candidate: Candidate {
                 key,
-                score: own + weight * neighbour,
+                score: (own + weight * neighbour) * boost(&key),
                 recency,
             },
             own,
@@ -149,7 +152,8 @@ mod tests {
 
     #[test]
     fn a_neighbour_of_a_strong_match_rises_and_an_unmatched_one_enters() {
-        let (out, keys) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.5, 10, line);
+        let one = |_: &u32| 1.0;
+        let (out, keys) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.5, 10, line, one);
         assert_eq!(keys, [1, 2, 3, 4, 5]);
         let order: Vec<(u32, f32)> = out
             .iter()
@@ -160,11 +164,17 @@ mod tests {
         assert_eq!(order, [(2, 4.0), (3, 2.0), (1, 2.0), (4, 1.0), (5, 0.5)]);
         assert_eq!((out[1].own, out[1].neighbour), (0.0, 4.0));
         // Weight 0: the lexical order, and neighbours at 0 after it.
-        let (plain, _) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.0, 10, line);
+        let (plain, _) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.0, 10, line, one);
         // Only the best one in order: it is first.
-        let (top, _) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.5, 1, line);
+        let (top, _) = cohesion(&[c(2, 4.0), c(4, 1.0)], 0.5, 1, line, one);
         assert_eq!(top[0].candidate.key, 2);
         assert_eq!(plain[0].candidate.key, 2);
         assert_eq!(plain[1].candidate.key, 4);
+        // A boost multiplies the whole score: 4 x 2 puts 4 first.
+        let (boosted, _) = cohesion(&[c(2, 4.0), c(4, 3.0)], 0.5, 10, line, |k: &u32| {
+            if *k == 4 { 2.0 } else { 1.0 }
+        });
+        assert_eq!(boosted[0].candidate.key, 4);
+        assert!((boosted[0].candidate.score - 6.0).abs() < 1e-6);
     }
 }

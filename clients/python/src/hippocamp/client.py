@@ -122,7 +122,11 @@ class _Api:
         limit: int | None = None,
         filter: Mapping[str, Any] | None = None,
         mode: str | None = None,
+        max_bytes: int | None = None,
+        explain: bool = False,
+        context: tuple[int, int] | None = None,
     ) -> _Call:
+        """`context=(before, after)` returns each hit's neighbouring turns."""
         body: JSON = {"query": query}
         if limit is not None:
             body["limit"] = limit
@@ -130,6 +134,12 @@ class _Api:
             body["filter"] = dict(filter)
         if mode is not None:
             body["mode"] = mode
+        if max_bytes is not None:
+            body["max_bytes"] = max_bytes
+        if explain:
+            body["explain"] = True
+        if context is not None:
+            body["context"] = {"before": context[0], "after": context[1]}
         return _Call("POST", [*scope_path(app, user), "memory", "search"], json=body)
 
     @staticmethod

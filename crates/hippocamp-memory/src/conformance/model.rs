@@ -268,12 +268,18 @@ async fn check(factory: Arc<dyn StoreFactory>, ops: Vec<Op>) -> Result<(), TestC
             ..MemoryLimits::default()
         },
         clock: StoreClock(clock.clone()),
-        // The model states which entries match a word; neighbour support
-        // (on by default) adds their session neighbours, which
-        // `neighbours_support_a_turn_and_can_be_turned_off` checks.
+        // The model states which entries match a word and in what order;
+        // neighbour support and the time stage (on by default) add
+        // session neighbours and reorder by time, which
+        // `neighbours_support_a_turn_and_can_be_turned_off` and
+        // `time_in_questions_moves_turns_said_then` check.
         neighbours: hippocamp_search::NeighbourParams {
             enabled: false,
             ..hippocamp_search::NeighbourParams::default()
+        },
+        time: hippocamp_search::TimeParams {
+            enabled: false,
+            ..hippocamp_search::TimeParams::default()
         },
         ..MemoryConfig::default()
     };
