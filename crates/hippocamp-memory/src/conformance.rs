@@ -2251,8 +2251,12 @@ pub async fn explained_hits_name_each_stage(f: &dyn StoreFactory) {
                     assert_eq!(e[0].score, Some(h.score));
                 }
                 crate::SearchMode::Hybrid => {
-                    assert_eq!(stages(h), ["bm25", "vector", "fusion"]);
+                    // The fusion's score, then the stages after it (no
+                    // session here: no support, so the fused score is the
+                    // hit's).
+                    assert_eq!(stages(h), ["bm25", "vector", "fusion", "neighbours"]);
                     assert_eq!(e[2].score, Some(h.score));
+                    assert_eq!(e[3].score, Some(0.0));
                     if e[0].score.is_some() {
                         shares_add_up(&e[0]);
                     }

@@ -601,6 +601,9 @@ impl ScopeData {
                 };
                 let wants_more = dense.len() < fusion.depth;
                 let mut fused = fuse(lexical, dense, fusion);
+                if q.staged() {
+                    fused = self.supported_fused(&fused, q);
+                }
                 // At most twice `depth`, each with its details beside it:
                 // the best `limit` sorted (usually all that is walked),
                 // the rest only if the walk goes past them.
@@ -620,7 +623,7 @@ impl ScopeData {
                     details: Some(ScoreDetails {
                         bm25: f.bm25.map(f64::from),
                         vector: f.vector.map(f64::from),
-                        fused: f64::from(f.candidate.score),
+                        fused: f64::from(f.own),
                     }),
                     candidate: f.candidate,
                 });
@@ -632,6 +635,48 @@ impl ScopeData {
                 }
             }
         }
+    }
+
+    /// The fused list with the lexical stages after it (session cohesion,
+    /// time), as lexical search runs them on BM25: each fused candidate
+    /// and its session neighbours scored `(fused + weight × best
+    /// neighbour's fused score) × time factor`. Each keeps its BM25 and
+    /// vector scores beside it; `fused` in its details stays the fusion's
+    /// own score (0 for a neighbour that entered through support), the
+    /// candidate's score is the final one.
+    fn supported_fused(&self, fused: &[Fused<EntryId>], q: &PreparedSearch) -> Vec<Fused<EntryId>> {
+        let cohesive = q.neighbours.enabled && q.neighbours.weight > 0.0;
+        let head: Vec<Candidate<EntryId>> = fused.iter().map(|f| f.candidate).collect();
+        let boost = self.time_boost(q);
+        let (supported, _) = hippocamp_search::cohesion(
+            &head,
+            if cohesive { q.neighbours.weight } else { 0.0 },
+            head.len(),
+            |k| {
+                if cohesive {
+                    self.neighbours(k)
+                } else {
+                    [None, None]
+                }
+            },
+            &boost,
+        );
+        let sides: foldhash::HashMap<EntryId, (Option<f32>, Option<f32>)> = fused
+            .iter()
+            .map(|f| (f.candidate.key, (f.bm25, f.vector)))
+            .collect();
+        supported
+            .into_iter()
+            .map(|s| {
+                let (bm25, vector) = sides.get(&s.candidate.key).copied().unwrap_or_default();
+                Fused {
+                    candidate: s.candidate,
+                    bm25,
+                    vector,
+                    own: s.own,
+                }
+            })
+            .collect()
     }
 
     /// Whether every entry of the index and the vectors passes the

@@ -322,7 +322,8 @@ pub struct ScoreDetails {
     pub bm25: Option<f64>,
     /// Its vector score, if the dense list held it.
     pub vector: Option<f64>,
-    /// The fused score (the hit's `score`).
+    /// The fused score: the hit's `score` before the later stages
+    /// (session cohesion, time), which `explain` lists.
     pub fused: f64,
 }
 

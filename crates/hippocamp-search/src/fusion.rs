@@ -73,6 +73,10 @@ pub struct Fused<K> {
     pub bm25: Option<f32>,
     /// Its dot product, if the dense list held it.
     pub vector: Option<f32>,
+    /// The fused score itself, before any later stage changed
+    /// `candidate.score` (session cohesion, time); equal to it as [`fuse`]
+    /// returns it.
+    pub own: f32,
 }
 
 /// The best `depth` of an arm: in rank order when `ranked` (rank fusion
@@ -142,11 +146,13 @@ pub fn fuse<K: Copy + Eq + Hash + Ord>(
                     },
                     bm25: None,
                     vector: None,
+                    own: 0.0,
                 });
                 out.len() - 1
             });
             let f = &mut out[i];
             f.candidate.score += part.of(rank, c.score);
+            f.own = f.candidate.score;
             if lexical_side {
                 f.bm25 = Some(c.score);
             } else {

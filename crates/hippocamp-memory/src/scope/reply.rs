@@ -50,39 +50,12 @@ impl ScopeData {
                 (ScoreType::Bm25, _) if q.staged() => {
                     let own = bm25(Some(0.0));
                     let own_score: f64 = own.terms.iter().map(|t| f64::from(t.score)).sum();
-                    // The time stage multiplied the score; what is left
-                    // of it before that is the neighbours' support
-                    // (float noise below a millionth is none).
                     let factor = f64::from(time_boost(&hit.entry.id));
-                    let before_time = hit.score / factor;
-                    let support = before_time - own_score;
-                    let support = if support > 1e-6 { support } else { 0.0 };
-                    let mut list = vec![
-                        Contribution {
-                            score: Some(own_score),
-                            ..own
-                        },
-                        Contribution {
-                            stage: "neighbours".into(),
-                            score: Some(support),
-                            terms: Vec::new(),
-                            detail: Some(format!(
-                                "{} x the best BM25 score of the turn before or after it in its session, among the top {} BM25 matches",
-                                q.neighbours.weight, q.neighbours.depth
-                            )),
-                        },
-                    ];
-                    if factor > 1.0 {
-                        list.push(Contribution {
-                            stage: "time".into(),
-                            score: Some(hit.score - before_time),
-                            terms: Vec::new(),
-                            detail: Some(format!(
-                                "the score above times {factor}: 1 + {} for a turn that states a time when the question asks when, and again for a turn said within the time the question names",
-                                q.time_params.weight
-                            )),
-                        });
-                    }
+                    let mut list = vec![Contribution {
+                        score: Some(own_score),
+                        ..own
+                    }];
+                    list.extend(stages(q, hit.score, own_score, factor, "BM25"));
                     list
                 }
                 (ScoreType::Bm25, _) => vec![bm25(Some(hit.score))],
@@ -106,7 +79,7 @@ impl ScopeData {
                         ),
                         None => "the two lists fused".to_owned(),
                     };
-                    vec![
+                    let mut list = vec![
                         bm25(d.bm25),
                         vector(d.vector),
                         Contribution {
@@ -115,7 +88,12 @@ impl ScopeData {
                             terms: Vec::new(),
                             detail: Some(how),
                         },
-                    ]
+                    ];
+                    if q.staged() {
+                        let factor = f64::from(time_boost(&hit.entry.id));
+                        list.extend(stages(q, hit.score, d.fused, factor, "fused"));
+                    }
+                    list
                 }
             };
             hit.explanation = Some(list);
@@ -175,4 +153,35 @@ impl ScopeData {
             hit.context = Some(context);
         }
     }
+}
+
+/// The later stages' part in a score of `own` that became `score`: the
+/// time stage multiplied it by `factor`, and what is left of it before
+/// that over `own` is the neighbours' support (float noise below a
+/// millionth is none). `what` names the score the stages started from.
+fn stages(q: &PreparedSearch, score: f64, own: f64, factor: f64, what: &str) -> Vec<Contribution> {
+    let before_time = score / factor;
+    let support = before_time - own;
+    let support = if support > 1e-6 { support } else { 0.0 };
+    let mut list = vec![Contribution {
+        stage: "neighbours".into(),
+        score: Some(support),
+        terms: Vec::new(),
+        detail: Some(format!(
+            "{} x the best {what} score of the turn before or after it in its session, among the top {} candidates",
+            q.neighbours.weight, q.neighbours.depth
+        )),
+    }];
+    if factor > 1.0 {
+        list.push(Contribution {
+            stage: "time".into(),
+            score: Some(score - before_time),
+            terms: Vec::new(),
+            detail: Some(format!(
+                "the score above times {factor}: 1 + {} for a turn that states a time when the question asks when, and again for a turn said within the time the question names",
+                q.time_params.weight
+            )),
+        });
+    }
+    list
 }
