@@ -420,6 +420,27 @@ enum Bench {
         #[arg(long, default_value_t = 5_000)]
         samples: usize,
     },
+    /// Turns per second into a store that embeds: short LoCoMo turns, then
+    /// long code-heavy ones (2-16 KiB, generated), same embedder, same run.
+    EmbedIngest {
+        /// The embedder: `http:<base url>` or `local:<model dir>`.
+        #[arg(long)]
+        embedder: String,
+        /// The model to ask the embedding endpoint for.
+        #[arg(long)]
+        embedder_model: Option<String>,
+        /// Turns of each kind.
+        #[arg(long, default_value_t = 200)]
+        turns: usize,
+        /// The embedder's window in tokens (`embed.max_input_tokens`;
+        /// 8192 with `--max-batch-tokens 131072` sends texts whole, as
+        /// before windows).
+        #[arg(long, default_value_t = hippocamp_embed::EmbedLimits::default().max_input_tokens)]
+        max_input_tokens: u64,
+        /// Estimated tokens of one call (`embed.max_batch_tokens`).
+        #[arg(long, default_value_t = hippocamp_embed::EmbedLimits::default().max_batch_tokens)]
+        max_batch_tokens: u64,
+    },
     /// Memory preload (query shaping, search, checks, bounds, framing)
     /// next to the plain search it wraps, on a 600-entry scope,
     /// interleaved.
@@ -751,6 +772,26 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         }
         Bench::Policy { samples } => {
             serde_json::to_value(hippocamp_bench::policy::policy(samples).await?)?
+        }
+        Bench::EmbedIngest {
+            embedder,
+            embedder_model,
+            turns,
+            max_input_tokens,
+            max_batch_tokens,
+        } => {
+            let mut config = cli_embedder(&embedder, embedder_model.as_deref())?;
+            config.limits.max_input_tokens = max_input_tokens;
+            config.limits.max_batch_tokens = max_batch_tokens;
+            config.limits.validate()?;
+            let e = hippocamp_services::connect_embedder(&config)
+                .await
+                .context("starting the embedder")?;
+            let dir = hippocamp_datasets::data_dir()
+                .context("set HIPPOCAMP_DATA_DIR or provide ../shared/data")?;
+            let short = hippocamp_datasets::corpus::texts(&dir, turns)?;
+            let long = hippocamp_bench::embed::long_turns(turns);
+            serde_json::to_value(hippocamp_bench::embed::embed_ingest(e, short, long).await?)?
         }
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?

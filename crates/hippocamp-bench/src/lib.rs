@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod artifacts;
+pub mod embed;
 pub mod export;
 pub mod footprint;
 pub mod http;

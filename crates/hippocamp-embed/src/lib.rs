@@ -48,6 +48,14 @@ hippocamp_core::limit_table! {
         /// Bytes of all texts of one call.
         max_total_bytes: default 1 << 20, min 1, max 1 << 20,
             "bytes of all texts of one embedding call";
+        /// Tokens of one text the model reads (its window): a store sends
+        /// only the text's first `max_input_tokens` × [`BYTES_PER_TOKEN`]
+        /// bytes.
+        max_input_tokens: default 512, min 1, max 8_192,
+            "tokens of one text the embedder reads; a store sends the first max_input_tokens x 4 bytes (the bytes-per-token estimate)";
+        /// Estimated tokens of one call, summed over its texts.
+        max_batch_tokens: default 8_192, min 1, max 131_072,
+            "estimated tokens (bytes / 4) of all texts of one embedding call: long texts go in smaller calls";
         /// Width of a vector.
         max_dimension: default 8_192, min 1, max 8_192,
             "width of a vector";
@@ -57,7 +65,21 @@ hippocamp_core::limit_table! {
     }
 }
 
+/// The bytes-per-token estimate of [`EmbedLimits::max_input_tokens`] and
+/// [`EmbedLimits::max_batch_tokens`]: about 4 bytes per token for English
+/// prose under WordPiece or SentencePiece vocabularies, 3 or so for code.
+/// It sizes work, not correctness: a text cut at 512 × 4 bytes of code
+/// (~680 tokens) is cut again to the window by the model.
+pub const BYTES_PER_TOKEN: u64 = 4;
+
 impl EmbedLimits {
+    /// The most bytes of one text worth sending: the model's window, by
+    /// the estimate, within `max_input_bytes`.
+    pub fn input_window_bytes(&self) -> u64 {
+        self.max_input_bytes
+            .min(self.max_input_tokens.saturating_mul(BYTES_PER_TOKEN))
+    }
+
     /// Checks every range.
     pub fn validate(&self) -> Result<()> {
         self.check_ranges()

@@ -9,10 +9,14 @@
 //! vanished meanwhile, embeds it before committing).
 //!
 //! Calls to the provider are split so that each fits its bounds: at most
-//! `max_inputs` texts and `max_total_bytes` bytes per call; a text longer
-//! than `max_input_bytes` is embedded from its first `max_input_bytes`
-//! bytes (models read only their first few hundred tokens anyway), while
-//! the entry keeps its whole content.
+//! `max_inputs` texts, `max_total_bytes` bytes and `max_batch_tokens`
+//! estimated tokens per call; a text is sent only as far as the model
+//! reads it (its first `max_input_tokens` × 4 bytes, within
+//! `max_input_bytes`), while the entry keeps its whole content. Long,
+//! code-heavy turns sent whole made calls that outlived their deadline
+//! on a busy machine, and the provider kept computing them after they
+//! were abandoned; windows and token-sized batches keep every call's
+//! work bounded.
 //!
 //! [`Pacer`] sizes the batches of callers that ingest a lot (the eval
 //! harness, `memory import`) from the throughput they observe, so each
@@ -49,27 +53,43 @@ pub async fn embed_passages(
     let Some(e) = embedder else {
         return Ok(Vec::new());
     };
-    let l = e.limits();
-    let max_inputs = usize::try_from(l.max_inputs).unwrap_or(1).max(1);
-    let max_input = usize::try_from(l.max_input_bytes).unwrap_or(usize::MAX);
-    let max_total = usize::try_from(l.max_total_bytes).unwrap_or(usize::MAX);
     let mut out = Vec::with_capacity(texts.len());
-    let mut batch: Vec<String> = Vec::new();
-    let mut bytes = 0usize;
-    for t in texts {
-        let t = head(t, max_input.min(max_total));
-        if !batch.is_empty() && (batch.len() == max_inputs || bytes + t.len() > max_total) {
-            out.extend(e.embed(&batch, InputKind::Passage, deadline).await?);
-            batch.clear();
-            bytes = 0;
-        }
-        bytes += t.len();
-        batch.push(t.to_owned());
-    }
-    if !batch.is_empty() {
+    for batch in batches(e.limits(), texts) {
         out.extend(e.embed(&batch, InputKind::Passage, deadline).await?);
     }
     Ok(out)
+}
+
+/// `texts`, each cut to the model's window, in calls within the
+/// embedder's bounds (count, bytes, estimated tokens), in order.
+fn batches(l: &hippocamp_embed::EmbedLimits, texts: &[&str]) -> Vec<Vec<String>> {
+    let max_inputs = usize::try_from(l.max_inputs).unwrap_or(1).max(1);
+    let window = usize::try_from(l.input_window_bytes()).unwrap_or(usize::MAX);
+    let max_total = usize::try_from(l.max_total_bytes).unwrap_or(usize::MAX);
+    let per_token = usize::try_from(hippocamp_embed::BYTES_PER_TOKEN).unwrap_or(4);
+    let max_tokens = usize::try_from(l.max_batch_tokens).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    let mut batch: Vec<String> = Vec::new();
+    let (mut bytes, mut tokens) = (0usize, 0usize);
+    for t in texts {
+        let t = head(t, window.min(max_total));
+        let t_tokens = t.len().div_ceil(per_token);
+        if !batch.is_empty()
+            && (batch.len() == max_inputs
+                || bytes + t.len() > max_total
+                || tokens + t_tokens > max_tokens)
+        {
+            out.push(std::mem::take(&mut batch));
+            (bytes, tokens) = (0, 0);
+        }
+        bytes += t.len();
+        tokens += t_tokens;
+        batch.push(t.to_owned());
+    }
+    if !batch.is_empty() {
+        out.push(batch);
+    }
+    out
 }
 
 /// The vectors of the plan's entries at `indices` (request positions),
@@ -105,7 +125,7 @@ pub async fn embed_query(
 ) -> Result<Option<Vector>> {
     match (embedder, mode) {
         (Some(e), SearchMode::Vector | SearchMode::Hybrid) => {
-            let max = usize::try_from(e.limits().max_input_bytes).unwrap_or(usize::MAX);
+            let max = usize::try_from(e.limits().input_window_bytes()).unwrap_or(usize::MAX);
             Ok(
                 e.embed(&[head(query, max).to_owned()], InputKind::Query, deadline)
                     .await?
@@ -345,6 +365,46 @@ mod tests {
         let sent: Vec<u32> = out.into_iter().flat_map(|(_, b)| b).collect();
         assert_eq!(sent, items);
         assert_eq!(&calls[..2], &[16, 4]);
+    }
+
+    /// Each text goes only as far as the model's window; calls hold at
+    /// most `max_batch_tokens` estimated tokens (and the other bounds),
+    /// and every text is sent once, in order.
+    #[test]
+    fn texts_are_cut_to_the_window_and_batched_by_tokens() {
+        let limits = hippocamp_embed::EmbedLimits {
+            max_input_tokens: 4,
+            max_batch_tokens: 6,
+            max_inputs: 3,
+            ..hippocamp_embed::EmbedLimits::default()
+        };
+        assert_eq!(limits.input_window_bytes(), 16);
+        let long = "x".repeat(100);
+        let texts = [
+            long.as_str(),
+            long.as_str(),
+            "bb",
+            "cccccccccccc",
+            "d",
+            "e",
+            "f",
+            "g",
+        ];
+        let calls = batches(&limits, &texts);
+        let sent: Vec<String> = calls.iter().flatten().cloned().collect();
+        // The long texts cut to 16 bytes (4 tokens); the rest whole.
+        assert_eq!(sent[0], "x".repeat(16));
+        assert_eq!(sent.len(), texts.len());
+        for (got, want) in sent.iter().zip(texts) {
+            assert!(want.starts_with(got.as_str()));
+        }
+        for call in &calls {
+            let tokens: usize = call.iter().map(|t| t.len().div_ceil(4)).sum();
+            assert!(tokens <= 6 && call.len() <= 3, "{call:?}");
+        }
+        // 4 | 4 + 1 | 3 + 1 + 1 (three texts) | 1 + 1.
+        let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [1, 2, 3, 2]);
     }
 
     #[test]

@@ -410,21 +410,7 @@ impl ScopeData {
             .filter(|c| keep(&c.key))
             .take(depth)
             .collect();
-        let cohesive = q.neighbours.enabled && q.neighbours.weight > 0.0;
-        let boost = self.time_boost(q);
-        let (mut supported, seen) = hippocamp_search::cohesion(
-            &head,
-            if cohesive { q.neighbours.weight } else { 0.0 },
-            q.limit,
-            |k| {
-                if cohesive {
-                    self.neighbours(k)
-                } else {
-                    [None, None]
-                }
-            },
-            &boost,
-        );
+        let (mut supported, seen) = self.staged(&head, q.limit, q);
         // The best `limit` are in order; should the walk go past them
         // (hits the filter or the budget skip), the rest is ordered then.
         let ordered = q.limit.min(supported.len());
@@ -455,6 +441,27 @@ impl ScopeData {
             })
         });
         self.collect(q, &mut ranked, ScoreType::Bm25)
+    }
+
+    /// `head` through the stages after the first score: session cohesion
+    /// (when on) and the time factor ([`hippocamp_search::cohesion`]),
+    /// the best `first` in order at the front; and the keys, sorted.
+    fn staged(
+        &self,
+        head: &[Candidate<EntryId>],
+        first: usize,
+        q: &PreparedSearch,
+    ) -> (Vec<hippocamp_search::Supported<EntryId>>, Vec<EntryId>) {
+        let cohesive = q.neighbours.enabled && q.neighbours.weight > 0.0;
+        let weight = if cohesive { q.neighbours.weight } else { 0.0 };
+        let neighbours = |k: &EntryId| {
+            if cohesive {
+                self.neighbours(k)
+            } else {
+                [None, None]
+            }
+        };
+        hippocamp_search::cohesion(head, weight, first, neighbours, self.time_boost(q))
     }
 
     /// The time stage's factor for each entry, for this query
@@ -645,22 +652,8 @@ impl ScopeData {
     /// own score (0 for a neighbour that entered through support), the
     /// candidate's score is the final one.
     fn supported_fused(&self, fused: &[Fused<EntryId>], q: &PreparedSearch) -> Vec<Fused<EntryId>> {
-        let cohesive = q.neighbours.enabled && q.neighbours.weight > 0.0;
         let head: Vec<Candidate<EntryId>> = fused.iter().map(|f| f.candidate).collect();
-        let boost = self.time_boost(q);
-        let (supported, _) = hippocamp_search::cohesion(
-            &head,
-            if cohesive { q.neighbours.weight } else { 0.0 },
-            head.len(),
-            |k| {
-                if cohesive {
-                    self.neighbours(k)
-                } else {
-                    [None, None]
-                }
-            },
-            &boost,
-        );
+        let (supported, _) = self.staged(&head, head.len(), q);
         let sides: foldhash::HashMap<EntryId, (Option<f32>, Option<f32>)> = fused
             .iter()
             .map(|f| (f.candidate.key, (f.bm25, f.vector)))
