@@ -426,3 +426,48 @@ async fn a_retried_memory_add_with_its_key_stores_once() {
     .await;
     assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
 }
+
+/// `memory_add` with a secret in its content: the fact is stored with the
+/// secret redacted, and the reply says where it was (the model learns the
+/// stored text differs from what it sent).
+#[tokio::test]
+async fn memory_add_redacts_a_secret_and_says_where() {
+    let tools = Tools::new().unwrap();
+    let b = backends();
+    let alice = who("alice", &[Permission::Admin]);
+    let content = "the deploy key is AKIAIOSFODNN7EXAMPLE for staging";
+    let added = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_add",
+        json!({"content": content}),
+    )
+    .await;
+    assert_eq!(
+        added["redacted"],
+        json!([{"kind": "aws_access_key_id", "start": 18, "end": 38}]),
+        "{added}"
+    );
+    let hits = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_search",
+        json!({"query": "deploy key"}),
+    )
+    .await;
+    assert_eq!(
+        hits["hits"][0]["content"], "the deploy key is [REDACTED] for staging",
+        "{hits}"
+    );
+    let plain = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory_add",
+        json!({"content": "no secret here"}),
+    )
+    .await;
+    assert_eq!(plain["redacted"], json!([]));
+}
