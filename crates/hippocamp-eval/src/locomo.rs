@@ -314,16 +314,18 @@ fn reference_of(sample: &Sample, opts: &LocomoOptions) -> Option<u64> {
         .and_then(|ms| u64::try_from(ms).ok())
 }
 
+/// Searches `question` of `sample` in `scope` as the run's options say
+/// (hits, reference time).
 async fn search(
     store: &dyn MemoryStore,
     scope: &MemoryScope,
+    sample: &Sample,
     question: &str,
-    top_k: u64,
+    opts: &LocomoOptions,
     mode: hippocamp_memory::SearchMode,
-    reference: Option<u64>,
 ) -> Result<Ranking, EvalError> {
-    let mut req = SearchRequest::new(question).limit(top_k).mode(mode);
-    req.reference_time_ms = reference;
+    let mut req = SearchRequest::new(question).limit(opts.top_k).mode(mode);
+    req.reference_time_ms = reference_of(sample, opts);
     let res = store.search(scope, &req, &crate::call(store)).await?;
     Ok(res
         .hits
@@ -373,15 +375,7 @@ pub async fn run(
         .then(|| progress(2 * all.len() as u64, "search"));
     for (s, q) in &all {
         let text = query_text(s, q, opts.long_queries);
-        search(
-            &*store,
-            &scope_of(s)?,
-            &text,
-            opts.top_k,
-            mode,
-            reference_of(s, opts),
-        )
-        .await?;
+        search(&*store, &scope_of(s)?, s, &text, opts, mode).await?;
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -392,15 +386,7 @@ pub async fn run(
         let scope = scope_of(s)?;
         let t = Instant::now();
         let text = query_text(s, q, opts.long_queries);
-        let r = search(
-            &*store,
-            &scope,
-            &text,
-            opts.top_k,
-            mode,
-            reference_of(s, opts),
-        )
-        .await?;
+        let r = search(&*store, &scope, s, &text, opts, mode).await?;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
         rankings.push(r);
         if let Some(b) = &bar {
@@ -581,15 +567,7 @@ async fn isolation(
                 continue;
             }
             let text = query_text(s, q, opts.long_queries);
-            let solo = search(
-                &*alone,
-                &scope,
-                &text,
-                opts.top_k,
-                mode,
-                reference_of(s, opts),
-            )
-            .await?;
+            let solo = search(&*alone, &scope, s, &text, opts, mode).await?;
             let key = |r: &Ranking| -> Vec<(EntryId, u64)> {
                 r.iter().map(|h| (h.0, h.1.to_bits())).collect()
             };
