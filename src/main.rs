@@ -441,6 +441,24 @@ enum Bench {
         #[arg(long, default_value_t = hippocamp_embed::EmbedLimits::default().max_batch_tokens)]
         max_batch_tokens: u64,
     },
+    /// The reranking stage's latency: one call scoring a LoCoMo question
+    /// against its candidates (LoCoMo turns), p50/p95/p99.
+    Rerank {
+        /// The reranker: `rerank:<base url>` (a `/rerank` endpoint),
+        /// `http:<base url>` or `local:<model dir>` (an embedder as a
+        /// bi-encoder).
+        #[arg(long)]
+        reranker: String,
+        /// The model the reranker's endpoint serves.
+        #[arg(long)]
+        reranker_model: Option<String>,
+        /// Documents per call.
+        #[arg(long, default_value_t = 20)]
+        candidates: usize,
+        /// Calls measured.
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
+    },
     /// Memory preload (query shaping, search, checks, bounds, framing)
     /// next to the plain search it wraps, on a 600-entry scope,
     /// interleaved.
@@ -793,6 +811,21 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             let long = hippocamp_bench::embed::long_turns(turns);
             serde_json::to_value(hippocamp_bench::embed::embed_ingest(e, short, long).await?)?
         }
+        Bench::Rerank {
+            reranker,
+            reranker_model,
+            candidates,
+            samples,
+        } => {
+            let mut config = cli_reranker(&reranker, reranker_model.as_deref())?;
+            config.limits.candidates = u64::try_from(candidates)?;
+            let stage = hippocamp_services::reranker::connect(&config, None)
+                .await
+                .context("starting the reranker")?;
+            serde_json::to_value(
+                hippocamp_bench::rerank::rerank(stage.reranker, candidates, samples).await?,
+            )?
+        }
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?
         }
@@ -870,6 +903,24 @@ struct Common {
     /// The model to ask the embedding endpoint for.
     #[arg(long)]
     embedder_model: Option<String>,
+    /// A reranking stage: `rerank:<base url>` (a `/rerank` endpoint),
+    /// `http:<base url>` or `local:<model dir>` (an embedder as a
+    /// bi-encoder), or `embedder` (the store's own embedder).
+    #[arg(long)]
+    reranker: Option<String>,
+    /// The model the reranker's endpoint serves.
+    #[arg(long)]
+    reranker_model: Option<String>,
+    /// The reranker's share of the blended order (0..=1).
+    #[arg(long, default_value_t = hippocamp_services::reranker::DEFAULT_WEIGHT)]
+    rerank_weight: f32,
+    /// Best first-stage hits reranked per search (1..=100).
+    #[arg(long, default_value_t = hippocamp_embed::rerank::RerankLimits::default().candidates)]
+    rerank_candidates: u64,
+    /// The reranking stage's deadline in milliseconds (a search whose
+    /// reranker misses it keeps the first stage's order).
+    #[arg(long, default_value_t = hippocamp_embed::rerank::RerankLimits::default().timeout_ms)]
+    rerank_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -905,6 +956,7 @@ enum StoreKind {
 struct PostgresOpener {
     url: String,
     embedder: Option<(Arc<dyn hippocamp_embed::Embedder>, String)>,
+    reranker: Option<hippocamp_services::reranker::RerankerConfig>,
 }
 
 #[async_trait]
@@ -923,7 +975,18 @@ impl StoreOpener for PostgresOpener {
         if let Some((e, _)) = &self.embedder {
             store = store.with_embedder(Arc::clone(e)).await?;
         }
-        Ok(Arc::new(hippocamp_memory::ScopeChecked::new(store)))
+        let store: Arc<dyn MemoryStore> = Arc::new(hippocamp_memory::ScopeChecked::new(store));
+        match &self.reranker {
+            Some(r) => {
+                let stage = hippocamp_services::reranker::connect(
+                    r,
+                    self.embedder.as_ref().map(|(e, _)| e),
+                )
+                .await?;
+                Ok(Arc::new(hippocamp_memory::Reranked::new(store, stage)?))
+            }
+            None => Ok(store),
+        }
     }
 
     fn embedder(&self) -> Option<String> {
@@ -938,6 +1001,7 @@ struct ServicesOpener {
     profile: hippocamp_services::Profile,
     root: PathBuf,
     embedder: Option<(Arc<dyn hippocamp_embed::Embedder>, String)>,
+    reranker: Option<hippocamp_services::reranker::RerankerConfig>,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -959,6 +1023,7 @@ impl StoreOpener for ServicesOpener {
             profile: self.profile,
             data_dir,
             memory: config,
+            reranker: self.reranker.clone(),
             ..hippocamp_services::Config::default()
         };
         let embedder = self.embedder.as_ref().map(|(e, _)| Arc::clone(e));
@@ -989,11 +1054,16 @@ impl Common {
                 Some((e, label))
             }
         };
+        let reranker = self.reranker()?;
         let (profile, root, temp) = match self.store {
             StoreKind::Postgres => {
                 let url = std::env::var("HIPPOCAMP_POSTGRES_URL")
                     .context("--store postgres reads the URL from HIPPOCAMP_POSTGRES_URL")?;
-                return Ok(Box::new(PostgresOpener { url, embedder }));
+                return Ok(Box::new(PostgresOpener {
+                    url,
+                    embedder,
+                    reranker,
+                }));
             }
             StoreKind::Memory => (hippocamp_services::Profile::Ephemeral, PathBuf::new(), None),
             StoreKind::Durable => {
@@ -1010,9 +1080,59 @@ impl Common {
             profile,
             root,
             embedder,
+            reranker,
             _temp: temp,
         }))
     }
+
+    /// The `[reranker]` `--reranker` names.
+    fn reranker(&self) -> anyhow::Result<Option<hippocamp_services::reranker::RerankerConfig>> {
+        let Some(spec) = &self.reranker else {
+            return Ok(None);
+        };
+        let mut config = cli_reranker(spec, self.reranker_model.as_deref())?;
+        config.weight = self.rerank_weight;
+        config.limits.candidates = self.rerank_candidates;
+        config.limits.timeout_ms = self.rerank_timeout_ms;
+        config.validate(self.embedder.is_some())?;
+        Ok(Some(config))
+    }
+}
+
+/// The `[reranker]` a `--reranker` spec names, with default parameters:
+/// `rerank:<base url>` (a `/rerank` endpoint, with `model`),
+/// `http:<base url>` or `local:<model dir>` (an embedder as a
+/// bi-encoder), or `embedder` (the store's own).
+fn cli_reranker(
+    spec: &str,
+    model: Option<&str>,
+) -> anyhow::Result<hippocamp_services::reranker::RerankerConfig> {
+    use hippocamp_services::reranker::{DEFAULT_WEIGHT, RerankEndpoint, RerankerConfig};
+    let mut config = RerankerConfig {
+        endpoint: None,
+        embedder: None,
+        use_embedder: false,
+        weight: DEFAULT_WEIGHT,
+        limits: hippocamp_embed::rerank::RerankLimits::default(),
+    };
+    if spec == "embedder" {
+        config.use_embedder = true;
+    } else if let Some(url) = spec.strip_prefix("rerank:") {
+        config.endpoint = Some(RerankEndpoint {
+            base_url: url.to_owned(),
+            model: model
+                .context("--reranker rerank:… needs --reranker-model")?
+                .to_owned(),
+            shape: hippocamp_embed::http_rerank::RerankShape::default(),
+            api_key_env: Some("HIPPOCAMP_RERANK_API_KEY".to_owned()),
+        });
+    } else {
+        config.embedder = Some(
+            cli_embedder(spec, model)
+                .context("--reranker is rerank:<url>, http:<url>, local:<dir> or embedder")?,
+        );
+    }
+    Ok(config)
 }
 
 /// The configuration a command on a data directory uses: the file given

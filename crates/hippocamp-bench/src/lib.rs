@@ -18,6 +18,7 @@
 //!   the ingestion outbox.
 //! - [`preload`]: memory preload next to the plain search it wraps.
 //! - [`mcp`]: an MCP `memory_search` round trip next to the API's.
+//! - [`rerank`]: the reranking stage's latency for one search's candidates.
 //! - [`footprint`]: resident memory per entry, and with many active scopes.
 //! - [`http`]: the HTTP layer under load next to a bare route, server and
 //!   load generator on different cores.
@@ -35,6 +36,7 @@ pub mod outbox;
 pub mod policy;
 pub mod postgres;
 pub mod preload;
+pub mod rerank;
 
 use std::fs::OpenOptions;
 use std::io::Write as _;

@@ -15,6 +15,10 @@
 //!   sentence-transformer on the CPU with candle.
 //! - [`hash::HashEmbedder`]: a deterministic in-process feature-hashing
 //!   embedder for tests; no quality figure is ever taken from it.
+//!
+//! [`rerank`] holds the second contract, [`rerank::Reranker`]: relevance
+//! scores of a few candidates for a query (an embedder as a bi-encoder, or
+//! a `/rerank` endpoint).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,9 +26,12 @@
 pub mod hash;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "http")]
+pub mod http_rerank;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod probed;
+pub mod rerank;
 
 use std::time::Duration;
 

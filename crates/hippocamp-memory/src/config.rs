@@ -125,6 +125,7 @@ impl MemoryConfig {
                 neighbours: self.neighbours,
                 time: self.time,
                 max_context_turns: hippocamp_core::limits::MAX_CONTEXT_TURNS,
+                rerank: None,
             },
             idempotent_ingestion: true,
             incremental_events: true,

@@ -39,6 +39,7 @@ pub mod import;
 pub mod list;
 pub mod mem;
 pub mod quota;
+pub mod rerank;
 pub mod scope;
 pub mod search;
 pub mod store;
@@ -55,6 +56,7 @@ pub use entry::{
 pub use event::{Event, IngestReport, SkipReason};
 pub use import::{ImportReport, ImportedEntry};
 pub use mem::InMemoryStore;
+pub use rerank::{RerankStage, Reranked};
 pub use store::{
     AddOutcome, Capabilities, EmbedderInfo, EntryPage, Erasure, ErasureFence, ExportRequest,
     ListOrder, ListRequest, MemoryLayer, MemoryStore, NamePage, NamesRequest, ObligationRules,

@@ -288,7 +288,8 @@ impl SearchRequest {
 /// appends its own; a client shows the stages it knows and lists the rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Contribution {
-    /// The stage: `bm25`, `vector` or `fusion` today.
+    /// The stage: `bm25`, `vector`, `fusion`, `neighbours`, `time` or
+    /// `rerank`.
     pub stage: String,
     /// Its score for this hit; `None` when the hit was not in that
     /// stage's list (a hybrid hit found by one side only).
@@ -393,6 +394,9 @@ pub struct SearchCapabilities {
     pub time: hippocamp_search::TimeParams,
     /// Most turns a search's `context` asks for on each side of a hit.
     pub max_context_turns: u32,
+    /// The reranking stage, when one is configured (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<crate::rerank::RerankInfo>,
 }
 
 /// The embedder a store uses.

@@ -139,6 +139,10 @@ pub struct Config {
     /// search (hybrid by default); a durable store records the model and
     /// refuses another one later.
     pub embedder: Option<crate::embedder::EmbedderConfig>,
+    /// A reranking stage over every search's best hits (off without one):
+    /// a `/rerank` endpoint, an embedder as a bi-encoder, or the store's
+    /// own embedder.
+    pub reranker: Option<crate::reranker::RerankerConfig>,
     /// The ingestion outbox's limits, retries and retention (durable
     /// profile).
     pub outbox: hippocamp_outbox::OutboxLimits,
@@ -304,6 +308,7 @@ impl Default for Config {
             artifacts_router: RouterConfig::default(),
             artifacts_fs: FsOptions::default(),
             embedder: None,
+            reranker: None,
             outbox: hippocamp_outbox::OutboxLimits::default(),
             outbox_processor: hippocamp_outbox::ProcessorOptions::default(),
             sessions: hippocamp_sessions::SessionLimits::default(),
@@ -396,6 +401,12 @@ impl Config {
             .map_err(|e| Error::config("agent", Problem::Malformed(e.to_string())))?;
         if let Some(e) = &self.embedder {
             e.validate()?;
+        }
+        if let Some(r) = &self.reranker {
+            // `use_embedder` is checked against the embedder the stores
+            // get, when the stage is connected: a library caller may
+            // hand one over without an `[embedder]` section.
+            r.validate(true)?;
         }
         match (self.profile, &self.postgres, &self.s3) {
             (Profile::Distributed, Some(pg), Some(s3)) => {

@@ -18,6 +18,8 @@
 //! - [`layout`]: where each store lives in a data directory.
 //! - [`auth`]: tokens, grants and permissions.
 //! - [`embedder`]: the embedder a configuration names.
+//! - [`reranker`]: the reranking stage a configuration names (a layer over
+//!   the router, under the governance gate; off by default).
 //!
 //! | profile | memory | outbox | artifacts | sessions |
 //! |---|---|---|---|---|
@@ -39,6 +41,7 @@ pub mod distributed;
 pub mod embedder;
 pub mod export;
 pub mod layout;
+pub mod reranker;
 pub mod restore;
 
 use std::sync::Arc;
@@ -994,6 +997,16 @@ impl Services {
                 .with_audit(Arc::clone(&governance.audit)),
             )
         };
+        let rerank = match &config.reranker {
+            None => None,
+            // Connected here, on the blocking thread that opens the
+            // stores: an embedder named for it may need a probe.
+            Some(r) => Some(
+                tokio::runtime::Handle::try_current()
+                    .map_err(|_| Error::Unavailable("no runtime to connect on".into()))?
+                    .block_on(crate::reranker::connect(r, embedder.as_ref()))?,
+            ),
+        };
         let inner: Arc<dyn MemoryStore> = match config.profile {
             Profile::Disabled => return Err(Error::MemoryDisabled),
             Profile::Ephemeral => {
@@ -1038,6 +1051,10 @@ impl Services {
             inner,
             router(config.profile, &config.memory_router),
         )?);
+        let routed: Arc<dyn MemoryStore> = match rerank {
+            Some(stage) => Arc::new(hippocamp_memory::Reranked::new(routed, stage)?),
+            None => routed,
+        };
         let jobs: Arc<dyn hippocamp_outbox::JobStore> = match (config.profile, remote) {
             (Profile::Durable, _) => Arc::new(RedbJobStore::open(
                 layout::outbox_dir(&config.data_dir)?,
