@@ -886,6 +886,9 @@ struct Common {
     /// Lexical search without the time stage (on by default).
     #[arg(long)]
     no_time: bool,
+    /// How hybrid search fuses its lists (default: weighted).
+    #[arg(long, value_enum)]
+    fusion: Option<FusionArg>,
     /// The store to evaluate.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
     store: StoreKind,
@@ -921,6 +924,14 @@ struct Common {
     /// reranker misses it keeps the first stage's order).
     #[arg(long, default_value_t = hippocamp_embed::rerank::RerankLimits::default().timeout_ms)]
     rerank_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FusionArg {
+    /// Min-max-normalised scores, weighted (`dense_weight`).
+    Weighted,
+    /// Reciprocal-rank fusion (`rrf_k`).
+    Rrf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -1262,6 +1273,17 @@ impl Common {
         }
     }
 
+    fn fusion(&self, base: hippocamp_search::FusionParams) -> hippocamp_search::FusionParams {
+        hippocamp_search::FusionParams {
+            method: match self.fusion {
+                None => base.method,
+                Some(FusionArg::Weighted) => hippocamp_search::FusionMethod::Weighted,
+                Some(FusionArg::Rrf) => hippocamp_search::FusionMethod::Rrf,
+            },
+            ..base
+        }
+    }
+
     fn time(&self) -> hippocamp_search::TimeParams {
         hippocamp_search::TimeParams {
             enabled: !self.no_time,
@@ -1325,6 +1347,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                     bm25: common.bm25(),
                     neighbours: common.neighbours(),
                     time: common.time(),
+                    fusion: common.fusion(MemoryConfig::default().fusion),
                     ..MemoryConfig::default()
                 },
                 isolation_check: !no_isolation,
@@ -1371,6 +1394,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                 bm25: common.bm25(),
                 neighbours: common.neighbours(),
                 time: common.time(),
+                fusion: common.fusion(cranfield::config().fusion),
                 ..cranfield::config()
             };
             let report = cranfield::run_in_mode(
