@@ -131,6 +131,11 @@ enum Eval {
         /// instead of each conversation's last session date.
         #[arg(long)]
         no_reference_time: bool,
+        /// Bury every N-th turn (1: each) in 2-16 KiB of generated code
+        /// (the turn's text between its two halves): a one-line fact
+        /// inside a pasted file.
+        #[arg(long, value_name = "N")]
+        long_turns: Option<usize>,
     },
     /// Compare two LoCoMo runs question by question (files written by
     /// `eval locomo --per-question`): the difference of a metric with a
@@ -886,6 +891,9 @@ struct Common {
     /// Lexical search without the time stage (on by default).
     #[arg(long)]
     no_time: bool,
+    /// Long entries indexed whole, not as passages (on by default).
+    #[arg(long)]
+    no_passages: bool,
     /// How hybrid search fuses its lists (default: weighted).
     #[arg(long, value_enum)]
     fusion: Option<FusionArg>,
@@ -1273,6 +1281,25 @@ impl Common {
         }
     }
 
+    /// `base` with the stages and parameters the options set.
+    fn memory_config(&self, base: MemoryConfig) -> MemoryConfig {
+        MemoryConfig {
+            bm25: self.bm25(),
+            neighbours: self.neighbours(),
+            time: self.time(),
+            passages: self.passages(),
+            fusion: self.fusion(base.fusion),
+            ..base
+        }
+    }
+
+    fn passages(&self) -> hippocamp_search::PassageParams {
+        hippocamp_search::PassageParams {
+            enabled: !self.no_passages,
+            ..hippocamp_search::PassageParams::default()
+        }
+    }
+
     fn fusion(&self, base: hippocamp_search::FusionParams) -> hippocamp_search::FusionParams {
         hippocamp_search::FusionParams {
             method: match self.fusion {
@@ -1340,16 +1367,14 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             long_queries,
             per_question,
             no_reference_time,
+            long_turns,
         } => {
-            let samples = hippocamp_datasets::locomo::load(&path)?;
+            let mut samples = hippocamp_datasets::locomo::load(&path)?;
+            if let Some(every) = long_turns {
+                hippocamp_datasets::synthetic::bury_in_code(&mut samples, every);
+            }
             let opts = locomo::LocomoOptions {
-                config: MemoryConfig {
-                    bm25: common.bm25(),
-                    neighbours: common.neighbours(),
-                    time: common.time(),
-                    fusion: common.fusion(MemoryConfig::default().fusion),
-                    ..MemoryConfig::default()
-                },
+                config: common.memory_config(MemoryConfig::default()),
                 isolation_check: !no_isolation,
                 mode: common.mode.map(Into::into),
                 long_queries,
@@ -1390,13 +1415,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
         }
         Eval::Cranfield { dir, common } => {
             let collection = hippocamp_datasets::cranfield::load(&dir)?;
-            let config = MemoryConfig {
-                bm25: common.bm25(),
-                neighbours: common.neighbours(),
-                time: common.time(),
-                fusion: common.fusion(cranfield::config().fusion),
-                ..cranfield::config()
-            };
+            let config = common.memory_config(cranfield::config());
             let report = cranfield::run_in_mode(
                 &*common.opener().await?,
                 &collection,

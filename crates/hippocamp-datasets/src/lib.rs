@@ -3,8 +3,9 @@
 //! The data lives outside the repository (`../shared/data`, or the folder
 //! named by `HIPPOCAMP_DATA_DIR`) and is never copied into it. This crate
 //! only parses: LoCoMo conversations and questions ([`locomo`]), the
-//! Cranfield collection ([`cranfield`]), and a deterministic corpus of
-//! realistic sentences for benchmarks ([`corpus`]).
+//! Cranfield collection ([`cranfield`]), a deterministic corpus of
+//! realistic sentences for benchmarks ([`corpus`]), and generated
+//! code-heavy turns ([`synthetic`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 pub mod corpus;
 pub mod cranfield;
 pub mod locomo;
+pub mod synthetic;
 
 /// A dataset could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -361,13 +361,14 @@ impl RedbMemoryStore {
         let db = Arc::clone(&self.db);
         let progress = Arc::clone(&self.progress);
         let scope = scope.clone();
+        let passages = self.config.passages;
         self.cache
             .get_or_load(key, move || async move {
                 // After the load is counted (so later commits keep their
                 // changes for it), before its snapshot: the snapshot then
                 // holds every acknowledged write.
                 progress.settled().await?;
-                tokio::task::spawn_blocking(move || load_scope(&db, &scope))
+                tokio::task::spawn_blocking(move || load_scope(&db, &scope, passages))
                     .await
                     .map_err(|e| Error::Unavailable(format!("scope load failed: {e}")))?
             })
@@ -702,7 +703,11 @@ fn names_page(
 }
 
 /// Reads every record of a scope into a fresh [`ScopeData`].
-fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
+fn load_scope(
+    db: &Database,
+    scope: &MemoryScope,
+    passages: hippocamp_search::PassageParams,
+) -> Result<ScopeData> {
     let txn = db.begin_read().map_err(storage)?;
     let entries = txn.open_table(ENTRIES).map_err(storage)?;
     let (lo, hi) = entry_range(&scope_hash(scope));
@@ -725,7 +730,7 @@ fn load_scope(db: &Database, scope: &MemoryScope) -> Result<ScopeData> {
         rev.copy_from_slice(&k.value()[32..]);
         revised.insert(key, (u32::from_be_bytes(rev), rec.written_at_ms));
     }
-    let mut data = ScopeData::default();
+    let mut data = ScopeData::with_passages(passages);
     for item in entries.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
         let rec: EntryRecord = decode(v.value(), "entry")?;

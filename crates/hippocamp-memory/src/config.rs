@@ -24,6 +24,9 @@ pub struct MemoryConfig {
     /// Time in lexical search: "when" questions favour turns that state a
     /// time, and a question naming a time favours turns said then.
     pub time: TimeParams,
+    /// Long entries indexed as bounded passages, each ranked on its own;
+    /// an entry ranks by its best (on by default).
+    pub passages: hippocamp_search::PassageParams,
     /// Where the store reads "now" for expiry and retention (the system
     /// clock unless a test or the services bundle installs another).
     #[serde(skip)]
@@ -93,6 +96,16 @@ impl MemoryConfig {
                 }),
             )
         })?;
+        self.passages.validate().map_err(|_| {
+            Error::config(
+                "passages.max_bytes",
+                Problem::OutOfRange {
+                    value: self.passages.max_bytes as i128,
+                    min: hippocamp_search::passages::MIN_PASSAGE_BYTES as i128,
+                    max: hippocamp_search::passages::MAX_PASSAGE_BYTES as i128,
+                },
+            )
+        })?;
         self.time.validate().map_err(|_| {
             Error::config(
                 "time.weight",
@@ -124,6 +137,7 @@ impl MemoryConfig {
                 fusion: self.fusion,
                 neighbours: self.neighbours,
                 time: self.time,
+                passages: self.passages,
                 max_context_turns: hippocamp_core::limits::MAX_CONTEXT_TURNS,
                 rerank: None,
             },

@@ -40,10 +40,12 @@ use crate::{InMemoryStore, MemoryConfig};
 pub mod erasure;
 pub mod lifecycle;
 pub mod model;
+pub mod passages;
 pub mod revisions;
 
 pub use erasure::*;
 pub use lifecycle::*;
+pub use passages::*;
 pub use revisions::*;
 
 /// Creates fresh, empty stores for the suite.
@@ -179,6 +181,7 @@ macro_rules! memory_conformance_tests {
             neighbours_support_a_turn_and_can_be_turned_off,
             context_returns_the_turns_around_a_hit,
             time_in_questions_moves_turns_said_then,
+            long_entries_rank_by_their_best_passage,
             keyed_add_is_idempotent_and_redacts,
             search_finds_with_filter_and_provenance,
             scopes_are_isolated,

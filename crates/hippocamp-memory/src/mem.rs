@@ -226,10 +226,16 @@ impl InMemoryStore {
         if let Some(s) = self.find(scope) {
             return s;
         }
+        let passages = self.config.passages;
         self.scopes
             .write()
             .entry(scope.clone())
-            .or_default()
+            .or_insert_with(|| {
+                Arc::new(AsyncRwLock::new(Shell {
+                    data: ScopeData::with_passages(passages),
+                    ..Shell::default()
+                }))
+            })
             .clone()
     }
 

@@ -80,6 +80,8 @@ pub struct ScopeData {
     /// Entries that cannot be deleted now or later (legal hold or
     /// retention), so an erasure checks them without walking the scope.
     guarded: BTreeSet<EntryId>,
+    /// How long entries are indexed as passages.
+    passages: hippocamp_search::PassageParams,
 }
 
 /// The results of a search whose vector candidates came from elsewhere.
@@ -237,7 +239,20 @@ impl ScopeData {
     pub fn insert(&mut self, entry: MemoryEntry, bytes: u64, terms: &TermFreqs) {
         use std::ops::Bound::{Excluded, Unbounded};
         self.remove(&entry.id);
-        self.index.insert(entry.id, terms, recency(&entry));
+        if self.passages.splits(entry.content.len()) {
+            let passages = self.passages.split(&entry.content);
+            // Analysed again, passage by passage: only long entries pay,
+            // and nothing about passages is stored.
+            let analyzer = hippocamp_search::analyzer::english();
+            let terms: Vec<TermFreqs> = passages
+                .iter()
+                .map(|r| analyzer.analyze(&entry.content[r.clone()]))
+                .collect();
+            self.index
+                .insert_passages(entry.id, &terms, recency(&entry));
+        } else {
+            self.index.insert(entry.id, terms, recency(&entry));
+        }
         let at = (entry.timestamp_ms, entry.id);
         let mut links = [None, None];
         if let Some(s) = &entry.provenance.session_id {
@@ -365,8 +380,17 @@ impl ScopeData {
     /// Drops everything; returns the entries and bytes released.
     pub fn clear(&mut self) -> (u64, u64) {
         let released = (self.len(), self.bytes);
-        *self = Self::default();
+        *self = Self::with_passages(self.passages);
         released
+    }
+
+    /// An empty scope whose long entries are indexed as `passages` say
+    /// (`default()` uses the default parameters).
+    pub fn with_passages(passages: hippocamp_search::PassageParams) -> Self {
+        Self {
+            passages,
+            ..Self::default()
+        }
     }
 
     /// Runs a prepared search: BM25 over this scope's statistics, then the
@@ -387,7 +411,7 @@ impl ScopeData {
                     candidate: c,
                     details: None,
                 });
-            self.collect(q, &mut ranked, ScoreType::Bm25)
+            self.collect(q, &mut ranked, ScoreType::Bm25, params)
         };
         self.explain(&mut out, q, params, None);
         out
@@ -440,7 +464,7 @@ impl ScopeData {
                 details: None,
             })
         });
-        self.collect(q, &mut ranked, ScoreType::Bm25)
+        self.collect(q, &mut ranked, ScoreType::Bm25, params)
     }
 
     /// `head` through the stages after the first score: session cohesion
@@ -570,7 +594,7 @@ impl ScopeData {
                     candidate: c,
                     details: None,
                 });
-                let mut results = self.collect(q, &mut ranked, ScoreType::Vector);
+                let mut results = self.collect(q, &mut ranked, ScoreType::Vector, params);
                 self.explain(&mut results, q, params, Some(fusion));
                 // Short of the limit with every candidate walked.
                 let wants_more = results.hits.len() < q.limit && ranked.next().is_none();
@@ -634,7 +658,7 @@ impl ScopeData {
                     }),
                     candidate: f.candidate,
                 });
-                let mut results = self.collect(q, &mut ranked, ScoreType::Hybrid);
+                let mut results = self.collect(q, &mut ranked, ScoreType::Hybrid, params);
                 self.explain(&mut results, q, params, Some(fusion));
                 DenseSearch {
                     results,
@@ -687,12 +711,29 @@ impl ScopeData {
         })
     }
 
+    /// The byte range of the passage of `entry` that matches the query
+    /// best, when it is indexed as passages and one matches.
+    fn passage(
+        &self,
+        entry: &MemoryEntry,
+        q: &PreparedSearch,
+        params: Bm25Params,
+    ) -> Option<crate::store::PassageSpan> {
+        let p = self.index.best_passage(&entry.id, &q.terms, params)?;
+        let r = self.passages.split(&entry.content).into_iter().nth(p)?;
+        Some(crate::store::PassageSpan {
+            start: r.start as u64,
+            end: r.end as u64,
+        })
+    }
+
     /// Walks ranked candidates applying the filter, limit and byte budget.
     fn collect(
         &self,
         q: &PreparedSearch,
         ranked: &mut impl Iterator<Item = Scored>,
         score_type: ScoreType,
+        params: Bm25Params,
     ) -> SearchResults {
         let mut out = SearchResults::default();
         let mut used = 0u64;
@@ -729,6 +770,7 @@ impl ScopeData {
                 details,
                 explanation: None,
                 context: None,
+                passage: self.passage(&stored.entry, q, params),
             });
         }
         if q.context != (0, 0) {

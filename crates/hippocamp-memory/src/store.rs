@@ -350,6 +350,22 @@ pub struct SearchHit {
     /// The turns around it (only when the search asked for `context`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<HitContext>,
+    /// For an entry long enough to be indexed as passages
+    /// (`search.passages`): the byte range of its content that matched
+    /// the query best.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passage: Option<PassageSpan>,
+}
+
+/// A byte range of a hit's content: `content[start..end]`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct PassageSpan {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
 }
 
 /// Hits, best first: higher score, then newer, then smaller id.
@@ -392,6 +408,8 @@ pub struct SearchCapabilities {
     pub neighbours: hippocamp_search::NeighbourParams,
     /// Time in lexical search.
     pub time: hippocamp_search::TimeParams,
+    /// Long entries indexed as passages (lexical side).
+    pub passages: hippocamp_search::PassageParams,
     /// Most turns a search's `context` asks for on each side of a hit.
     pub max_context_turns: u32,
     /// The reranking stage, when one is configured (off by default).

@@ -79,6 +79,13 @@ fn write_hit(out: &mut Vec<u8>, hit: &SearchHit) -> serde_json::Result<()> {
         write_entries(out, &c.after)?;
         out.push(b'}');
     }
+    if let Some(p) = &hit.passage {
+        out.extend_from_slice(b",\"passage\":{\"start\":");
+        write_u64(out, p.start);
+        out.extend_from_slice(b",\"end\":");
+        write_u64(out, p.end);
+        out.push(b'}');
+    }
     out.push(b'}');
     Ok(())
 }
@@ -244,6 +251,10 @@ mod tests {
             details,
             explanation,
             context,
+            passage: (n % 2 == 1).then_some(crate::store::PassageSpan {
+                start: n,
+                end: n * 7 + 1,
+            }),
         }
     }
 

@@ -293,6 +293,7 @@ async fn load(
     scope: &MemoryScope,
     scope_id: i64,
     vectors: bool,
+    passages: hippocamp_search::PassageParams,
 ) -> Result<ScopeData> {
     let rows = c
         .query(
@@ -302,7 +303,7 @@ async fn load(
         )
         .await
         .map_err(db_error)?;
-    let mut data = ScopeData::default();
+    let mut data = ScopeData::with_passages(passages);
     if !vectors {
         data.keep_vectors_elsewhere();
     }
@@ -757,7 +758,14 @@ impl PgMemoryStore {
             // be newer, never older, so a later call at worst reloads.
             *w = Some(Cached {
                 version: row.version,
-                data: load(&client, scope, row.id, self.holds_vectors(&row)).await?,
+                data: load(
+                    &client,
+                    scope,
+                    row.id,
+                    self.holds_vectors(&row),
+                    self.config.passages,
+                )
+                .await?,
             });
         }
         Ok(Some((w.downgrade(), row)))
@@ -785,7 +793,14 @@ impl PgMemoryStore {
         if cell.as_ref().is_none_or(|c| c.version != row.version) {
             *cell = Some(Cached {
                 version: row.version,
-                data: load(&tx, scope, row.id, self.holds_vectors(&row)).await?,
+                data: load(
+                    &tx,
+                    scope,
+                    row.id,
+                    self.holds_vectors(&row),
+                    self.config.passages,
+                )
+                .await?,
             });
         }
         Ok(Write {

@@ -397,6 +397,12 @@ impl Default for Analyzer {
     }
 }
 
+/// One shared English analyser, for callers that hold none.
+pub fn english() -> &'static Analyzer {
+    static ENGLISH: std::sync::LazyLock<Analyzer> = std::sync::LazyLock::new(Analyzer::english);
+    &ENGLISH
+}
+
 impl Analyzer {
     /// Lowercasing, English stopwords, Snowball English stemming.
     pub fn english() -> Self {

@@ -71,6 +71,9 @@ struct Posting {
 struct Doc<K> {
     key: K,
     recency: i64,
+    /// Which passage of its document this is (0 for a document indexed
+    /// whole).
+    passage: u32,
     /// Each term's id and where this document's posting is in that term's
     /// list, ordered by term id: a removal goes straight to each posting
     /// (a search of the list made removing many documents of a large
@@ -114,6 +117,16 @@ pub struct InvertedIndex<K> {
     lens: Vec<u32>,
     free: Vec<u32>,
     slots: HashMap<K, u32>,
+    /// The other passages' slots of each document indexed as several
+    /// (its first passage's slot is in `slots`).
+    more: HashMap<K, Box<[u32]>>,
+    /// Live slots: documents and their other passages (average lengths
+    /// are over these).
+    live: usize,
+    /// Per term: postings beyond the first of a document indexed as
+    /// passages, so a term's document frequency counts documents, not
+    /// passages.
+    repeats: Vec<u32>,
     total_len: u64,
 }
 
@@ -127,6 +140,9 @@ impl<K> Default for InvertedIndex<K> {
             lens: Vec::new(),
             free: Vec::new(),
             slots: HashMap::new(),
+            more: HashMap::new(),
+            live: 0,
+            repeats: Vec::new(),
             total_len: 0,
         }
     }
@@ -163,16 +179,109 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
     }
 
     fn avg_len(&self) -> f64 {
-        if self.slots.is_empty() {
+        if self.live == 0 {
             0.0
         } else {
-            self.total_len as f64 / self.slots.len() as f64
+            self.total_len as f64 / self.live as f64
         }
     }
 
     /// Indexes a document, replacing any document with the same key.
     pub fn insert(&mut self, key: K, doc: &TermFreqs, recency: i64) {
         self.remove(&key);
+        let slot = self.insert_slot(key, doc, recency, 0);
+        self.slots.insert(key, slot);
+    }
+
+    /// Indexes a document as `passages` (see [`crate::passages`]), each
+    /// scored as a document of its own; the document ranks by its best.
+    /// Replaces any document with the same key.
+    pub fn insert_passages(&mut self, key: K, passages: &[TermFreqs], recency: i64) {
+        match passages {
+            [] => self.insert(key, &TermFreqs::default(), recency),
+            [one] => self.insert(key, one, recency),
+            [first, rest @ ..] => {
+                self.remove(&key);
+                let slot = self.insert_slot(key, first, recency, 0);
+                self.slots.insert(key, slot);
+                let more: Box<[u32]> = rest
+                    .iter()
+                    .zip(1u32..)
+                    .map(|(p, i)| self.insert_slot(key, p, recency, i))
+                    .collect();
+                self.count_repeats(slot, &more, true);
+                self.more.insert(key, more);
+            }
+        }
+    }
+
+    /// How many passages `key` is indexed as (0: not indexed).
+    pub fn passages(&self, key: &K) -> usize {
+        if !self.slots.contains_key(key) {
+            return 0;
+        }
+        1 + self.more.get(key).map_or(0, |m| m.len())
+    }
+
+    /// Which passage of `key` scores best for `terms` (with the arithmetic
+    /// of [`Self::bm25`]; ties go to the earlier passage), when it is
+    /// indexed as several.
+    /// `None` too when no passage matches.
+    pub fn best_passage(&self, key: &K, terms: &[QueryTerm], params: Bm25Params) -> Option<usize> {
+        if self.more.is_empty() {
+            return None;
+        }
+        let more = self.more.get(key)?;
+        let first = *self.slots.get(key)?;
+        let (_, slot) = std::iter::once(first)
+            .chain(more.iter().copied())
+            .map(|slot| (self.slot_score(slot, terms, params), slot))
+            .filter(|(score, _)| *score > 0.0)
+            .fold(None, |best: Option<(f32, u32)>, (score, slot)| match best {
+                Some((b, _)) if b >= score => best,
+                _ => Some((score, slot)),
+            })?;
+        self.docs[slot as usize]
+            .as_ref()
+            .map(|d| d.passage as usize)
+    }
+
+    fn slot_score(&self, slot: u32, terms: &[QueryTerm], params: Bm25Params) -> f32 {
+        self.explain_slot(slot, terms, params)
+            .iter()
+            .map(|t| t.score)
+            .sum()
+    }
+
+    /// Adds (or takes back) the postings a document's passages repeat:
+    /// each term held by `c` of its passages counts `c - 1` repeats.
+    fn count_repeats(&mut self, first: u32, more: &[u32], add: bool) {
+        let mut ids: Vec<u32> = std::iter::once(first)
+            .chain(more.iter().copied())
+            .filter_map(|slot| self.docs[slot as usize].as_ref())
+            .flat_map(|d| d.terms.iter().map(|&(id, _)| id))
+            .collect();
+        ids.sort_unstable();
+        for run in ids.chunk_by(|a, b| a == b) {
+            let extra = u32::try_from(run.len() - 1).unwrap_or(u32::MAX);
+            if extra > 0 {
+                let r = &mut self.repeats[run[0] as usize];
+                *r = if add {
+                    *r + extra
+                } else {
+                    r.saturating_sub(extra)
+                };
+            }
+        }
+    }
+
+    /// Documents (not passages) holding term `id`.
+    fn doc_freq(&self, id: u32) -> f32 {
+        (self.postings[id as usize].len() - self.repeats[id as usize] as usize) as f32
+    }
+
+    /// Puts one document or passage in a free slot.
+    fn insert_slot(&mut self, key: K, doc: &TermFreqs, recency: i64, passage: u32) -> u32 {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.docs.push(None);
             self.lens.push(0);
@@ -186,6 +295,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
                 let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
                 self.terms.insert(term.into(), id);
                 self.postings.push(Vec::new());
+                self.repeats.push(0);
                 id
             };
             let list = &mut self.postings[id as usize];
@@ -200,18 +310,32 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
         self.docs[slot as usize] = Some(Doc {
             key,
             recency,
+            passage,
             terms: term_ids.into_boxed_slice(),
         });
         self.lens[slot as usize] = doc.doc_len();
         self.total_len += u64::from(doc.doc_len());
-        self.slots.insert(key, slot);
+        self.live += 1;
+        slot
     }
 
-    /// Removes a document; returns whether it was present.
+    /// Removes a document (all its passages); returns whether it was
+    /// present.
     pub fn remove(&mut self, key: &K) -> bool {
         let Some(slot) = self.slots.remove(key) else {
             return false;
         };
+        if let Some(more) = self.more.remove(key) {
+            self.count_repeats(slot, &more, false);
+            for slot in more {
+                self.remove_slot(slot);
+            }
+        }
+        self.remove_slot(slot);
+        true
+    }
+
+    fn remove_slot(&mut self, slot: u32) {
         if let Some(doc) = self.docs[slot as usize].take() {
             for &(id, at) in &doc.terms {
                 let list = &mut self.postings[id as usize];
@@ -240,7 +364,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
         self.total_len -= u64::from(self.lens[slot as usize]);
         self.lens[slot as usize] = 0;
         self.free.push(slot);
-        true
+        self.live -= 1;
     }
 
     /// BM25 scores of every document matching at least one of `terms`
@@ -272,15 +396,26 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
     /// the document and its share, in query order. Terms the document
     /// lacks added nothing and are left out. For explaining a hit, not
     /// for ranking (one lookup per term).
+    /// A document indexed as passages is explained by its best one.
     pub fn explain(&self, key: &K, terms: &[QueryTerm], params: Bm25Params) -> Vec<TermShare> {
-        let Some(&slot) = self.slots.get(key) else {
+        let Some(&first) = self.slots.get(key) else {
             return Vec::new();
         };
+        let slot = match (self.more.get(key), self.best_passage(key, terms, params)) {
+            (Some(more), Some(p)) if p > 0 => more.get(p - 1).copied().unwrap_or(first),
+            _ => first,
+        };
+        self.explain_slot(slot, terms, params)
+    }
+
+    fn explain_slot(&self, slot: u32, terms: &[QueryTerm], params: Bm25Params) -> Vec<TermShare> {
         let Some(doc) = self.docs.get(slot as usize).and_then(Option::as_ref) else {
             return Vec::new();
         };
+        // N and document frequencies count documents; lengths are
+        // passages' (a document indexed whole is one passage).
         let n = self.slots.len() as f32;
-        let avg_len = self.total_len as f32 / n;
+        let avg_len = self.total_len as f32 / self.live as f32;
         let len = self.lens[slot as usize] as f32;
         terms
             .iter()
@@ -289,7 +424,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
                 let at = doc.terms.binary_search_by_key(&id, |&(t, _)| t).ok()?;
                 let list = &self.postings[id as usize];
                 let tf = list.get(doc.terms[at].1 as usize)?.tf;
-                let idf = query_weight(params, *count as f32, n, list.len() as f32);
+                let idf = query_weight(params, *count as f32, n, self.doc_freq(id));
                 Some(TermShare {
                     term: term.clone(),
                     tf,
@@ -310,11 +445,47 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
 
     /// `(score, slot)` of every matching document, unordered.
     fn scores(&self, terms: &[QueryTerm], params: Bm25Params) -> Vec<(f32, u32)> {
+        let scored = self.slot_scores(terms, params);
+        if self.more.is_empty() {
+            return scored;
+        }
+        // A document indexed as passages scores its best one (ties: the
+        // earlier passage).
+        let mut best: HashMap<K, usize> = HashMap::with_capacity(scored.len());
+        let mut out: Vec<(f32, u32)> = Vec::with_capacity(scored.len());
+        for (score, slot) in scored {
+            let Some(doc) = self.docs[slot as usize].as_ref() else {
+                continue;
+            };
+            match best.entry(doc.key) {
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    let kept = &mut out[*o.get()];
+                    let kept_passage = self.docs[kept.1 as usize].as_ref().map_or(0, |d| d.passage);
+                    if score > kept.0
+                        || (score.total_cmp(&kept.0).is_eq() && doc.passage < kept_passage)
+                    {
+                        *kept = (score, slot);
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(out.len());
+                    out.push((score, slot));
+                }
+            }
+        }
+        out
+    }
+
+    /// `(score, slot)` of every matching slot (documents and passages),
+    /// unordered.
+    fn slot_scores(&self, terms: &[QueryTerm], params: Bm25Params) -> Vec<(f32, u32)> {
+        // As in `explain_slot`: documents for N and frequencies, passages
+        // for lengths.
         let n = self.slots.len() as f32;
         if n == 0.0 {
             return Vec::new();
         }
-        let avg_len = self.total_len as f32 / n;
+        let avg_len = self.total_len as f32 / self.live as f32;
         let k1 = params.k1;
         let b = params.b;
         SCRATCH.with_borrow_mut(|acc| {
@@ -332,7 +503,7 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
                 if list.is_empty() {
                     continue;
                 }
-                let idf = query_weight(params, *count as f32, n, list.len() as f32);
+                let idf = query_weight(params, *count as f32, n, self.doc_freq(id));
                 for p in list {
                     let len = self.lens[p.slot as usize] as f32;
                     let s = posting_score(idf, p.tf as f32, len, avg_len, k1, b);
@@ -489,6 +660,87 @@ mod tests {
         let terms: Vec<(&str, u32)> = first.iter().map(|t| (t.term.as_str(), t.tf)).collect();
         assert_eq!(terms, [("cat", 2), ("mat", 1)]);
         assert!(idx.explain(&9, &q, Bm25Params::default()).is_empty());
+    }
+
+    #[test]
+    fn a_document_of_passages_ranks_by_its_best_and_leaves_no_trace() {
+        let a = Analyzer::english();
+        let filler = "compile link test deploy rollback monitor ".repeat(40);
+        let mut idx = InvertedIndex::new();
+        idx.insert(
+            0u32,
+            &a.analyze("the locker code is written on a note in the kitchen drawer by the spoons"),
+            0,
+        );
+        idx.insert(
+            1,
+            &a.analyze(&format!("{filler} my locker code is 4417 {filler}")),
+            0,
+        );
+        let q = a.query_terms("locker code");
+        let whole: Vec<u32> = idx
+            .search(&q, Bm25Params::default())
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(whole, vec![0, 1], "whole, the long one is buried");
+        let fresh = idx.clone();
+        let passages = [
+            a.analyze(&filler),
+            a.analyze("my locker code is 4417"),
+            a.analyze(&filler),
+        ];
+        idx.insert_passages(1, &passages, 0);
+        assert_eq!(idx.passages(&1), 3);
+        assert_eq!(idx.len(), 2);
+        // Frequencies count documents: a word of every passage is in one.
+        let compile = idx.terms["compil"];
+        assert!((idx.doc_freq(compile) - 1.0).abs() < f32::EPSILON);
+        let found: Vec<Candidate<u32>> = idx.search(&q, Bm25Params::default()).collect();
+        assert_eq!(found.iter().map(|c| c.key).collect::<Vec<_>>(), vec![1, 0]);
+        assert_eq!(idx.best_passage(&1, &q, Bm25Params::default()), Some(1));
+        assert_eq!(idx.best_passage(&0, &q, Bm25Params::default()), None);
+        let shares: f32 = idx
+            .explain(&1, &q, Bm25Params::default())
+            .iter()
+            .map(|t| t.score)
+            .sum();
+        assert!((shares - found[0].score).abs() < 1e-5);
+        assert_eq!(
+            idx.bm25(&q, Bm25Params::default()).len(),
+            2,
+            "one candidate per document"
+        );
+        // Back to whole, then removed: what a fresh index would be.
+        idx.insert(
+            1,
+            &a.analyze(&format!("{filler} my locker code is 4417 {filler}")),
+            0,
+        );
+        assert_eq!(idx.stats(), fresh.stats());
+        assert_eq!(idx.passages(&1), 1);
+        idx.insert_passages(1, &passages, 0);
+        assert!(idx.remove(&1));
+        let mut only = InvertedIndex::new();
+        only.insert(
+            0u32,
+            &a.analyze("the locker code is written on a note in the kitchen drawer by the spoons"),
+            0,
+        );
+        assert_eq!(idx.stats(), only.stats());
+        assert_eq!(idx.live, 1);
+        assert!(
+            idx.repeats.iter().all(|r| *r == 0),
+            "document frequencies restored"
+        );
+        let s1: Vec<f32> = idx
+            .search(&q, Bm25Params::default())
+            .map(|c| c.score)
+            .collect();
+        let s2: Vec<f32> = only
+            .search(&q, Bm25Params::default())
+            .map(|c| c.score)
+            .collect();
+        assert_eq!(s1, s2);
     }
 
     #[test]

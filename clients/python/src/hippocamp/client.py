@@ -126,7 +126,12 @@ class _Api:
         explain: bool = False,
         context: tuple[int, int] | None = None,
     ) -> _Call:
-        """`context=(before, after)` returns each hit's neighbouring turns."""
+        """`context=(before, after)` returns each hit's neighbouring turns.
+
+        A hit of an entry long enough to be indexed as passages carries
+        `passage: {start, end}`, the byte range of its content that
+        matched best.
+        """
         body: JSON = {"query": query}
         if limit is not None:
             body["limit"] = limit
