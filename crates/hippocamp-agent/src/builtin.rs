@@ -402,10 +402,15 @@ pub fn builtins(names: &[&str]) -> Result<Vec<Arc<dyn Tool>>> {
 }
 
 /// What the session keeps of a hit: content, id, score, score type,
-/// timestamp; never its metadata, provenance or scope.
+/// timestamp, and for a long entry the byte range that matched
+/// (`passage`); never its metadata, provenance or scope.
 pub fn project_hit(h: &SearchHit) -> Value {
-    json!({"id": h.entry.id.to_string(), "content": h.entry.content, "score": h.score,
-        "score_type": h.score_type, "timestamp": h.entry.timestamp_ms})
+    let mut v = json!({"id": h.entry.id.to_string(), "content": h.entry.content, "score": h.score,
+        "score_type": h.score_type, "timestamp": h.entry.timestamp_ms});
+    if let (Some(p), Some(o)) = (h.passage, v.as_object_mut()) {
+        o.insert("passage".into(), json!({"start": p.start, "end": p.end}));
+    }
+    v
 }
 
 fn version_meta(m: &ArtifactMeta) -> Value {
@@ -699,5 +704,55 @@ impl Tool for Builtin {
                 Ok(json!({"success": true, "attachments": attached}))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use hippocamp_core::{CallOptions, MemoryScope};
+    use hippocamp_memory::{InMemoryStore, MemoryConfig, MemoryStore, NewEntry, WriteOptions};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_long_hit_keeps_the_range_that_matched_and_nothing_private() {
+        let store = InMemoryStore::new(MemoryConfig::default()).unwrap();
+        let scope = MemoryScope::parse("app", "u").unwrap();
+        let long = format!(
+            "{}my locker code is 4417\n{}",
+            "x = 1\n".repeat(300),
+            "y = 2\n".repeat(300)
+        );
+        store
+            .add_entry(&scope, NewEntry::new(&long), &WriteOptions::default())
+            .await
+            .unwrap();
+        store
+            .add_entry(
+                &scope,
+                NewEntry::new("a short locker note"),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        let r = store
+            .search(
+                &scope,
+                &SearchRequest::new("locker code"),
+                &CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        let long_hit = project_hit(&r.hits[0]);
+        let (start, end) = (
+            long_hit["passage"]["start"].as_u64().unwrap(),
+            long_hit["passage"]["end"].as_u64().unwrap(),
+        );
+        assert!(
+            long[usize::try_from(start).unwrap()..usize::try_from(end).unwrap()].contains("4417")
+        );
+        assert!(project_hit(&r.hits[1]).get("passage").is_none());
+        assert!(long_hit.get("metadata").is_none() && long_hit.get("scope").is_none());
     }
 }

@@ -149,3 +149,31 @@ async fn a_late_call_stops_at_its_next_chunk_and_calls_wait_for_a_slot() {
         .unwrap();
     assert_eq!(one.len(), 1);
 }
+
+/// The local model as the reranking stage's scorer (a bi-encoder): the
+/// paraphrase outranks the unrelated sentences, scores in document order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_minilm_l6_v2_reranks_as_a_bi_encoder() {
+    use hippocamp_embed::rerank::{EmbeddingReranker, Reranker};
+    let Some(dir) = model_dir() else {
+        return;
+    };
+    let e = LocalEmbedder::load(&dir, EmbedLimits::default(), LocalLimits::default()).unwrap();
+    let r = EmbeddingReranker::new(std::sync::Arc::new(e));
+    let docs = [
+        "The new movie is awesome.",
+        "A man is eating a piece of bread.",
+        "Stock markets fell sharply on Monday.",
+    ];
+    let s = r
+        .score(
+            "A man is eating food.",
+            &docs,
+            Deadline::after(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert!(s[1] > s[0] + 0.3 && s[1] > s[2] + 0.3, "{s:?}");
+    // The golden value of the pair, as a cosine.
+    assert!((s[1] - 0.7553).abs() < 0.01, "{s:?}");
+}
