@@ -7,8 +7,9 @@
 //! The weights are read into memory (`from_buffered_safetensors`) rather
 //! than memory-mapped: mapping is `unsafe` in candle and this crate forbids
 //! unsafe code; the 90 MB copy costs a fraction of a second at start.
-//! Inference runs on a blocking thread, a call's texts in chunks of
-//! `embed.local.chunk_inputs` forward passes, and at most
+//! Inference runs on a blocking thread, a call's texts in forward passes
+//! of similar lengths (shortest first; at most `embed.local.chunk_inputs`
+//! texts and that many times 256 padded bytes each), and at most
 //! `embed.local.max_concurrent_batches` calls infer at once (a call waits
 //! for a slot within its deadline). A call that outlives its deadline
 //! returns `Timeout` at the deadline; its work stops before its next
@@ -147,9 +148,8 @@ const PASS_BYTES_PER_INPUT: usize = 256;
 /// The forward passes of `texts`, as indices: by length, shortest first,
 /// so each pass pads its texts to a similar length, and each holds at
 /// most `chunk` texts and at most `chunk × 256` padded bytes (its count
-/// times its longest). Padding a batch of short turns to one long
-/// candidate made a reranking call of 20 LoCoMo turns cost about three
-/// times its tokens.
+/// times its longest): one pass padded a reranking call's 20 short turns
+/// to its longest one.
 fn passes_of(texts: &[String], chunk: usize) -> Vec<Vec<usize>> {
     let chunk = chunk.max(1);
     let budget = chunk * PASS_BYTES_PER_INPUT;
