@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `meta` | `"format"`, `"wal_seq"` | format version (u32 LE); last log record applied at a checkpoint (u64 LE) |
 //! | `scopes` | scope hash (16 bytes) | [`ScopeRow`]: app, user, counters, erasure epoch, erasure records |
-//! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms |
+//! | `entries` | scope hash ‖ entry id (32 bytes) | [`EntryRecord`]: the entry and its analysed terms, then its ingestion time (a postcard varint after the record; absent from records written before it, read as none) |
 //! | `sessions` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()` |
 //! | `vectors` | scope hash ‖ entry id (32 bytes) | the entry's unit vector, f32 LE; written and deleted in the entry's transactions |
 //! | `erased` | scope hash ‖ session hash ‖ entry id (48 bytes) | `()`: an erased entry of a session; an event of that session that would make it again is skipped (erasure is sticky); never removed, counted in the scope row's `erasures` |
@@ -354,6 +354,9 @@ pub(crate) struct EntryRecord {
     pub(crate) doc_len: u32,
     #[serde(with = "hippocamp_search::analyzer::term_list")]
     pub(crate) terms: TermFreqs,
+    /// After the record's own bytes (see [`EntryRecord::decode`]).
+    #[serde(skip)]
+    pub(crate) ingested_at_ms: Option<u64>,
 }
 
 /// postcard's encoding, written directly into a buffer: an
@@ -451,16 +454,19 @@ pub(crate) fn encode_entry(
         out.str(term);
         out.varint(u64::from(count));
     }
+    if let Some(t) = entry.ingested_at_ms {
+        out.varint(t);
+    }
     Ok(out.0)
 }
 
 /// `record` (logged by [`Mutation::PutEntryText`]) with its text's terms:
 /// the record [`encode_entry`] makes of the same entry.
 pub(crate) fn analysed_record(record: &[u8], analyzer: &Analyzer) -> Result<Vec<u8>> {
-    let mut r: EntryRecord = decode(record, "entry")?;
+    let mut r = EntryRecord::decode(record)?;
     r.terms = analyzer.analyze(&r.content);
     r.doc_len = r.terms.doc_len();
-    encode(&r)
+    r.encode()
 }
 
 /// One change to one table, as logged; replayable in order.
@@ -586,6 +592,34 @@ pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Res
 }
 
 impl EntryRecord {
+    /// A record from its bytes: the postcard record, then the ingestion
+    /// time as a varint when it has one (records written before the
+    /// field have nothing after the record: no format change).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let (mut rec, rest): (Self, _) = postcard::take_from_bytes(bytes)
+            .map_err(|e| Error::Corrupt(format!("undecodable entry record: {e}")))?;
+        if !rest.is_empty() {
+            let (t, tail): (u64, _) = postcard::take_from_bytes(rest)
+                .map_err(|e| Error::Corrupt(format!("undecodable entry ingestion time: {e}")))?;
+            if !tail.is_empty() {
+                return Err(Error::Corrupt(
+                    "an entry record has bytes after its ingestion time".into(),
+                ));
+            }
+            rec.ingested_at_ms = Some(t);
+        }
+        Ok(rec)
+    }
+
+    /// Its bytes (see [`EntryRecord::decode`]).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        let mut bytes = encode(self)?;
+        if let Some(t) = self.ingested_at_ms {
+            bytes.extend(encode(&t)?);
+        }
+        Ok(bytes)
+    }
+
     /// The owned record [`encode_entry`] writes (for tests of its layout).
     #[cfg(test)]
     pub(crate) fn new(entry: &MemoryEntry, storage_bytes: u64, terms: &TermFreqs) -> Result<Self> {
@@ -607,6 +641,7 @@ impl EntryRecord {
             storage_bytes,
             doc_len: terms.doc_len(),
             terms: terms.clone(),
+            ingested_at_ms: entry.ingested_at_ms,
         })
     }
 
@@ -654,6 +689,7 @@ impl EntryRecord {
             obligations: Obligations::default(),
             revision: 1,
             revised_at_ms: None,
+            ingested_at_ms: self.ingested_at_ms,
         };
         Ok((
             entry,
@@ -821,12 +857,21 @@ mod tests {
         let terms = hippocamp_search::Analyzer::english().analyze(&entry.content);
         let fast = encode_entry(&entry, 99, &terms).unwrap();
         let owned = EntryRecord::new(&entry, 99, &terms).unwrap();
-        assert_eq!(fast, encode(&owned).unwrap());
-        // The terms as a record of an earlier build wrote them.
+        assert_eq!(fast, owned.encode().unwrap());
+        // The terms as a record of an earlier build wrote them, and the
+        // ingestion time after them.
         let pairs: Vec<(String, u32)> = terms.iter().map(|(t, n)| (t.to_owned(), n)).collect();
         let tail = encode(&Pairs(pairs)).unwrap();
-        assert!(fast.ends_with(&tail));
-        let back: EntryRecord = decode(&fast, "entry").unwrap();
+        let plain = encode(&owned).unwrap();
+        assert!(plain.ends_with(&tail) && fast.starts_with(&plain));
+        assert!(entry.ingested_at_ms.is_some());
+        // A record written before the field reads as having none.
+        let old = EntryRecord::decode(&plain).unwrap();
+        assert_eq!(old.ingested_at_ms, None);
+        let mut torn = fast.clone();
+        torn.push(0);
+        assert!(EntryRecord::decode(&torn).is_err(), "bytes after the time");
+        let back = EntryRecord::decode(&fast).unwrap();
         let (e, bytes, t) = back.into_entry(&scope).unwrap();
         assert_eq!((e, bytes, t), (entry.clone(), 99, terms));
         // Logged before its analysis, it is completed into the same bytes.
@@ -869,7 +914,7 @@ mod tests {
                 TermFreqs::default()
             };
             let direct = encode_entry(&entry, bytes, &terms).unwrap();
-            let serde = encode(&EntryRecord::new(&entry, bytes, &terms).unwrap()).unwrap();
+            let serde = EntryRecord::new(&entry, bytes, &terms).unwrap().encode().unwrap();
             proptest::prop_assert_eq!(direct, serde);
         }
 

@@ -42,7 +42,7 @@ use crate::cache::ScopeCache;
 use crate::format::{
     EMBEDDER_KEY, ENTRIES, ERASED, ERASED_IDS, ERASED_IDS_KEY, EXPIRY, EntryRecord, FORMAT_KEY,
     FORMAT_VERSION, META, Mutation, OBLIGATIONS, REVISIONS, SCOPES, SESSION_EPOCHS, SESSIONS,
-    ScopeRow, Totals, USERS, USERS_INDEXED_KEY, VECTORS, WAL_SEQ_KEY, decode, decode_obligations,
+    ScopeRow, Totals, USERS, USERS_INDEXED_KEY, VECTORS, WAL_SEQ_KEY, decode_obligations,
     decode_session_epoch, decode_vector, entry_key, entry_range, revision_of, revision_range,
     revisions_of, scope_hash, session_epoch_key, session_hash, session_key, user_key,
 };
@@ -419,7 +419,7 @@ impl RedbMemoryStore {
         for id in ids {
             let key = entry_key(&h, &id);
             if let Some(v) = entries.get(&key).map_err(storage)? {
-                let rec: EntryRecord = decode(v.value(), "entry")?;
+                let rec = EntryRecord::decode(v.value())?;
                 let mut entry = rec.into_entry(scope)?.0;
                 (entry.revision, entry.revised_at_ms) = revision_of(&revisions, &key)?;
                 out.insert(id, entry);
@@ -615,7 +615,7 @@ fn export_page(
     let mut last = None;
     for item in range {
         let (k, v) = item.map_err(storage)?;
-        let rec: EntryRecord = decode(v.value(), "entry")?;
+        let rec = EntryRecord::decode(v.value())?;
         let (mut entry, bytes, _) = rec.into_entry(scope)?;
         if let Some(o) = obligations.get(k.value()).map_err(storage)? {
             entry.obligations = decode_obligations(o.value())?;
@@ -648,7 +648,7 @@ fn live_entry(
     let Some(v) = entries.get(&key).map_err(storage)? else {
         return Err(Error::NotFound("entry"));
     };
-    let rec: EntryRecord = decode(v.value(), "entry")?;
+    let rec = EntryRecord::decode(v.value())?;
     let (mut entry, _, _) = rec.into_entry(scope)?;
     if entry.id != *id {
         return Err(Error::Corrupt("entry stored under another id".into()));
@@ -733,7 +733,7 @@ fn load_scope(
     let mut data = ScopeData::with_passages(passages);
     for item in entries.range::<&[u8; 32]>(&lo..=&hi).map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        let rec: EntryRecord = decode(v.value(), "entry")?;
+        let rec = EntryRecord::decode(v.value())?;
         let (mut entry, bytes, terms) = rec.into_entry(scope)?;
         if let Some(o) = bound.remove(k.value()) {
             entry.obligations = o;

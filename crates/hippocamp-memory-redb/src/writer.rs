@@ -48,10 +48,10 @@ use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
     ENTRIES, ERASED, ERASED_IDS, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS,
     RevisionRecord, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS,
-    WAL_SEQ_KEY, decode, decode_obligations, decode_session_epoch, encode_entry,
-    encode_obligations, encode_session_epoch, encode_vector, entry_key, entry_range, expiry_key,
-    log_record, revision_key, revision_of, revision_range, scope_hash, session_epoch_key,
-    session_hash, session_key, session_range, user_key,
+    WAL_SEQ_KEY, decode_obligations, decode_session_epoch, encode_entry, encode_obligations,
+    encode_session_epoch, encode_vector, entry_key, entry_range, expiry_key, log_record,
+    revision_key, revision_of, revision_range, scope_hash, session_epoch_key, session_hash,
+    session_key, session_range, user_key,
 };
 use crate::pipeline::{Applier, MAX_PENDING_BYTES, MAX_PENDING_GROUPS, Overlay, Progress};
 use hippocamp_durable::WalStorage;
@@ -560,7 +560,7 @@ impl<'t> Tx<'t> {
         match found {
             None => Ok(None),
             Some(v) => {
-                let rec: EntryRecord = decode(&v, "entry").op()?;
+                let rec = EntryRecord::decode(&v).op()?;
                 let (mut entry, bytes, _) = rec.into_entry(scope).op()?;
                 entry.obligations = self.obligations_of(&key)?;
                 (entry.revision, entry.revised_at_ms) = match &self.t {
@@ -722,7 +722,7 @@ impl<'t> Tx<'t> {
         let key = entry_key(h, id);
         let rec: EntryRecord = match self.dr()?.entries.get(&key)? {
             None => return Ok(false),
-            Some(v) => decode(v.value(), "entry").txn()?,
+            Some(v) => EntryRecord::decode(v.value()).txn()?,
         };
         if rec.app != scope.app().as_str() || rec.user != scope.user().as_str() {
             return Err(Fail::Txn(Error::Corrupt("entry key collision".into())));

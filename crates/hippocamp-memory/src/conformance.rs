@@ -1472,10 +1472,12 @@ pub async fn event_fields_become_entry_fields(f: &dyn StoreFactory) {
         }),
         metadata: Some(obj(json!({"dia_id": "D1:3", "api_key": "nope"}))),
     };
+    let before = hippocamp_core::time::now_ms();
     let r = store
         .add_events(&s, &sid("conv-1-s1"), &[event], &w())
         .await
         .unwrap();
+    let after = hippocamp_core::time::now_ms();
     let id = r.added[0].entry_id;
     assert_eq!(id, EntryId::derive(&s, &key("event:evt-1")));
     let e = store.get_entry(&s, &id, &c()).await.unwrap();
@@ -1483,6 +1485,15 @@ pub async fn event_fields_become_entry_fields(f: &dyn StoreFactory) {
     assert_eq!(e.metadata["dia_id"], json!("D1:3"));
     assert_eq!(e.metadata["api_key"], json!("[REDACTED]"));
     assert_eq!(e.timestamp_ms, 1_683_000_000_000);
+    // When it was said and when it was taken in are kept apart.
+    let ingested = e.ingested_at_ms.expect("an ingestion time");
+    assert!((before..=after).contains(&ingested), "{ingested}");
+    // Listings and exports carry it too.
+    let page = store
+        .list_entries(&s, &crate::list::ListRequest::default(), &c())
+        .await
+        .unwrap();
+    assert_eq!(page.entries[0].ingested_at_ms, Some(ingested));
     assert_eq!(e.provenance.session_id, Some(sid("conv-1-s1")));
     assert_eq!(
         e.provenance

@@ -113,6 +113,12 @@ pub struct MemoryEntry {
     /// the Unix epoch); absent for revision 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised_at_ms: Option<u64>,
+    /// When it was taken in (ms since the Unix epoch), kept apart from
+    /// `timestamp_ms`, the time the event was said: an event ingested
+    /// late, or restored, keeps both. Absent for an entry stored before
+    /// the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingested_at_ms: Option<u64>,
 }
 
 fn first_revision() -> u32 {
@@ -461,11 +467,12 @@ pub fn prepare_entry(
     let id = idempotency_key
         .as_ref()
         .map_or_else(EntryId::random, |k| EntryId::derive(scope, k));
+    let now = now_ms();
     let entry = MemoryEntry {
         id,
         scope: scope.clone(),
         digest: Sha256Digest::of(content.as_bytes()),
-        timestamp_ms: provenance.timestamp_ms.unwrap_or_else(now_ms),
+        timestamp_ms: provenance.timestamp_ms.unwrap_or(now),
         content,
         metadata,
         provenance,
@@ -473,6 +480,7 @@ pub fn prepare_entry(
         obligations: Obligations::default(),
         revision: 1,
         revised_at_ms: None,
+        ingested_at_ms: Some(now),
     };
     Ok(PreparedEntry {
         storage_bytes: entry.storage_bytes(),

@@ -140,6 +140,10 @@ fn write_entry_fields(out: &mut Vec<u8>, e: &MemoryEntry) -> serde_json::Result<
         out.extend_from_slice(b",\"revised_at_ms\":");
         write_u64(out, at);
     }
+    if let Some(at) = e.ingested_at_ms {
+        out.extend_from_slice(b",\"ingested_at_ms\":");
+        write_u64(out, at);
+    }
     Ok(())
 }
 
@@ -216,6 +220,7 @@ mod tests {
             e.revision = 3;
             e.revised_at_ms = Some(n + 2);
         }
+        e.ingested_at_ms = n.is_multiple_of(2).then_some(n * 11 + 5);
         let (score_type, details) = match n % 3 {
             0 => (ScoreType::Bm25, None),
             1 => (ScoreType::Vector, None),
