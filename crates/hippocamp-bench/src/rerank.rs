@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hippocamp_core::Deadline;
-use hippocamp_embed::rerank::{RerankLimits, Reranker, head};
+use hippocamp_embed::head;
+use hippocamp_embed::rerank::{RerankLimits, Reranker};
 use serde::Serialize;
 
 use crate::{BenchError, Result, failed};

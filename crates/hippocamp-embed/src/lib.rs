@@ -253,6 +253,19 @@ pub fn check_reply(
     Ok(())
 }
 
+/// `text` cut to at most `max` bytes, at a character boundary: what is
+/// sent of a text longer than a model reads.
+pub fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Scales `v` to unit length (a zero vector stays zero).
 pub fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hippocamp_core::{Deadline, Error, Field, Problem, Result};
 
-use crate::{Embedder, InputKind};
+use crate::{Embedder, InputKind, head};
 
 hippocamp_core::limit_table! {
     /// Bounds of the reranking stage.
@@ -89,18 +89,6 @@ pub fn check_documents(query: &str, documents: &[&str], max: usize) -> Result<()
         ));
     }
     Ok(())
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-pub fn head(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 const SERVICE: &str = "the reranking embedder";
@@ -200,7 +188,7 @@ mod tests {
             "invalid_reply"
         );
         assert!(check_scores("t", 1, &[f32::NAN]).is_err());
-        assert_eq!(head("héllo", 2), "h");
+        assert_eq!(crate::head("héllo", 2), "h");
         assert!(RerankLimits::default().validate().is_ok());
         assert!(
             RerankLimits {

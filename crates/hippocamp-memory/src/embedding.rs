@@ -26,22 +26,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hippocamp_core::{CallOptions, Deadline, Result};
-use hippocamp_embed::{Embedder, InputKind, Vector};
+use hippocamp_embed::{Embedder, InputKind, Vector, head};
 
 use crate::event::EventPlan;
 use crate::store::{Capabilities, EmbedderInfo, SearchMode};
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn head(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
 
 /// One vector per text, in order (none without an embedder), in as many
 /// provider calls as its count and byte bounds need.

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, MemoryScope, Result};
-use hippocamp_embed::rerank::{RerankLimits, Reranker, head};
+use hippocamp_embed::head;
+use hippocamp_embed::rerank::{RerankLimits, Reranker};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{
