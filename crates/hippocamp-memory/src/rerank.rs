@@ -24,7 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, Deadline, MemoryScope, Result};
 use hippocamp_embed::head;
-use hippocamp_embed::rerank::{RerankLimits, Reranker};
+use hippocamp_embed::rerank::{RerankLimits, Reranker, check_scores};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{
@@ -205,11 +205,14 @@ impl<S: MemoryStore> MemoryLayer for Reranked<S> {
             } else {
                 own
             };
+            // Checked here too: the layer takes any reranker, and one
+            // that answers the wrong count must not reorder anything.
             let scored = self
                 .stage
                 .reranker
                 .score(&request.query, &docs, deadline)
-                .await;
+                .await
+                .and_then(|s| check_scores("the reranker", n, &s).map(|()| s));
             let explain = request.explain.then(|| {
                 format!(
                     "{} over the best {n}: (1 - {w}) x first stage + {w} x reranker, each min-max scaled over them",

@@ -41,6 +41,8 @@ hippocamp_memory::memory_conformance_tests!(RerankedFactory);
 struct Stars {
     fail: bool,
     stall: bool,
+    /// Answers one score too few.
+    short: bool,
     seen: AtomicUsize,
 }
 
@@ -64,10 +66,14 @@ impl Reranker for Stars {
             tokio::time::sleep(deadline.remaining()).await;
             return Err(Error::Timeout(hippocamp_core::Stage::Model));
         }
-        Ok(documents
+        let mut scores: Vec<f32> = documents
             .iter()
             .map(|d| d.chars().filter(|c| *c == '*').count() as f32)
-            .collect())
+            .collect();
+        if self.short {
+            scores.pop();
+        }
+        Ok(scores)
     }
 }
 
@@ -178,7 +184,7 @@ async fn a_small_limit_is_widened_to_the_candidates_then_cut() {
 }
 
 #[tokio::test]
-async fn a_failing_or_late_reranker_keeps_the_first_stage_and_says_so() {
+async fn a_failing_late_or_miscounting_reranker_keeps_the_first_stage_and_says_so() {
     for stars in [
         Stars {
             fail: true,
@@ -186,6 +192,10 @@ async fn a_failing_or_late_reranker_keeps_the_first_stage_and_says_so() {
         },
         Stars {
             stall: true,
+            ..Stars::default()
+        },
+        Stars {
+            short: true,
             ..Stars::default()
         },
     ] {

@@ -277,7 +277,11 @@ impl<K: Copy + Eq + Hash + Ord> InvertedIndex<K> {
 
     /// Documents (not passages) holding term `id`.
     fn doc_freq(&self, id: u32) -> f32 {
-        (self.postings[id as usize].len() - self.repeats[id as usize] as usize) as f32
+        // Repeats never outnumber postings; saturating keeps a search from
+        // panicking should that ever break.
+        (self.postings[id as usize]
+            .len()
+            .saturating_sub(self.repeats[id as usize] as usize)) as f32
     }
 
     /// Puts one document or passage in a free slot.
