@@ -92,19 +92,21 @@ pub struct Latency {
 
 pub(crate) fn latency(mut us: Vec<f64>) -> Latency {
     us.sort_by(f64::total_cmp);
-    let at = |p: f64| {
-        if us.is_empty() {
-            return 0.0;
-        }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let i = ((p / 100.0) * us.len() as f64).ceil().max(1.0) as usize;
-        us[i.min(us.len()) - 1]
-    };
     Latency {
-        p50_us: at(50.0),
-        p90_us: at(90.0),
-        p99_us: at(99.0),
+        p50_us: percentile(&us, 50.0),
+        p90_us: percentile(&us, 90.0),
+        p99_us: percentile(&us, 99.0),
     }
+}
+
+/// The `p`-th percentile (nearest rank) of `sorted`; 0 when it is empty.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let i = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[i.min(sorted.len()) - 1]
 }
 
 /// Fills `scope` of `store` with `n` LoCoMo turns (one event each, one

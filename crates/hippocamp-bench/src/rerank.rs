@@ -67,13 +67,7 @@ pub async fn rerank(
         }
     }
     ms.sort_by(f64::total_cmp);
-    let at = |p: f64| {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let i = ((p / 100.0) * ms.len() as f64).ceil().max(1.0) as usize;
-        ms.get(i.min(ms.len()).saturating_sub(1))
-            .copied()
-            .unwrap_or(0.0)
-    };
+    let at = |p: f64| crate::percentile(&ms, p);
     Ok(RerankBench {
         model: reranker.model().to_owned(),
         candidates,

@@ -63,6 +63,11 @@ pub struct RerankInfo {
 pub struct Reranked<S> {
     inner: S,
     stage: RerankStage,
+    /// The store's `max_results` and default call timeout, read once:
+    /// building its capability report on every search was a Vec of every
+    /// limit per call.
+    max_results: u64,
+    call_timeout: Duration,
 }
 
 impl<S: MemoryStore> Reranked<S> {
@@ -76,7 +81,13 @@ impl<S: MemoryStore> Reranked<S> {
                 hippocamp_core::Problem::Malformed("weight must be within 0..=1".into()),
             ));
         }
-        Ok(Self { inner, stage })
+        let caps = inner.capabilities();
+        Ok(Self {
+            max_results: caps.limit("max_results").unwrap_or(u64::MAX),
+            call_timeout: caps.call_timeout(),
+            inner,
+            stage,
+        })
     }
 
     fn describe(&self) -> RerankInfo {
@@ -170,12 +181,11 @@ impl<S: MemoryStore> MemoryLayer for Reranked<S> {
         request: &SearchRequest,
         opts: &CallOptions,
     ) -> Result<SearchResults> {
-        let caps = self.inner.capabilities();
         // One clock for the whole search: the store's part and the
         // reranker's share the caller's deadline.
-        let deadline = opts.deadline(caps.call_timeout());
+        let deadline = opts.deadline(self.call_timeout);
         let opts = CallOptions::until(deadline).on_behalf_of(opts.caller());
-        let max = caps.limit("max_results").unwrap_or(u64::MAX);
+        let max = self.max_results;
         let wanted = request.limit.unwrap_or(max);
         let candidates = self.stage.limits.candidates;
         // A limit the store would refuse goes to it unchanged, so the
