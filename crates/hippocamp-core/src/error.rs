@@ -47,6 +47,18 @@ pub enum Error {
     /// The idempotency key was already used in this scope for different data.
     #[error("idempotency key already used for different data (entry {0})")]
     IdempotencyConflict(EntryId),
+    /// A derived entry names a source that is not (or no longer) a live
+    /// entry of its scope: erased, expired or never there. Nothing was
+    /// written, so nothing derived can outlive what it came from.
+    #[error("source {0} of a derived entry is gone; nothing was written")]
+    SourceGone(EntryId),
+    /// A consolidation run is already running in this scope (its id).
+    #[error("consolidation run {0} is already running in this scope")]
+    ConsolidationRunning(String),
+    /// A consolidation run cannot be applied or reverted in its state, or
+    /// a later change touched what it changed; nothing was changed.
+    #[error("consolidation run refused: {0}; nothing was changed")]
+    RunConflict(String),
     /// One value (an entry's content, an artifact, a request body) is over
     /// a size limit, named by its configuration key; nothing was written.
     /// Unlike a full quota, the same value never fits later.
@@ -256,6 +268,9 @@ impl Error {
             Error::SensitiveContent(_) => "sensitive_content",
             Error::NotFound(_) => "not_found",
             Error::IdempotencyConflict(_) => "idempotency_conflict",
+            Error::SourceGone(_) => "source_gone",
+            Error::ConsolidationRunning(_) => "consolidation_running",
+            Error::RunConflict(_) => "run_conflict",
             Error::QuotaExceeded { .. } => "quota_exceeded",
             Error::TooLarge { .. } => "payload_too_large",
             Error::Timeout(_) => "timeout",
@@ -349,6 +364,10 @@ pub enum Field {
     Line,
     /// A search's context window.
     Context,
+    /// A fact key.
+    FactKey,
+    /// A consolidation run's mode or options.
+    Consolidation,
 }
 
 impl Field {
@@ -387,6 +406,8 @@ impl Field {
             Field::Scope => "scope",
             Field::History => "history",
             Field::Line => "line",
+            Field::FactKey => "fact_key",
+            Field::Consolidation => "consolidation",
         }
     }
 }

@@ -16,6 +16,9 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 512;
 
+/// Maximum length in bytes of a fact key.
+pub const MAX_FACT_KEY_BYTES: usize = 128;
+
 /// Checks the rules every identifier shares: 1..=`max` bytes, no NUL.
 pub fn check_text(field: Field, s: &str, max: usize) -> Result<()> {
     if s.is_empty() {
@@ -184,6 +187,14 @@ text_id!(
     IdempotencyKey,
     Field::IdempotencyKey,
     MAX_IDEMPOTENCY_KEY_BYTES
+);
+text_id!(
+    /// What a fact is about, as a subject/attribute string such as
+    /// `user.home_city`: 1..=128 bytes of UTF-8 without NUL. A newer
+    /// current entry with the same key supersedes an older one.
+    FactKey,
+    Field::FactKey,
+    MAX_FACT_KEY_BYTES
 );
 
 /// The exact `(app, user)` scope every memory operation is authorised by.

@@ -30,8 +30,8 @@ pub use error::{Error, Field, Problem, QuotaLimit, Result, Stage};
 pub use fence::{ErasureFence, check_epoch, check_fence};
 pub use filter::Filter;
 pub use ident::{
-    AppName, Author, EntryId, EventId, IdempotencyKey, MemoryScope, ScopeKey, SessionId, UserId,
-    erasure_confirmation,
+    AppName, Author, EntryId, EventId, FactKey, IdempotencyKey, MemoryScope, ScopeKey, SessionId,
+    UserId, erasure_confirmation,
 };
 pub use json::{JsonLimits, Metadata};
 pub use limits::{LimitInfo, MemoryLimits};

@@ -395,6 +395,17 @@ impl<S: MemoryStore> MemoryStore for PolicyChecked<S> {
         self.inner.entry_history(scope, entry, &call).await
     }
 
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        entry: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::lineage::Lineage> {
+        let r = Resource::entry(*entry);
+        let (_, call) = self.ask(Action::Get, Some(scope), r, opts).await?;
+        self.inner.entry_lineage(scope, entry, &call).await
+    }
+
     async fn import_entries(
         &self,
         scope: &MemoryScope,

@@ -57,6 +57,9 @@ pub enum Action {
     Append,
     /// Store an artifact version.
     PutArtifact,
+    /// Start, apply or revert a consolidation run (its derived entries
+    /// are also asked `Ingest` as any write, its reverts `Delete`).
+    Consolidate,
 }
 
 impl Action {
@@ -68,7 +71,7 @@ impl Action {
     }
 
     /// Every action, in declaration order.
-    pub const ALL: [Action; 13] = [
+    pub const ALL: [Action; 14] = [
         Action::Ingest,
         Action::Search,
         Action::Get,
@@ -82,6 +85,7 @@ impl Action {
         Action::Restore,
         Action::Append,
         Action::PutArtifact,
+        Action::Consolidate,
     ];
 
     /// The snake_case name.
@@ -100,6 +104,7 @@ impl Action {
             Action::Restore => "restore",
             Action::Append => "append",
             Action::PutArtifact => "put_artifact",
+            Action::Consolidate => "consolidate",
         }
     }
 }

@@ -27,8 +27,10 @@
 //! every open: an unknown version is refused, never guessed at.
 
 use hippocamp_core::{
-    Author, EntryId, Error, EventId, MemoryScope, Metadata, Result, SessionId, Sha256Digest,
+    Author, EntryId, Error, EventId, FactKey, MemoryScope, Metadata, Result, SessionId,
+    Sha256Digest,
 };
+use hippocamp_memory::lineage::{Origin, Role, Source, Status};
 use hippocamp_memory::{MemoryEntry, Obligations, Provenance, Revision};
 use hippocamp_search::{Analyzer, TermFreqs};
 use redb::TableDefinition;
@@ -287,6 +289,11 @@ pub(crate) struct ScopeRow {
     /// their bytes.
     #[serde(skip)]
     pub(crate) erasures: u64,
+    /// Derived entries of the scope (those with sources): when 0, an
+    /// erasure has no lineage to follow. Written after the erasure count,
+    /// and only when not 0.
+    #[serde(skip)]
+    pub(crate) derived: u64,
 }
 
 impl ScopeRow {
@@ -300,8 +307,11 @@ impl ScopeRow {
         out.varint(self.entries);
         out.varint(self.bytes);
         out.varint(self.epoch);
-        if self.erasures > 0 {
+        if self.erasures > 0 || self.derived > 0 {
             out.varint(self.erasures);
+        }
+        if self.derived > 0 {
+            out.varint(self.derived);
         }
         out.0
     }
@@ -311,7 +321,12 @@ impl ScopeRow {
         let (mut row, rest): (ScopeRow, _) = postcard::take_from_bytes(bytes)
             .map_err(|e| Error::Corrupt(format!("undecodable scope record: {e}")))?;
         if !rest.is_empty() {
-            row.erasures = decode(rest, "scope's erasure count")?;
+            let (erasures, rest): (u64, _) = postcard::take_from_bytes(rest)
+                .map_err(|e| Error::Corrupt(format!("undecodable scope's erasure count: {e}")))?;
+            row.erasures = erasures;
+            if !rest.is_empty() {
+                row.derived = decode(rest, "scope's derived count")?;
+            }
         }
         Ok(row)
     }
@@ -330,6 +345,7 @@ impl ScopeRow {
             bytes: 0,
             epoch: 0,
             erasures: 0,
+            derived: 0,
         }
     }
 }
@@ -357,6 +373,71 @@ pub(crate) struct EntryRecord {
     /// After the record's own bytes (see [`EntryRecord::decode`]).
     #[serde(skip)]
     pub(crate) ingested_at_ms: Option<u64>,
+    /// After the ingestion time, when the entry has lineage to keep.
+    #[serde(skip)]
+    pub(crate) lineage: Option<LineageRecord>,
+}
+
+/// An entry's lineage as stored after its record: only for an entry whose
+/// origin is not the one its provenance implies, or that is derived or
+/// has a fact key (most entries have none, and pay nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LineageRecord {
+    origin: Origin,
+    derived_from: Vec<([u8; 16], Role)>,
+    consolidation: Option<String>,
+    fact_key: Option<String>,
+}
+
+impl LineageRecord {
+    /// What `entry` stores, if anything.
+    pub(crate) fn of(entry: &MemoryEntry) -> Option<Self> {
+        let plain = entry.origin == Origin::of_provenance(&entry.provenance)
+            && entry.derived_from.is_empty()
+            && entry.consolidation.is_none()
+            && entry.fact_key.is_none();
+        (!plain).then(|| Self {
+            origin: entry.origin,
+            derived_from: entry
+                .derived_from
+                .iter()
+                .map(|s| (*s.entry.as_bytes(), s.role))
+                .collect(),
+            consolidation: entry.consolidation.clone(),
+            fact_key: entry.fact_key.as_ref().map(|k| k.as_str().to_owned()),
+        })
+    }
+
+    /// Whether the entry is derived (so erasing one of its sources erases
+    /// it: the scope row counts them).
+    pub(crate) fn is_derived(&self) -> bool {
+        !self.derived_from.is_empty()
+    }
+
+    /// The source ids.
+    pub(crate) fn sources(&self) -> impl Iterator<Item = EntryId> + '_ {
+        self.derived_from
+            .iter()
+            .map(|(id, _)| EntryId::from_bytes(*id))
+    }
+
+    fn apply(self, entry: &mut MemoryEntry) -> Result<()> {
+        entry.origin = self.origin;
+        entry.derived_from = self
+            .derived_from
+            .into_iter()
+            .map(|(id, role)| Source {
+                entry: EntryId::from_bytes(id),
+                role,
+            })
+            .collect();
+        entry.consolidation = self.consolidation;
+        entry.fact_key =
+            self.fact_key.map(FactKey::new).transpose().map_err(|e| {
+                Error::Corrupt(format!("stored entry has an invalid fact key: {e}"))
+            })?;
+        Ok(())
+    }
 }
 
 /// postcard's encoding, written directly into a buffer: an
@@ -454,10 +535,32 @@ pub(crate) fn encode_entry(
         out.str(term);
         out.varint(u64::from(count));
     }
-    if let Some(t) = entry.ingested_at_ms {
-        out.varint(t);
-    }
+    write_trailer(
+        &mut out.0,
+        entry.ingested_at_ms,
+        LineageRecord::of(entry).as_ref(),
+    )?;
     Ok(out.0)
+}
+
+/// What follows a record: its ingestion time, then its lineage. A record
+/// with lineage and no ingestion time writes 0 for the time (no entry is
+/// ingested at the epoch), so the lineage is never read as a time.
+fn write_trailer(
+    out: &mut Vec<u8>,
+    ingested_at_ms: Option<u64>,
+    lineage: Option<&LineageRecord>,
+) -> Result<()> {
+    match (ingested_at_ms, lineage) {
+        (None, None) => {}
+        (t, l) => {
+            out.extend(encode(&t.unwrap_or(0))?);
+            if let Some(l) = l {
+                out.extend(encode(l)?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `record` (logged by [`Mutation::PutEntryText`]) with its text's terms:
@@ -601,12 +704,20 @@ impl EntryRecord {
         if !rest.is_empty() {
             let (t, tail): (u64, _) = postcard::take_from_bytes(rest)
                 .map_err(|e| Error::Corrupt(format!("undecodable entry ingestion time: {e}")))?;
-            if !tail.is_empty() {
-                return Err(Error::Corrupt(
-                    "an entry record has bytes after its ingestion time".into(),
-                ));
-            }
             rec.ingested_at_ms = Some(t);
+            if !tail.is_empty() {
+                let (l, end): (LineageRecord, _) = postcard::take_from_bytes(tail)
+                    .map_err(|e| Error::Corrupt(format!("undecodable entry lineage: {e}")))?;
+                if !end.is_empty() {
+                    return Err(Error::Corrupt(
+                        "an entry record has bytes after its lineage".into(),
+                    ));
+                }
+                if t == 0 {
+                    rec.ingested_at_ms = None;
+                }
+                rec.lineage = Some(l);
+            }
         }
         Ok(rec)
     }
@@ -614,9 +725,7 @@ impl EntryRecord {
     /// Its bytes (see [`EntryRecord::decode`]).
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
         let mut bytes = encode(self)?;
-        if let Some(t) = self.ingested_at_ms {
-            bytes.extend(encode(&t)?);
-        }
+        write_trailer(&mut bytes, self.ingested_at_ms, self.lineage.as_ref())?;
         Ok(bytes)
     }
 
@@ -642,6 +751,7 @@ impl EntryRecord {
             doc_len: terms.doc_len(),
             terms: terms.clone(),
             ingested_at_ms: entry.ingested_at_ms,
+            lineage: LineageRecord::of(entry),
         })
     }
 
@@ -677,6 +787,7 @@ impl EntryRecord {
             timestamp_ms: self.provenance_timestamp_ms,
         };
         let entry = MemoryEntry {
+            origin: Origin::of_provenance(&provenance),
             id: EntryId::from_bytes(self.id),
             scope: scope.clone(),
             content: self.content,
@@ -690,7 +801,17 @@ impl EntryRecord {
             revision: 1,
             revised_at_ms: None,
             ingested_at_ms: self.ingested_at_ms,
+            derived_from: Vec::new(),
+            consolidation: None,
+            fact_key: None,
+            status: Status::Current,
+            superseded_by: None,
+            merged_into: None,
         };
+        let mut entry = entry;
+        if let Some(l) = self.lineage {
+            l.apply(&mut entry)?;
+        }
         Ok((
             entry,
             self.storage_bytes,
@@ -894,6 +1015,7 @@ mod tests {
             epoch in proptest::prelude::any::<u64>(),
             bytes in proptest::prelude::any::<u64>(),
             analysed in proptest::prelude::any::<bool>(),
+            lineage in 0u8..4,
         ) {
             let scope = MemoryScope::parse("app", "user").unwrap();
             let mut input = NewEntry::new(content);
@@ -913,9 +1035,30 @@ mod tests {
             } else {
                 TermFreqs::default()
             };
+            // Lineage after the record: derived (with and without an
+            // ingestion time), keyed, or none.
+            if lineage >= 1 {
+                entry.origin = hippocamp_memory::lineage::Origin::Fact;
+                entry.derived_from = vec![Source {
+                    entry: EntryId::random(),
+                    role: Role::Superseded,
+                }];
+                entry.consolidation = Some("run-1".into());
+            }
+            if lineage == 2 {
+                entry.ingested_at_ms = None;
+            }
+            if lineage == 3 {
+                entry.fact_key = Some(FactKey::new("user.city").unwrap());
+            }
             let direct = encode_entry(&entry, bytes, &terms).unwrap();
             let serde = EntryRecord::new(&entry, bytes, &terms).unwrap().encode().unwrap();
-            proptest::prop_assert_eq!(direct, serde);
+            proptest::prop_assert_eq!(&direct, &serde);
+            let (back, _, _) = EntryRecord::decode(&direct).unwrap().into_entry(&scope).unwrap();
+            proptest::prop_assert_eq!(back.origin, entry.origin);
+            proptest::prop_assert_eq!(&back.derived_from, &entry.derived_from);
+            proptest::prop_assert_eq!(&back.fact_key, &entry.fact_key);
+            proptest::prop_assert_eq!(back.ingested_at_ms, entry.ingested_at_ms);
         }
 
         #[test]
@@ -927,7 +1070,10 @@ mod tests {
             epoch in proptest::prelude::any::<u64>(),
             erasures in proptest::prelude::any::<u64>(),
         ) {
-            let row = ScopeRow { app, user, entries, bytes, epoch, erasures: 0 };
+            let row = ScopeRow { app, user, entries, bytes, epoch, erasures: 0, derived: 0 };
+            // Derived entries without erasure records: both counts follow.
+            let with_derived = ScopeRow { derived: epoch % 5 + 1, ..row.clone() };
+            proptest::prop_assert_eq!(ScopeRow::decode(&with_derived.encode()).unwrap(), with_derived);
             proptest::prop_assert_eq!(row.encode(), encode(&row).unwrap());
             proptest::prop_assert_eq!(ScopeRow::decode(&row.encode()).unwrap(), row.clone());
             // With records: the count follows, and reads back.

@@ -837,7 +837,8 @@ impl MemoryStore for RedbMemoryStore {
         let submit =
             |prepared: PreparedEntry, terms: Option<TermFreqs>, vector: Option<Vec<f32>>| {
                 let scope = scope.clone();
-                let admit = Admission::new(opts, embedder.is_some(), deadline);
+                let mut admit = Admission::new(opts, embedder.is_some(), deadline);
+                admit.now_ms = self.clock.now_ms();
                 self.submit(move |reply| Op::AddEntry {
                     scope,
                     prepared: Box::new(prepared),
@@ -977,7 +978,51 @@ impl MemoryStore for RedbMemoryStore {
         deadline.check(Stage::Queueing)?;
         self.settled(deadline).await?;
         let txn = self.db.begin_read().map_err(storage)?;
-        live_entry(&txn, scope, id, self.clock.now_ms())
+        let entry = live_entry(&txn, scope, id, self.clock.now_ms())?;
+        // Its state depends on other entries: read from the scope's
+        // cached copy only when something could make it other than current.
+        let derived = match txn
+            .open_table(SCOPES)
+            .map_err(storage)?
+            .get(&scope_hash(scope))
+            .map_err(storage)?
+        {
+            Some(v) => ScopeRow::decode(v.value())?.derived,
+            None => 0,
+        };
+        if derived == 0 && entry.fact_key.is_none() {
+            return Ok(entry);
+        }
+        drop(txn);
+        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))??;
+        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Queueing))?
+            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        let state = data.state_of(id);
+        Ok(entry.with_state(state))
+    }
+
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::lineage::Lineage> {
+        let deadline = self.deadline(opts);
+        deadline.check(Stage::Queueing)?;
+        self.settled(deadline).await?;
+        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))??;
+        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Queueing))?
+            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        data.lineage_of(id, self.clock.now_ms())
+            .ok_or(Error::NotFound("entry"))
     }
 
     async fn delete_entry(

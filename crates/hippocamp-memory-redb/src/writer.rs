@@ -46,8 +46,8 @@ use tokio::sync::oneshot;
 
 use crate::cache::{CacheOp, Inserted, ScopeCache};
 use crate::format::{
-    ENTRIES, ERASED, ERASED_IDS, EXPIRY, EntryRecord, META, Mutation, OBLIGATIONS, REVISIONS,
-    RevisionRecord, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS,
+    ENTRIES, ERASED, ERASED_IDS, EXPIRY, EntryRecord, LineageRecord, META, Mutation, OBLIGATIONS,
+    REVISIONS, RevisionRecord, SCOPES, SESSION_EPOCHS, SESSIONS, ScopeRow, Totals, USERS, VECTORS,
     WAL_SEQ_KEY, decode_obligations, decode_session_epoch, encode_entry, encode_obligations,
     encode_session_epoch, encode_vector, entry_key, entry_range, expiry_key, log_record,
     revision_key, revision_of, revision_range, scope_hash, session_epoch_key, session_hash,
@@ -84,6 +84,8 @@ pub(crate) struct Admission {
     pub(crate) deadline: Deadline,
     /// What the new entries of the write carry.
     pub(crate) obligations: WriteOptions,
+    /// The moment a derived entry's sources must be live at.
+    pub(crate) now_ms: u64,
 }
 
 impl Admission {
@@ -109,6 +111,7 @@ impl Admission {
             embeds,
             deadline,
             obligations: opts.clone(),
+            now_ms: hippocamp_core::time::now_ms(),
         }
     }
 }
@@ -677,6 +680,9 @@ impl<'t> Tx<'t> {
             self.totals.scopes += 1;
             self.index_user(row, true)?;
         }
+        if entry.is_derived() {
+            row.derived += 1;
+        }
         row.entries += 1;
         row.bytes += bytes;
         self.totals.entries += 1;
@@ -751,6 +757,9 @@ impl<'t> Tx<'t> {
         }
         self.remember_erased(&key, row)?;
         self.drop_revisions(&key)?;
+        if rec.lineage.as_ref().is_some_and(LineageRecord::is_derived) {
+            row.derived = row.derived.saturating_sub(1);
+        }
         row.entries = row.entries.saturating_sub(1);
         row.bytes = row.bytes.saturating_sub(rec.storage_bytes);
         if row.entries == 0 {
@@ -924,6 +933,75 @@ impl<'t> Tx<'t> {
         Ok(self.dr()?.erased_ids.get(key)?.is_some())
     }
 
+    /// Admits a derived entry (see `ScopeData::admit_derived`): every
+    /// source live at `now_ms`, and no longer-lived than the shortest-lived.
+    fn admit_derived(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        entry: &mut MemoryEntry,
+        now_ms: u64,
+    ) -> Result<(), Fail> {
+        let mut expiry = entry.obligations.expires_at_ms;
+        for s in &entry.derived_from {
+            let live = self
+                .existing(h, scope, &s.entry)?
+                .filter(|e| !e.obligations.expired(now_ms));
+            let Some(source) = live else {
+                return Err(Fail::Op(Error::SourceGone(s.entry)));
+            };
+            expiry = match (expiry, source.obligations.expires_at_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        entry.obligations.expires_at_ms = expiry;
+        Ok(())
+    }
+
+    /// `ids` and every entry derived from them, directly or not. A scope
+    /// with derived entries is read whole to find them (its row counts
+    /// them; most scopes have none and pay nothing).
+    fn with_dependents(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        row: &ScopeRow,
+        mut ids: Vec<EntryId>,
+    ) -> Result<Vec<EntryId>, Fail> {
+        if row.derived == 0 {
+            return Ok(ids);
+        }
+        let mut derived: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
+        let (lo, hi) = entry_range(h);
+        for item in self.dr()?.entries.range::<&[u8; 32]>(&lo..=&hi)? {
+            let (_, v) = item?;
+            let rec = EntryRecord::decode(v.value()).txn()?;
+            if rec.app != scope.app().as_str() || rec.user != scope.user().as_str() {
+                return Err(Fail::Txn(Error::Corrupt("entry key collision".into())));
+            }
+            if let Some(l) = rec.lineage.as_ref().filter(|l| l.is_derived()) {
+                for s in l.sources() {
+                    derived
+                        .entry(s)
+                        .or_default()
+                        .push(EntryId::from_bytes(rec.id));
+                }
+            }
+        }
+        let mut seen: std::collections::HashSet<EntryId> = ids.iter().copied().collect();
+        let mut i = 0;
+        while i < ids.len() {
+            for d in derived.get(&ids[i]).into_iter().flatten() {
+                if seen.insert(*d) {
+                    ids.push(*d);
+                }
+            }
+            i += 1;
+        }
+        Ok(ids)
+    }
+
     /// What ingesting `p` would do against the transaction's state (`erasures`:
     /// whether the scope holds erasure records at all).
     fn decide(
@@ -971,6 +1049,7 @@ impl<'t> Tx<'t> {
             embeds,
             deadline,
             obligations,
+            now_ms,
             ..
         } = admit;
         let h = scope_hash(scope);
@@ -979,6 +1058,7 @@ impl<'t> Tx<'t> {
         let mut prepared = prepared;
         let redacted = std::mem::take(&mut prepared.redacted);
         prepared.entry.obligations = obligations.obligations_for(&prepared.entry.metadata);
+        self.admit_derived(&h, scope, &mut prepared.entry, now_ms)?;
         if prepared.keyed
             && let Some(existing) = self.existing(&h, scope, &prepared.entry.id)?
         {
@@ -1024,6 +1104,7 @@ impl<'t> Tx<'t> {
             embeds,
             deadline,
             obligations,
+            ..
         } = admit;
         let h = scope_hash(scope);
         let mut row = self.row(&h, scope)?;
@@ -1081,13 +1162,22 @@ impl<'t> Tx<'t> {
     fn delete_entry(&mut self, scope: &MemoryScope, id: &EntryId, at: Moment) -> Result<u64, Fail> {
         at.deadline.check(Stage::Commit).op()?;
         let h = scope_hash(scope);
-        self.check_deletes(&[entry_key(&h, id)], at.now_ms)?;
         let mut row = self.row(&h, scope)?;
-        let removed = self.remove(&h, scope, &mut row, id)?;
-        if removed {
-            self.put_row(&h, &row)?;
+        if self.dr()?.entries.get(&entry_key(&h, id))?.is_none() {
+            return Ok(0);
         }
-        Ok(u64::from(removed))
+        // The entry and everything derived from it, in one transaction.
+        let ids = self.with_dependents(&h, scope, &row, vec![*id])?;
+        let keys: Vec<[u8; 32]> = ids.iter().map(|id| entry_key(&h, id)).collect();
+        self.check_deletes(&keys, at.now_ms)?;
+        let mut n = 0;
+        for id in &ids {
+            if self.remove(&h, scope, &mut row, id)? {
+                n += 1;
+            }
+        }
+        self.put_row(&h, &row)?;
+        Ok(n)
     }
 
     fn delete_session(
@@ -1109,9 +1199,10 @@ impl<'t> Tx<'t> {
             id.copy_from_slice(&k.value()[32..]);
             ids.push(EntryId::from_bytes(id));
         }
+        let mut row = self.row(&h, scope)?;
+        let ids = self.with_dependents(&h, scope, &row, ids)?;
         let keys: Vec<[u8; 32]> = ids.iter().map(|id| entry_key(&h, id)).collect();
         self.check_deletes(&keys, at.now_ms)?;
-        let mut row = self.row(&h, scope)?;
         // Advanced in the same transaction as the deletes (even for a
         // session that holds nothing): a write admitted before this
         // erasure can never land after it commits.
@@ -1259,7 +1350,17 @@ impl Tx<'_> {
             };
             let scope = MemoryScope::parse(&row.app, &row.user).txn()?;
             let mut row = self.row(&h, &scope)?;
+            // What was derived from an expired entry goes with it, unless
+            // a hold or retention on one keeps that lineage until it lifts.
+            let mut gone = Vec::new();
             for id in ids {
+                let lineage = self.with_dependents(&h, &scope, &row, vec![id])?;
+                let keys: Vec<[u8; 32]> = lineage.iter().map(|id| entry_key(&h, id)).collect();
+                if self.check_deletes(&keys, at.now_ms).is_ok() {
+                    gone.extend(lineage);
+                }
+            }
+            for id in gone {
                 if self.remove(&h, &scope, &mut row, &id)? {
                     deleted += 1;
                 }

@@ -734,3 +734,66 @@ async fn lone_adds_are_analysed_by_the_reader_the_writer_and_the_applier() {
         .unwrap();
     assert_eq!(fillers.hits.len(), 50);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lineage_survives_a_reopen_and_erasure_still_follows_it() {
+    use hippocamp_memory::lineage::{Derivation, Origin, Role, Source, Status};
+    let dir = tempfile::tempdir().unwrap();
+    let s = scope("lineage");
+    let key = hippocamp_core::FactKey::new("user.pet").unwrap();
+    let (a, b, fact) = {
+        let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+        let add = |e: NewEntry| {
+            let store = &store;
+            let s = &s;
+            async move {
+                store
+                    .add_entry(s, e, &WriteOptions::default())
+                    .await
+                    .unwrap()
+                    .entry
+            }
+        };
+        let a = add(NewEntry::new("our cat is called Miso").fact_key(key.clone())).await;
+        let b = add(NewEntry::new("the cat is called Miso")).await;
+        let fact = add(NewEntry {
+            derivation: Some(Derivation {
+                sources: vec![
+                    Source {
+                        entry: a.id,
+                        role: Role::Merged,
+                    },
+                    Source {
+                        entry: b.id,
+                        role: Role::Merged,
+                    },
+                ],
+                run: Some("run-1".into()),
+            }),
+            ..NewEntry::new("cat: Miso")
+        })
+        .await;
+        (a, b, fact)
+    };
+    let store = RedbMemoryStore::open(dir.path(), MemoryConfig::default()).unwrap();
+    let got = store.get_entry(&s, &fact.id, &c()).await.unwrap();
+    assert_eq!(got, fact);
+    assert_eq!(got.origin, Origin::Fact);
+    let got_a = store.get_entry(&s, &a.id, &c()).await.unwrap();
+    assert_eq!(got_a.fact_key, Some(key));
+    assert_eq!(
+        (got_a.status, got_a.merged_into),
+        (Status::Merged, Some(fact.id))
+    );
+    let hits = search(&store, &s, "cat Miso").await;
+    assert_eq!(hits.hits.len(), 1);
+    assert_eq!(hits.hits[0].entry.id, fact.id);
+    // The scope's count of derived entries came back: erasure follows
+    // lineage after the reopen.
+    assert_eq!(store.delete_entry(&s, &b.id, &c()).await.unwrap(), 2);
+    assert!(store.get_entry(&s, &fact.id, &c()).await.is_err());
+    assert_eq!(
+        store.get_entry(&s, &a.id, &c()).await.unwrap().status,
+        Status::Current
+    );
+}

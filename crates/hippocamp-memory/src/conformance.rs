@@ -39,12 +39,14 @@ use crate::{InMemoryStore, MemoryConfig};
 
 pub mod erasure;
 pub mod lifecycle;
+pub mod lineage;
 pub mod model;
 pub mod passages;
 pub mod revisions;
 
 pub use erasure::*;
 pub use lifecycle::*;
+pub use lineage::*;
 pub use passages::*;
 pub use revisions::*;
 
@@ -227,6 +229,12 @@ macro_rules! memory_conformance_tests {
             a_delivery_racing_a_session_erasure_never_writes_it_back,
             erasures_leave_records_that_are_listed_and_counted,
             imported_erasures_fence_a_fresh_scope,
+            origins_are_recorded_and_filter_search,
+            a_newer_fact_key_supersedes_an_older_one,
+            derived_entries_hide_what_they_merge_and_need_live_sources,
+            erasing_a_source_erases_what_was_derived_from_it,
+            a_derived_entry_lives_no_longer_than_its_sources,
+            a_hold_on_a_derived_entry_refuses_erasing_its_source,
         );
         #[test]
         fn model_test() {
@@ -1515,6 +1523,7 @@ pub async fn event_fields_become_entry_fields(f: &dyn StoreFactory) {
                 metadata: obj(json!({"dia_id": "D1:3", "api_key": "other"})),
                 provenance: e.provenance.clone(),
                 idempotency_key: Some(key("event:evt-1")),
+                ..NewEntry::default()
             },
             &w(),
         )

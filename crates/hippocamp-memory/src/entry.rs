@@ -7,10 +7,12 @@ use hippocamp_core::limits::MAX_PROVENANCE_EVENT_IDS;
 use hippocamp_core::secrets::{self, Redaction, detect};
 use hippocamp_core::time::now_ms;
 use hippocamp_core::{
-    Author, EntryId, Error, EventId, Field, IdempotencyKey, MemoryLimits, MemoryScope, Metadata,
-    Problem, Result, SessionId, Sha256Digest,
+    Author, EntryId, Error, EventId, FactKey, Field, IdempotencyKey, MemoryLimits, MemoryScope,
+    Metadata, Problem, Result, SessionId, Sha256Digest,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::lineage::{Derivation, Origin, Source, State, Status};
 
 /// Where an entry came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -47,6 +49,15 @@ pub struct NewEntry {
     /// names the same entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<IdempotencyKey>,
+    /// What the entry is a fact about (`user.home_city`): the newest
+    /// entry with a key supersedes the older ones with the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact_key: Option<FactKey>,
+    /// How consolidation derived it: set by the consolidation code, never
+    /// read from a request (it is in no wire format).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub derivation: Option<Derivation>,
 }
 
 impl NewEntry {
@@ -76,6 +87,13 @@ impl NewEntry {
     #[must_use]
     pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
         self.idempotency_key = Some(key);
+        self
+    }
+
+    /// Sets the fact key.
+    #[must_use]
+    pub fn fact_key(mut self, key: FactKey) -> Self {
+        self.fact_key = Some(key);
         self
     }
 }
@@ -119,6 +137,64 @@ pub struct MemoryEntry {
     /// the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingested_at_ms: Option<u64>,
+    /// Where it came from: `turn`, `note`, `file` or `fact`.
+    #[serde(default)]
+    pub origin: Origin,
+    /// What it was derived from (a `fact`'s sources); set by the store's
+    /// consolidation, never by a client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived_from: Vec<Source>,
+    /// The consolidation run that derived it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation: Option<String>,
+    /// What it is a fact about; the newest entry with a key supersedes
+    /// older ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact_key: Option<FactKey>,
+    /// Its state, read from its scope when it is returned (never stored).
+    #[serde(default, skip_serializing_if = "Status::is_current")]
+    pub status: Status,
+    /// The entry that superseded it, when `status` is `superseded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<EntryId>,
+    /// The entry it was merged into, when `status` is `merged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<EntryId>,
+}
+
+impl MemoryEntry {
+    /// Its state as read from its scope.
+    pub fn state(&self) -> State {
+        State {
+            status: self.status,
+            by: self.superseded_by.or(self.merged_into),
+        }
+    }
+
+    /// The entry with `state` set (what a read returns).
+    #[must_use]
+    pub fn with_state(mut self, state: State) -> Self {
+        self.status = state.status;
+        self.superseded_by = None;
+        self.merged_into = None;
+        match state.status {
+            Status::Current => {}
+            Status::Superseded => self.superseded_by = state.by,
+            Status::Merged => self.merged_into = state.by,
+        }
+        self
+    }
+
+    /// The entry without its read state (what a store keeps).
+    #[must_use]
+    pub fn stateless(self) -> Self {
+        self.with_state(State::default())
+    }
+
+    /// Whether it is derived from other entries.
+    pub fn is_derived(&self) -> bool {
+        !self.derived_from.is_empty()
+    }
 }
 
 fn first_revision() -> u32 {
@@ -348,6 +424,8 @@ impl MemoryEntry {
             && self.content == other.content
             && self.metadata == other.metadata
             && self.provenance == other.provenance
+            && self.fact_key == other.fact_key
+            && self.derived_from == other.derived_from
     }
 
     /// Whether `submitted` (an add under this entry's id) is a duplicate
@@ -455,6 +533,8 @@ pub fn prepare_entry(
         mut metadata,
         provenance,
         idempotency_key,
+        fact_key,
+        derivation,
     } = input;
     let (content, redacted) = match secrets::redact(&content) {
         (std::borrow::Cow::Borrowed(_), r) => (content, r),
@@ -464,6 +544,17 @@ pub fn prepare_entry(
     secrets::redact_metadata(&mut metadata);
     check_object(Field::Metadata, &metadata, limits.json())?;
     check_provenance(&provenance)?;
+    if let Some(kind) = fact_key.as_ref().and_then(|k| detect(k.as_str())) {
+        return Err(Error::SensitiveContent(kind));
+    }
+    if let Some(d) = &derivation {
+        d.check()?;
+    }
+    let origin = match &derivation {
+        Some(_) => Origin::Fact,
+        None => Origin::of_provenance(&provenance),
+    };
+    let (derived_from, consolidation) = derivation.map(|d| (d.sources, d.run)).unwrap_or_default();
     let id = idempotency_key
         .as_ref()
         .map_or_else(EntryId::random, |k| EntryId::derive(scope, k));
@@ -481,6 +572,13 @@ pub fn prepare_entry(
         revision: 1,
         revised_at_ms: None,
         ingested_at_ms: Some(now),
+        origin,
+        derived_from,
+        consolidation,
+        fact_key,
+        status: Status::Current,
+        superseded_by: None,
+        merged_into: None,
     };
     Ok(PreparedEntry {
         storage_bytes: entry.storage_bytes(),

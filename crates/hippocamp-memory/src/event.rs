@@ -624,6 +624,7 @@ fn plan_one(
             timestamp_ms: Some(timestamp_ms),
         },
         idempotency_key: Some(key),
+        ..NewEntry::default()
     };
     match prepare_entry(scope, input, limits) {
         Ok(p) => Ok((event_id, p)),

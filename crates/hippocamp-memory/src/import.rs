@@ -113,6 +113,8 @@ pub fn prepare_import(
                 metadata: entry.metadata.clone(),
                 provenance: entry.provenance.clone(),
                 idempotency_key: None,
+                fact_key: entry.fact_key.clone(),
+                derivation: None,
             },
             limits,
         )?;
@@ -133,6 +135,8 @@ pub fn prepare_import(
             ));
         }
         let history = check_history(i, &entry, history, limits)?;
+        // A state is read from the scope, never restored from a file.
+        let entry = entry.stateless();
         out.push(PreparedImport {
             storage_bytes: entry.storage_bytes(),
             entry,

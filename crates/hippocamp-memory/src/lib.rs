@@ -31,11 +31,13 @@
 
 pub mod checked;
 pub mod config;
+pub mod dedupe;
 pub mod embedding;
 pub mod entry;
 pub mod erasure;
 pub mod event;
 pub mod import;
+pub mod lineage;
 pub mod list;
 pub mod mem;
 pub mod quota;

@@ -55,7 +55,10 @@ pub fn list_page(data: &ScopeData, list: &PreparedList, now_ms: u64) -> EntryPag
         |e| list.keeps(e),
     );
     EntryPage {
-        entries: entries.iter().map(|e| (**e).clone()).collect(),
+        entries: entries
+            .iter()
+            .map(|e| (*data.annotated(e)).clone())
+            .collect(),
         next_cursor: last.map(|l| list.cursor(l)),
     }
 }
@@ -113,6 +116,18 @@ impl Shell {
 
     /// Removes one entry, remembering it as erased; its bytes if it was
     /// there.
+    /// Erases `ids`; the entries and bytes released.
+    fn erase_all(&mut self, ids: &[EntryId]) -> (u64, u64) {
+        let mut removed = (0, 0);
+        for id in ids {
+            if let Some(bytes) = self.erase(id) {
+                removed.0 += 1;
+                removed.1 += bytes;
+            }
+        }
+        removed
+    }
+
     fn erase(&mut self, id: &EntryId) -> Option<u64> {
         let (entry, bytes) = self.data.remove(id)?;
         self.history.remove(id);
@@ -325,13 +340,14 @@ impl MemoryStore for InMemoryStore {
         }
         let bytes = stored_bytes(prepared.storage_bytes, vector.as_deref());
         check_scope_quota(limits, s.data.len(), s.held_bytes(), 1, bytes)?;
-        let reservation = self.quota.reserve(1, bytes)?;
-        deadline.check(Stage::Commit)?;
-        reservation.commit();
         let redacted = prepared.redacted;
         let mut entry = prepared.entry;
         entry.epoch = s.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
+        s.data.admit_derived(&mut entry, self.clock.now_ms())?;
+        let reservation = self.quota.reserve(1, bytes)?;
+        deadline.check(Stage::Commit)?;
+        reservation.commit();
         let id = entry.id;
         s.data.insert(entry.clone(), bytes, &terms);
         if let Some(v) = vector {
@@ -447,8 +463,21 @@ impl MemoryStore for InMemoryStore {
         let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
         let s = Self::read(&shell, deadline).await?;
         s.data
-            .get_live(id, self.clock.now_ms())
-            .cloned()
+            .read(id, self.clock.now_ms())
+            .ok_or(Error::NotFound("entry"))
+    }
+
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<crate::lineage::Lineage> {
+        let deadline = self.deadline(opts);
+        let shell = self.find(scope).ok_or(Error::NotFound("entry"))?;
+        let s = Self::read(&shell, deadline).await?;
+        s.data
+            .lineage_of(id, self.clock.now_ms())
             .ok_or(Error::NotFound("entry"))
     }
 
@@ -463,16 +492,16 @@ impl MemoryStore for InMemoryStore {
             return Ok(0);
         };
         let mut s = Self::write(&shell, deadline).await?;
-        s.data.check_deletes([id], self.clock.now_ms())?;
-        let removed = match s.erase(id) {
-            Some(bytes) => {
-                self.release((1, bytes));
-                1
-            }
-            None => 0,
-        };
+        if s.data.get(id).is_none() {
+            return Ok(0);
+        }
+        // The entry and everything derived from it, in one erasure.
+        let ids = s.data.with_dependents(&[*id]);
+        s.data.check_deletes(&ids, self.clock.now_ms())?;
+        let removed = s.erase_all(&ids);
+        self.release(removed);
         self.reindex(scope, &s);
-        Ok(removed)
+        Ok(removed.0)
     }
 
     async fn delete_session(
@@ -486,16 +515,10 @@ impl MemoryStore for InMemoryStore {
         // holds nothing, so work admitted before the erasure stays fenced.
         let shell = self.find_or_create(scope);
         let mut s = Self::write(&shell, deadline).await?;
-        let ids = s.data.session_entries(session);
+        let ids = s.data.with_dependents(&s.data.session_entries(session));
         s.data.check_deletes(&ids, self.clock.now_ms())?;
         *s.session_epochs.entry(session.clone()).or_default() += 1;
-        let mut removed = (0, 0);
-        for id in ids {
-            if let Some(bytes) = s.erase(&id) {
-                removed.0 += 1;
-                removed.1 += bytes;
-            }
-        }
+        let removed = s.erase_all(&ids);
         self.release(removed);
         self.reindex(scope, &s);
         Ok(removed.0)
@@ -624,13 +647,9 @@ impl MemoryStore for InMemoryStore {
             // One more than fits, to know whether more are due.
             let due = s.data.sweepable(now, left + 1);
             sweep.more |= due.len() > left;
-            let mut released = (0, 0);
-            for id in due.into_iter().take(left) {
-                if let Some(bytes) = s.erase(&id) {
-                    released.0 += 1;
-                    released.1 += bytes;
-                }
-            }
+            let due: Vec<EntryId> = due.into_iter().take(left).collect();
+            let due = s.data.sweepable_with_dependents(&due, now);
+            let released = s.erase_all(&due);
             self.release(released);
             self.reindex(&scope, &s);
             sweep.deleted += released.0;

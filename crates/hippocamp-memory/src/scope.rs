@@ -21,6 +21,7 @@ use hippocamp_search::{
     Bm25Params, Candidate, Fused, FusionParams, InvertedIndex, Ranked, TermFreqs, VectorSet, fuse,
 };
 
+mod lineage;
 mod reply;
 
 use crate::entry::MemoryEntry;
@@ -82,6 +83,8 @@ pub struct ScopeData {
     guarded: BTreeSet<EntryId>,
     /// How long entries are indexed as passages.
     passages: hippocamp_search::PassageParams,
+    /// What was derived from each entry, and each fact key's entries.
+    lineage: lineage::LineageIndex,
 }
 
 /// The results of a search whose vector candidates came from elsewhere.
@@ -279,6 +282,7 @@ impl ScopeData {
             self.guarded.insert(entry.id);
         }
         self.bytes += bytes;
+        self.lineage.insert(&entry);
         self.entries.insert(
             entry.id,
             Stored {
@@ -346,6 +350,7 @@ impl ScopeData {
             self.expiring.remove(&(at, *id));
         }
         self.guarded.remove(id);
+        self.lineage.remove(&stored.entry);
         if let Some(v) = &mut self.vectors {
             v.remove(id);
         }
@@ -701,13 +706,17 @@ impl ScopeData {
     /// is still ahead). Then an arm's candidates need no lookup each
     /// (they are all entries: both are updated with `entries`).
     fn all_match(&self, q: &PreparedSearch) -> bool {
-        q.filter.is_all() && self.expiring.first().is_none_or(|&(at, _)| at > q.now_ms)
+        q.filter.is_all()
+            && self.expiring.first().is_none_or(|&(at, _)| at > q.now_ms)
+            && self.all_visible(q)
     }
 
     /// Whether entry `key` is live and passes the search's filter.
     fn matches(&self, key: &EntryId, q: &PreparedSearch) -> bool {
         self.entries.get(key).is_some_and(|s| {
-            !s.entry.obligations.expired(q.now_ms) && q.filter.matches(&s.entry.metadata)
+            !s.entry.obligations.expired(q.now_ms)
+                && q.filter.matches(&s.entry.metadata)
+                && self.visible(&s.entry, q)
         })
     }
 
@@ -751,6 +760,7 @@ impl ScopeData {
             };
             if stored.entry.obligations.expired(q.now_ms)
                 || !q.filter.matches(&stored.entry.metadata)
+                || !self.visible(&stored.entry, q)
             {
                 continue;
             }
@@ -764,7 +774,7 @@ impl ScopeData {
             }
             used += stored.hit_bytes;
             out.hits.push(SearchHit {
-                entry: Arc::clone(&stored.entry),
+                entry: self.annotated(&stored.entry),
                 score: f64::from(c.score),
                 score_type,
                 details,

@@ -37,6 +37,20 @@ pub struct PreparedSearch {
     pub time_params: hippocamp_search::TimeParams,
     /// What relative times are read against (`None`: the search's now).
     pub reference_ms: Option<u64>,
+    /// Which statuses and origins it returns.
+    pub lineage: LineageQuery,
+}
+
+/// Which entries a search returns by lineage: current ones of every
+/// origin unless it asks for more or fewer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineageQuery {
+    /// Return superseded entries too.
+    pub include_superseded: bool,
+    /// Return merged entries too.
+    pub include_merged: bool,
+    /// Only these origins (empty: all).
+    pub origins: Vec<crate::lineage::Origin>,
 }
 
 impl PreparedSearch {
@@ -142,6 +156,11 @@ pub fn prepare_search(
         },
         time_params: config.time,
         reference_ms: req.reference_time_ms,
+        lineage: LineageQuery {
+            include_superseded: req.include_superseded,
+            include_merged: req.include_merged,
+            origins: req.origins.clone(),
+        },
     })
 }
 

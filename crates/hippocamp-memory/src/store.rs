@@ -171,6 +171,16 @@ pub struct SearchRequest {
     /// (`context`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextWindow>,
+    /// Also return entries a newer one superseded (`status: superseded`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_superseded: bool,
+    /// Also return entries merged into a derived fact (`status: merged`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_merged: bool,
+    /// Only entries of these origins (`turn`, `note`, `file`, `fact`);
+    /// empty or absent: every origin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<crate::lineage::Origin>,
 }
 
 /// How many turns around each hit a search returns: the entries of the
@@ -595,7 +605,10 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         opts: &CallOptions,
     ) -> Result<MemoryEntry>;
 
-    /// Deletes one entry; returns 1, or 0 when it did not exist.
+    /// Deletes one entry, and in the same operation every entry derived
+    /// from it (directly or not: erasure follows lineage); returns how
+    /// many it removed, 0 when it did not exist. A hold or retention on
+    /// any of them refuses the whole deletion.
     async fn delete_entry(
         &self,
         scope: &MemoryScope,
@@ -710,6 +723,20 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     ) -> Result<Vec<Revision>> {
         Err(Error::Unsupported {
             operation: "entry_history",
+            backend: "this store",
+        })
+    }
+
+    /// A live entry's lineage: its sources and the live entries derived
+    /// from it (see [`crate::lineage`]).
+    async fn entry_lineage(
+        &self,
+        _scope: &MemoryScope,
+        _id: &EntryId,
+        _opts: &CallOptions,
+    ) -> Result<crate::lineage::Lineage> {
+        Err(Error::Unsupported {
+            operation: "entry_lineage",
             backend: "this store",
         })
     }
@@ -966,6 +993,16 @@ pub trait MemoryLayer: Send + Sync + fmt::Debug {
         self.inner().entry_history(scope, id, opts).await
     }
 
+    /// See [`MemoryStore::entry_lineage`].
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<crate::lineage::Lineage> {
+        self.inner().entry_lineage(scope, id, opts).await
+    }
+
     /// See [`MemoryStore::import_entries`].
     async fn import_entries(
         &self,
@@ -1145,6 +1182,14 @@ impl<L: MemoryLayer> MemoryStore for L {
         opts: &CallOptions,
     ) -> Result<Vec<Revision>> {
         MemoryLayer::entry_history(self, scope, id, opts).await
+    }
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<crate::lineage::Lineage> {
+        MemoryLayer::entry_lineage(self, scope, id, opts).await
     }
     async fn import_entries(
         &self,

@@ -144,6 +144,34 @@ fn write_entry_fields(out: &mut Vec<u8>, e: &MemoryEntry) -> serde_json::Result<
         out.extend_from_slice(b",\"ingested_at_ms\":");
         write_u64(out, at);
     }
+    out.extend_from_slice(b",\"origin\":");
+    write_str(out, e.origin.as_str());
+    // Rare (derived entries, keyed facts, replaced entries): serde's.
+    if !e.derived_from.is_empty() {
+        out.extend_from_slice(b",\"derived_from\":");
+        serde_json::to_writer(&mut *out, &e.derived_from)?;
+    }
+    if let Some(run) = &e.consolidation {
+        out.extend_from_slice(b",\"consolidation\":");
+        write_str(out, run);
+    }
+    if let Some(k) = &e.fact_key {
+        out.extend_from_slice(b",\"fact_key\":");
+        write_str(out, k.as_str());
+    }
+    if !e.status.is_current() {
+        out.extend_from_slice(b",\"status\":");
+        serde_json::to_writer(&mut *out, &e.status)?;
+    }
+    for (key, id) in [
+        (&b",\"superseded_by\":"[..], e.superseded_by),
+        (&b",\"merged_into\":"[..], e.merged_into),
+    ] {
+        if let Some(id) = id {
+            out.extend_from_slice(key);
+            write_str(out, id.text(&mut [0u8; 36]));
+        }
+    }
     Ok(())
 }
 
@@ -221,6 +249,21 @@ mod tests {
             e.revised_at_ms = Some(n + 2);
         }
         e.ingested_at_ms = n.is_multiple_of(2).then_some(n * 11 + 5);
+        if n % 7 == 3 {
+            e.origin = crate::lineage::Origin::Fact;
+            e.derived_from = vec![crate::lineage::Source {
+                entry: hippocamp_core::EntryId::random(),
+                role: crate::lineage::Role::Merged,
+            }];
+            e.consolidation = Some(format!("run-\"{n}\""));
+            e.fact_key = Some(hippocamp_core::FactKey::new("user.home_city").unwrap());
+        }
+        if n % 7 == 5 {
+            e = e.with_state(crate::lineage::State {
+                status: crate::lineage::Status::Superseded,
+                by: Some(hippocamp_core::EntryId::random()),
+            });
+        }
         let (score_type, details) = match n % 3 {
             0 => (ScoreType::Bm25, None),
             1 => (ScoreType::Vector, None),

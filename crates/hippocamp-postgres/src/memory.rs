@@ -53,6 +53,7 @@ use hippocamp_memory::erasure::{
 };
 use hippocamp_memory::event::{Decision, plan_events};
 use hippocamp_memory::import::prepare_import;
+use hippocamp_memory::lineage::Origin;
 use hippocamp_memory::list::{
     ExportCursor, PreparedList, check_sweep_batch, prepare_export, prepare_list, prepare_names,
 };
@@ -286,6 +287,26 @@ fn revision_record(r: &Revision) -> Result<String> {
     serde_json::to_string(r).map_err(|e| Error::Corrupt(format!("cannot encode a revision: {e}")))
 }
 
+/// An entry from its record. A record written before origins were stored
+/// has none, and reads as its provenance says (a turn when it names an
+/// event); only a note that names an event is read twice to tell.
+fn decode_entry(record: &str) -> Result<MemoryEntry> {
+    #[derive(serde::Deserialize)]
+    struct Keys {
+        origin: Option<serde::de::IgnoredAny>,
+    }
+    let corrupt =
+        |e: serde_json::Error| Error::Corrupt(format!("an entry record does not decode: {e}"));
+    let mut entry: MemoryEntry = serde_json::from_str(record).map_err(corrupt)?;
+    if entry.origin == Origin::Note && !entry.provenance.event_ids.is_empty() {
+        let keys: Keys = serde_json::from_str(record).map_err(corrupt)?;
+        if keys.origin.is_none() {
+            entry.origin = Origin::of_provenance(&entry.provenance);
+        }
+    }
+    Ok(entry)
+}
+
 /// Reads a scope's whole copy from the tables, checking every record
 /// against the scope asked for; with its vectors when `vectors` says so.
 async fn load(
@@ -309,8 +330,7 @@ async fn load(
     }
     for row in rows {
         let record: &str = row.get(0);
-        let entry: MemoryEntry = serde_json::from_str(record)
-            .map_err(|e| Error::Corrupt(format!("an entry record does not decode: {e}")))?;
+        let entry = decode_entry(record)?;
         if entry.scope != *scope {
             return Err(Error::Corrupt(
                 "a stored entry belongs to another scope".into(),
@@ -1093,6 +1113,7 @@ impl MemoryStore for PgMemoryStore {
         let mut entry = prepared.entry;
         entry.epoch = w.row.epoch;
         entry.obligations = opts.obligations_for(&entry.metadata);
+        w.data().admit_derived(&mut entry, self.clock.now_ms())?;
         let row = entry_row(&entry, bytes, &terms, vector.as_deref())?;
         insert_entries(&w.tx, w.row.id, std::slice::from_ref(&row)).await?;
         let mut delta = Delta::default();
@@ -1257,7 +1278,21 @@ impl MemoryStore for PgMemoryStore {
     ) -> Result<MemoryEntry> {
         let deadline = self.deadline(opts);
         let now = self.clock.now_ms();
-        self.view(scope, deadline, |d, _| d.get_live(id, now).cloned())
+        self.view(scope, deadline, |d, _| d.read(id, now))
+            .await?
+            .flatten()
+            .ok_or(Error::NotFound("entry"))
+    }
+
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::lineage::Lineage> {
+        let deadline = self.deadline(opts);
+        let now = self.clock.now_ms();
+        self.view(scope, deadline, |d, _| d.lineage_of(id, now))
             .await?
             .flatten()
             .ok_or(Error::NotFound("entry"))
@@ -1272,11 +1307,13 @@ impl MemoryStore for PgMemoryStore {
         let deadline = self.deadline(opts);
         let mut client = self.db.client(deadline).await?;
         let w = self.begin(&mut client, scope, deadline).await?;
-        w.data().check_deletes([id], self.clock.now_ms())?;
         if w.data().get(id).is_none() {
             return Ok(0);
         }
-        self.erase(w, vec![*id], None, None, deadline).await
+        // The entry and everything derived from it, in one transaction.
+        let ids = w.data().with_dependents(&[*id]);
+        w.data().check_deletes(&ids, self.clock.now_ms())?;
+        self.erase(w, ids, None, None, deadline).await
     }
 
     async fn delete_session(
@@ -1288,7 +1325,7 @@ impl MemoryStore for PgMemoryStore {
         let deadline = self.deadline(opts);
         let mut client = self.db.client(deadline).await?;
         let w = self.begin(&mut client, scope, deadline).await?;
-        let ids = w.data().session_entries(session);
+        let ids = w.data().with_dependents(&w.data().session_entries(session));
         w.data().check_deletes(&ids, self.clock.now_ms())?;
         // Advanced in the erasure's transaction, even for a session that
         // holds nothing: a delivery in flight on any server, admitted
@@ -1431,6 +1468,7 @@ impl MemoryStore for PgMemoryStore {
             let mut ids = w.data().sweepable(now, left + 1);
             sweep.more |= ids.len() > left;
             ids.truncate(left);
+            let ids = w.data().sweepable_with_dependents(&ids, now);
             if !ids.is_empty() {
                 sweep.deleted += self.erase(w, ids, None, None, deadline).await?;
             }

@@ -285,6 +285,19 @@ impl MemoryStore for RoutedMemory {
             .await
     }
 
+    async fn entry_lineage(
+        &self,
+        scope: &MemoryScope,
+        id: &EntryId,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::lineage::Lineage> {
+        let deadline = self.deadline(opts);
+        let _lease = self.router.enter(scope, deadline, Access::Read).await?;
+        self.inner
+            .entry_lineage(scope, id, &forwarded(opts, deadline))
+            .await
+    }
+
     async fn import_entries(
         &self,
         scope: &MemoryScope,

@@ -151,7 +151,7 @@ async fn path_params(parts: &mut Parts, state: &AppState) -> ApiResult<HashMap<S
         .map_err(|e| ApiError::bad_request(format!("bad path: {}", e.body_text())))
 }
 
-fn param<'a>(p: &'a HashMap<String, String>, key: &str) -> ApiResult<&'a str> {
+pub(crate) fn param<'a>(p: &'a HashMap<String, String>, key: &str) -> ApiResult<&'a str> {
     p.get(key)
         .map(String::as_str)
         .ok_or_else(|| ApiError::bad_request(format!("missing path parameter {key}")))
@@ -1443,7 +1443,7 @@ const MEMORY: &[Route] = &[
         method: "delete",
         path: "/v1/apps/{app}/users/{user}/memory/entries/{id}",
         id: "delete_entry",
-        summary: "Delete one entry (idempotent)",
+        summary: "Delete one entry and, in the same operation, every entry derived from it (idempotent; `deleted` counts both)",
         permission: Some(Permission::MemoryErase),
         query: &[TIMEOUT],
         request: Payload::None,
@@ -1674,6 +1674,7 @@ pub fn routes() -> Vec<&'static Route> {
     MEMORY
         .iter()
         .chain(crate::governance::ROUTES.iter())
+        .chain(crate::consolidation::ROUTES.iter())
         .chain(ARTIFACTS.iter())
         .collect()
 }

@@ -79,6 +79,21 @@ pub const CODES: &[Code] = &[
         "the idempotency key was used for other data in this scope",
     ),
     code(
+        "source_gone",
+        409,
+        "a derived entry names a source that is erased, expired or not in the scope; nothing was written",
+    ),
+    code(
+        "consolidation_running",
+        409,
+        "a consolidation run is already running in this scope (the message names it); nothing was started",
+    ),
+    code(
+        "run_conflict",
+        409,
+        "the consolidation run cannot be applied or reverted in its state, or a later run, correction or erasure touched what it changed; nothing was changed",
+    ),
+    code(
         "job_active",
         409,
         "the job is still pending or running; only a finished job can be deleted (cancel it first); nothing was changed",

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+mod consolidation;
 pub mod error;
 pub mod governance;
 mod mcp;

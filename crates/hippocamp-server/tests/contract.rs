@@ -349,6 +349,40 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let job = j(&b)["jobs"][0]["id"].as_str().unwrap().to_owned();
             rq(format!("/v1/apps/shop/users/alice/memory/jobs/{job}"), None)
         }
+        ("start_consolidation", "unsupported") => {
+            rq(scoped(""), Some(br#"{"mode":"extract"}"#.to_vec()))
+        }
+        // A run under way holds the user's slot.
+        (_, "consolidation_running") => {
+            let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
+            let req: hippocamp_services::consolidation::StartRun =
+                serde_json::from_value(json!({"mode": "dedupe"})).unwrap();
+            s.services.consolidations.begin(&scope, &req).unwrap();
+            rq(scoped(""), body(r))
+        }
+        // Applying a run already applied, reverting one only proposed.
+        (id, "run_conflict") => {
+            let apply = if id == "apply_consolidation" { "auto" } else { "review" };
+            let start = Rq {
+                method: Method::POST,
+                path: "/v1/apps/shop/users/alice/memory/consolidations?wait=true".into(),
+                token: Some(token.to_owned()),
+                body: Some(
+                    json!({"mode": "dedupe", "apply": apply})
+                        .to_string()
+                        .into_bytes(),
+                ),
+                headers: vec![],
+            };
+            let (st, b) = send(s, start).await;
+            assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+            let run = j(&b)["id"].as_str().unwrap().to_owned();
+            let verb = id.trim_end_matches("_consolidation");
+            rq(
+                format!("/v1/apps/shop/users/alice/memory/consolidations/{run}/{verb}"),
+                None,
+            )
+        }
         (id, code) => panic!("no cause is known for {code} on {id}: add one to this table"),
     }
 }

@@ -37,6 +37,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod consolidation;
 pub mod distributed;
 pub mod embedder;
 pub mod export;
@@ -108,6 +109,8 @@ pub struct Services {
     processor_options: hippocamp_outbox::ProcessorOptions,
     sweeper: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
     sweeper_options: SweeperConfig,
+    /// Consolidation runs of this process.
+    pub consolidations: Arc<consolidation::Consolidations>,
     /// Restores running at once (`restore.max_concurrent`).
     pub(crate) restores: Arc<tokio::sync::Semaphore>,
     pub(crate) restore_limits: restore::RestoreLimits,
@@ -540,6 +543,9 @@ impl Services {
             processor_options: config.outbox_processor.clone(),
             sweeper: Arc::new(Mutex::new(None)),
             sweeper_options: config.sweeper.clone(),
+            consolidations: Arc::new(consolidation::Consolidations::new(
+                consolidation::ConsolidationLimits::default(),
+            )),
             restores: Arc::new(tokio::sync::Semaphore::new(
                 hippocamp_core::limits::to_usize(config.restore.max_concurrent),
             )),
@@ -864,6 +870,27 @@ impl Services {
     /// The memory store callers use, or `MemoryDisabled`.
     pub fn memory_store(&self) -> Result<&Arc<dyn MemoryStore>> {
         self.memory.as_ref().ok_or(Error::MemoryDisabled)
+    }
+
+    /// Asks the policy whether `call`'s caller may act on `scope`'s
+    /// consolidation runs: `consolidate` to start, apply or revert one,
+    /// `list` or `get` to read them (audited); the options to go on
+    /// with. Each entry a run writes or removes is asked again as any
+    /// write or deletion, through the governed memory handle.
+    pub async fn ask_consolidate(
+        &self,
+        scope: &MemoryScope,
+        action: hippocamp_governance::Action,
+        what: &'static str,
+        call: &CallOptions,
+    ) -> Result<CallOptions> {
+        self.memory_store()?;
+        let gate = self
+            .governance
+            .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+        let r = hippocamp_governance::Resource::fixed("consolidation", what);
+        let (_, call) = gate.ask(action, Some(scope), r, call).await?;
+        Ok(call)
     }
 
     /// The outbox's jobs, through the gate.

@@ -215,7 +215,18 @@ impl Restore<'_> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::take(&mut self.pending);
+        let (derived, batch): (Vec<ImportedEntry>, Vec<ImportedEntry>) =
+            std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|e| e.entry.is_derived());
+        // A derived entry is not restored: its sources may have been erased
+        // since the export, and a restore must never bring back what was
+        // derived from erased data. It is refused and counted; its sources
+        // come back current.
+        self.refuse_entries(&derived);
+        if batch.is_empty() {
+            return Ok(());
+        }
         if self.memory_stale {
             self.refuse_entries(&batch);
             return Ok(());

@@ -163,6 +163,10 @@ pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name
         .replace("{user}", user)
         .replace("{session}", "s1")
         .replace("/jobs/{id}", &format!("/jobs/job-{}", "1".repeat(32)))
+        .replace(
+            "/consolidations/{id}",
+            &format!("/consolidations/run-{}", "1".repeat(32)),
+        )
         .replace("{id}", &format!("mem-{}", "1".repeat(32)))
         .replace("{*name}", name);
     format!("{p}{confirm}")
@@ -177,6 +181,7 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
             br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
         ),
         Payload::Json("SearchRequest", _) => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Json("StartRun", _) => Some(br#"{"mode":"dedupe"}"#.to_vec()),
         Payload::Json("NewConsent", _) => {
             Some(br#"{"consent_id":"planted","scope":"all"}"#.to_vec())
         }

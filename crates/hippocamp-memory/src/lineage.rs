@@ -1,0 +1,182 @@
+//! Lineage: where an entry came from, what it was derived from, and what
+//! state it is in.
+//!
+//! An entry's `origin`, `derived_from` and `fact_key` are written with it
+//! and never change. Its status is not stored: it is read from the scope
+//! (see [`crate::scope::ScopeData::status_of`]). An entry is `merged` while
+//! a live derived entry lists it as merged, `superseded` while a live
+//! derived entry lists it as superseded or a newer entry has its fact key,
+//! and `current` otherwise. So removing a derived entry (an erasure, a
+//! revert) makes what it replaced current again with no write, and an
+//! erased entry never comes back: it is gone, not hidden.
+//!
+//! Erasure follows lineage: every store erases, in the same operation, each
+//! derived entry whose `derived_from` reaches an erased entry
+//! ([`crate::scope::ScopeData::with_dependents`]), and refuses to write a
+//! derived entry whose sources are not all live ([`Error::SourceGone`]).
+
+use hippocamp_core::{EntryId, Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Where an entry came from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Ingested from a conversation event (its provenance names the event).
+    Turn,
+    /// Added directly.
+    #[default]
+    Note,
+    /// Text indexed from an artifact version.
+    File,
+    /// Derived by consolidation from other entries (`derived_from`).
+    Fact,
+}
+
+impl Origin {
+    /// The origin of an entry that is not derived: a turn when its
+    /// provenance names an event, else a note. (Entries written before
+    /// origins were stored read as this.)
+    pub fn of_provenance(p: &crate::entry::Provenance) -> Self {
+        if p.event_ids.is_empty() {
+            Origin::Note
+        } else {
+            Origin::Turn
+        }
+    }
+
+    /// Its wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Turn => "turn",
+            Origin::Note => "note",
+            Origin::File => "file",
+            Origin::Fact => "fact",
+        }
+    }
+}
+
+/// What a derived entry does to one of its sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The source was merged into the derived entry: it is `merged` while
+    /// the derived entry lives.
+    Merged,
+    /// The derived entry replaces the source: it is `superseded` while the
+    /// derived entry lives.
+    Superseded,
+    /// The source is evidence for the derived entry and stays current.
+    Evidence,
+}
+
+/// One source of a derived entry: an entry of the same scope, with what
+/// the derived entry does to it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The source entry.
+    pub entry: EntryId,
+    /// What the derived entry does to it.
+    pub role: Role,
+}
+
+/// The most sources one derived entry may name.
+pub const MAX_SOURCES: usize = 256;
+
+/// How a derived entry is made: set by consolidation, never by a client
+/// (`NewEntry::derivation` is not part of any wire format).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derivation {
+    /// Its sources (1..=[`MAX_SOURCES`], each once).
+    pub sources: Vec<Source>,
+    /// The consolidation run that derived it.
+    pub run: Option<String>,
+}
+
+impl Derivation {
+    /// Checks the sources: at least one, at most [`MAX_SOURCES`], no entry
+    /// twice.
+    pub fn check(&self) -> Result<()> {
+        use hippocamp_core::{Field, Problem};
+        if self.sources.is_empty() {
+            return Err(Error::invalid(Field::Consolidation, Problem::Empty));
+        }
+        if self.sources.len() > MAX_SOURCES {
+            return Err(Error::invalid(
+                Field::Consolidation,
+                Problem::TooMany {
+                    count: self.sources.len(),
+                    max: MAX_SOURCES,
+                },
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for s in &self.sources {
+            if !seen.insert(s.entry) {
+                return Err(Error::invalid(
+                    Field::Consolidation,
+                    Problem::Relation("a derived entry names one source twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An entry's state, read from its scope.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Searched and preloaded.
+    #[default]
+    Current,
+    /// Replaced by a newer entry (`superseded_by`).
+    Superseded,
+    /// Merged into a derived entry (`merged_into`).
+    Merged,
+}
+
+impl Status {
+    /// Whether it is [`Status::Current`] (serde's skip test).
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+    pub fn is_current(&self) -> bool {
+        *self == Status::Current
+    }
+}
+
+/// An entry's state with the entry that caused it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct State {
+    /// The status.
+    pub status: Status,
+    /// The entry it was merged into or superseded by.
+    pub by: Option<EntryId>,
+}
+
+/// What `GET …/entries/{id}/lineage` answers: what the entry came from and
+/// what was derived from it, each with its state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Lineage {
+    /// The entry's own sources (empty unless it is derived).
+    pub sources: Vec<LineageLink>,
+    /// The live entries derived from it.
+    pub derived: Vec<LineageLink>,
+}
+
+/// One entry in a [`Lineage`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LineageLink {
+    /// The entry.
+    pub entry: EntryId,
+    /// What the derived entry does to its source.
+    pub role: Role,
+    /// The linked entry's origin.
+    pub origin: Origin,
+    /// The linked entry's status.
+    pub status: Status,
+}

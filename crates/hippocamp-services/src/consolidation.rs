@@ -1,0 +1,699 @@
+//! Consolidation runs: dedupe a scope's entries into derived facts with
+//! lineage, as a reviewable and reversible record.
+//!
+//! A run reads the scope through the governed memory handle (so the
+//! policy is asked for every read and write, with the caller's identity),
+//! plans with [`hippocamp_memory::dedupe`], and writes each merge as one
+//! derived entry whose `derived_from` names the merged entries. Nothing
+//! is overwritten: the merged entries stay, `merged` while the fact lives
+//! (their status is read from the scope), so a revert is the removal of
+//! the run's facts, and an erasure of any merged entry erases the fact
+//! with it (the stores follow lineage).
+//!
+//! What a run record holds: ids, counts and states, never content. A
+//! change's `before` and `after` are read from the store when a run is
+//! shown, so an erased entry is never in a run record, and a proposal is
+//! merged again from its live sources when it is applied.
+//!
+//! Run records are kept in this process's memory (the last
+//! [`ConsolidationLimits::max_runs_kept`] per scope); a restart forgets
+//! them, never the facts they wrote.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use hippocamp_core::{
+    CallOptions, EntryId, Error, Field, IdempotencyKey, MemoryScope, Problem, Result,
+};
+use hippocamp_memory::dedupe::{self, DedupeParams, MergeGroup};
+use hippocamp_memory::lineage::{Derivation, Origin, Role, Source, Status};
+use hippocamp_memory::{
+    ListOrder, ListRequest, MemoryEntry, MemoryStore, NewEntry, Provenance, WriteOptions,
+};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// What a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Merge near-duplicates (no model).
+    Dedupe,
+    /// Extract facts from new turns with a model (not offered yet).
+    Extract,
+    /// Both (not offered yet: it needs `extract`).
+    All,
+}
+
+/// Whether a run's changes are written when it ends or wait for apply.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplyMode {
+    /// Written when the run ends.
+    #[default]
+    Auto,
+    /// Proposed; written by `apply`.
+    Review,
+}
+
+/// A request to start a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// What the run does.
+    pub mode: Mode,
+    /// When its changes are written (default `auto`).
+    #[serde(default)]
+    pub apply: ApplyMode,
+    /// Which origins dedupe merges (default `note`, `fact` and `file`;
+    /// conversation turns only when named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Origin>,
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Reading and planning.
+    Running,
+    /// Planned; waiting for apply (review).
+    Proposed,
+    /// Its changes were written.
+    Applied,
+    /// Its changes were undone.
+    Reverted,
+    /// It stopped with an error and changed nothing.
+    Failed,
+}
+
+/// Where a change is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeState {
+    /// Planned, not written.
+    Proposed,
+    /// Written.
+    Applied,
+    /// Not written: what it would change changed or was erased first.
+    Skipped,
+    /// Written, then undone.
+    Reverted,
+}
+
+/// What a change does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeOp {
+    /// Its sources merged into one fact.
+    Merge,
+}
+
+/// An entry as a run shows it (read from the store when shown).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EntryView {
+    /// The entry.
+    pub id: EntryId,
+    /// Its content now.
+    pub content: String,
+    /// Its origin.
+    pub origin: Origin,
+    /// Its status now.
+    pub status: Status,
+}
+
+/// One change of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Change {
+    /// What it does.
+    pub op: ChangeOp,
+    /// The entries it reads, with the revision each had when planned.
+    pub sources: Vec<SourceRevision>,
+    /// The derived entry it wrote (once applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact: Option<EntryId>,
+    /// Where it is.
+    pub state: ChangeState,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its sources as they are now (shown, never kept; an erased one is
+    /// absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<EntryView>,
+    /// What it wrote (or, proposed, would write) as it is now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// A source of a change with the revision it had when planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SourceRevision {
+    /// The entry.
+    pub entry: EntryId,
+    /// Its revision when the run planned.
+    pub revision: u32,
+}
+
+/// A consolidation run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Run {
+    /// `run-` and 32 hex characters.
+    pub id: String,
+    /// What it does.
+    pub mode: Mode,
+    /// When its changes are written.
+    pub apply: ApplyMode,
+    /// Where it is.
+    pub state: RunState,
+    /// When it started (ms since the Unix epoch).
+    pub started_at_ms: u64,
+    /// When it last changed state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
+    /// Entries it read.
+    pub entries_read: u64,
+    /// Model calls it made (0: dedupe uses none).
+    pub model_calls: u64,
+    /// Its changes.
+    pub changes: Vec<Change>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunError {
+    /// The error's code (as HTTP error bodies carry it).
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// A page of a scope's runs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunPage {
+    /// The runs (without their changes' views).
+    pub runs: Vec<Run>,
+}
+
+/// The bounds of consolidation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsolidationLimits {
+    /// Most entries one run reads.
+    pub max_entries_read: u64,
+    /// Run records kept per scope (the oldest finished ones go first).
+    pub max_runs_kept: usize,
+}
+
+impl Default for ConsolidationLimits {
+    fn default() -> Self {
+        Self {
+            max_entries_read: 10_000,
+            max_runs_kept: 50,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ScopeRuns {
+    /// The run, apply or revert under way (one at a time per scope).
+    busy: Option<String>,
+    runs: VecDeque<Run>,
+}
+
+/// Every scope's runs in this process.
+#[derive(Debug, Default)]
+pub struct Consolidations {
+    scopes: Mutex<HashMap<MemoryScope, ScopeRuns>>,
+    limits: ConsolidationLimits,
+}
+
+/// Frees a scope's slot when an operation ends, however it ends.
+struct Busy<'a> {
+    owner: &'a Consolidations,
+    scope: MemoryScope,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.owner.scopes.lock().get_mut(&self.scope) {
+            s.busy = None;
+        }
+    }
+}
+
+impl Consolidations {
+    /// Runs bounded by `limits`.
+    pub fn new(limits: ConsolidationLimits) -> Self {
+        Self {
+            scopes: Mutex::default(),
+            limits,
+        }
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> &ConsolidationLimits {
+        &self.limits
+    }
+
+    /// Takes the scope's slot for `id`, or says which run holds it.
+    fn take(&self, scope: &MemoryScope, id: &str) -> Result<Busy<'_>> {
+        let mut scopes = self.scopes.lock();
+        let s = scopes.entry(scope.clone()).or_default();
+        if let Some(running) = &s.busy {
+            return Err(Error::ConsolidationRunning(running.clone()));
+        }
+        s.busy = Some(id.to_owned());
+        Ok(Busy {
+            owner: self,
+            scope: scope.clone(),
+        })
+    }
+
+    fn save(&self, scope: &MemoryScope, run: &Run) {
+        let mut scopes = self.scopes.lock();
+        let s = scopes.entry(scope.clone()).or_default();
+        match s.runs.iter_mut().find(|r| r.id == run.id) {
+            Some(r) => *r = run.clone(),
+            None => s.runs.push_front(run.clone()),
+        }
+        while s.runs.len() > self.limits.max_runs_kept {
+            s.runs.pop_back();
+        }
+    }
+
+    fn load(&self, scope: &MemoryScope, id: &str) -> Result<Run> {
+        self.scopes
+            .lock()
+            .get(scope)
+            .and_then(|s| s.runs.iter().find(|r| r.id == id).cloned())
+            .ok_or(Error::NotFound("consolidation run"))
+    }
+
+    /// The scope's runs, newest first.
+    pub fn list(&self, scope: &MemoryScope) -> RunPage {
+        RunPage {
+            runs: self
+                .scopes
+                .lock()
+                .get(scope)
+                .map(|s| s.runs.iter().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Checks a start request, and registers its run as running (or
+    /// says which run is): what `start` and a background start share.
+    pub fn begin(&self, scope: &MemoryScope, req: &StartRun) -> Result<Run> {
+        if req.mode != Mode::Dedupe {
+            return Err(Error::Unsupported {
+                operation: "consolidation mode extract (it needs a model; only dedupe is offered)",
+                backend: "this server",
+            });
+        }
+        let run = Run {
+            id: format!(
+                "run-{}",
+                EntryId::random().to_string().trim_start_matches("mem-")
+            ),
+            mode: req.mode,
+            apply: req.apply,
+            state: RunState::Running,
+            started_at_ms: hippocamp_core::time::now_ms(),
+            finished_at_ms: None,
+            entries_read: 0,
+            model_calls: 0,
+            changes: Vec::new(),
+            error: None,
+        };
+        let mut scopes = self.scopes.lock();
+        let s = scopes.entry(scope.clone()).or_default();
+        if let Some(running) = &s.busy {
+            return Err(Error::ConsolidationRunning(running.clone()));
+        }
+        s.busy = Some(run.id.clone());
+        drop(scopes);
+        self.save(scope, &run);
+        Ok(run)
+    }
+
+    /// Runs a run that [`begin`](Self::begin) registered, to its end: plans,
+    /// and with `auto` applies. A failure is recorded on the run (and
+    /// returned).
+    pub async fn execute(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        mut run: Run,
+        req: &StartRun,
+        call: &CallOptions,
+    ) -> Result<Run> {
+        let _busy = Busy {
+            owner: self,
+            scope: scope.clone(),
+        };
+        let outcome = self.plan(memory, scope, &mut run, req, call).await;
+        let outcome = match outcome {
+            Ok(()) if run.apply == ApplyMode::Auto => {
+                self.write_changes(memory, scope, &mut run, call).await
+            }
+            other => other,
+        };
+        match outcome {
+            Ok(()) => {
+                run.state = match run.apply {
+                    ApplyMode::Auto => RunState::Applied,
+                    ApplyMode::Review => RunState::Proposed,
+                };
+            }
+            Err(e) => {
+                run.state = RunState::Failed;
+                run.error = Some(RunError {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        run.finished_at_ms = Some(hippocamp_core::time::now_ms());
+        self.save(scope, &run);
+        Ok(run)
+    }
+
+    /// Starts a run and waits for it.
+    pub async fn start(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        req: &StartRun,
+        call: &CallOptions,
+    ) -> Result<Run> {
+        let run = self.begin(scope, req)?;
+        self.execute(memory, scope, run, req, call).await
+    }
+
+    /// Reads the scope's current entries (bounded) and plans the merges.
+    async fn plan(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        run: &mut Run,
+        req: &StartRun,
+        call: &CallOptions,
+    ) -> Result<()> {
+        let entries = read_current(memory, scope, self.limits.max_entries_read, call).await?;
+        run.entries_read = entries.len() as u64;
+        let mut params = DedupeParams::default();
+        if !req.origins.is_empty() {
+            params.origins.clone_from(&req.origins);
+        }
+        run.changes = dedupe::plan(&entries, &params)
+            .into_iter()
+            .map(|g| Change {
+                op: ChangeOp::Merge,
+                sources: g
+                    .members
+                    .iter()
+                    .map(|m| SourceRevision {
+                        entry: m.id,
+                        revision: m.revision,
+                    })
+                    .collect(),
+                fact: None,
+                state: ChangeState::Proposed,
+                reason: None,
+                before: Vec::new(),
+                after: None,
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Writes every proposed change: each is merged again from its sources
+    /// as they are now, and skipped (with the reason) when one changed,
+    /// is no longer current, or was erased since the run planned.
+    async fn write_changes(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        run: &mut Run,
+        call: &CallOptions,
+    ) -> Result<()> {
+        for (n, change) in run.changes.iter_mut().enumerate() {
+            if change.state != ChangeState::Proposed {
+                continue;
+            }
+            let group = match live_group(memory, scope, &change.sources, call).await? {
+                Ok(g) => g,
+                Err(reason) => {
+                    change.state = ChangeState::Skipped;
+                    change.reason = Some(reason);
+                    continue;
+                }
+            };
+            let key = IdempotencyKey::new(format!("consolidation:{}:{n}", run.id))?;
+            let fact = NewEntry {
+                content: group.content,
+                metadata: group.metadata,
+                provenance: Provenance {
+                    timestamp_ms: Some(group.timestamp_ms),
+                    ..Provenance::default()
+                },
+                idempotency_key: Some(key),
+                fact_key: group.fact_key,
+                derivation: Some(Derivation {
+                    sources: change
+                        .sources
+                        .iter()
+                        .map(|s| Source {
+                            entry: s.entry,
+                            role: Role::Merged,
+                        })
+                        .collect(),
+                    run: Some(run.id.clone()),
+                }),
+            };
+            match memory
+                .add_entry(scope, fact, &WriteOptions::new(*call))
+                .await
+            {
+                Ok(out) => {
+                    change.fact = Some(out.entry.id);
+                    change.state = ChangeState::Applied;
+                }
+                // Erased between the look and the write: nothing derived.
+                Err(Error::SourceGone(id)) => {
+                    change.state = ChangeState::Skipped;
+                    change.reason = Some(format!("{id} was erased"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a proposed run's changes.
+    pub async fn apply(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        id: &str,
+        call: &CallOptions,
+    ) -> Result<Run> {
+        let _busy = self.take(scope, id)?;
+        let mut run = self.load(scope, id)?;
+        if run.state != RunState::Proposed {
+            return Err(Error::RunConflict(format!(
+                "run {id} is {}, only a proposed run is applied",
+                state_name(run.state)
+            )));
+        }
+        self.write_changes(memory, scope, &mut run, call).await?;
+        run.state = RunState::Applied;
+        run.finished_at_ms = Some(hippocamp_core::time::now_ms());
+        self.save(scope, &run);
+        Ok(run)
+    }
+
+    /// Undoes an applied run: removes the facts it wrote, so what they
+    /// merged is current again. Refused, with nothing changed, when a
+    /// fact it wrote was corrected, erased, or built on by a later run.
+    pub async fn revert(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        id: &str,
+        call: &CallOptions,
+    ) -> Result<Run> {
+        let _busy = self.take(scope, id)?;
+        let mut run = self.load(scope, id)?;
+        if run.state != RunState::Applied {
+            return Err(Error::RunConflict(format!(
+                "run {id} is {}, only an applied run is reverted",
+                state_name(run.state)
+            )));
+        }
+        let facts: Vec<EntryId> = run
+            .changes
+            .iter()
+            .filter(|c| c.state == ChangeState::Applied)
+            .filter_map(|c| c.fact)
+            .collect();
+        for fact in &facts {
+            let entry = match memory.get_entry(scope, fact, call).await {
+                Ok(e) => e,
+                Err(Error::NotFound(_)) => {
+                    return Err(Error::RunConflict(format!(
+                        "fact {fact} of run {id} was erased since"
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
+            if entry.revision > 1 {
+                return Err(Error::RunConflict(format!(
+                    "fact {fact} of run {id} was corrected since"
+                )));
+            }
+            if !memory
+                .entry_lineage(scope, fact, call)
+                .await?
+                .derived
+                .is_empty()
+            {
+                return Err(Error::RunConflict(format!(
+                    "a later run derived from fact {fact} of run {id}"
+                )));
+            }
+        }
+        for fact in &facts {
+            memory.delete_entry(scope, fact, call).await?;
+        }
+        for c in &mut run.changes {
+            if c.state == ChangeState::Applied {
+                c.state = ChangeState::Reverted;
+            }
+        }
+        run.state = RunState::Reverted;
+        run.finished_at_ms = Some(hippocamp_core::time::now_ms());
+        self.save(scope, &run);
+        Ok(run)
+    }
+
+    /// A run with each change's `before` and `after` read from the store
+    /// now (so nothing erased is shown).
+    pub async fn show(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        id: &str,
+        call: &CallOptions,
+    ) -> Result<Run> {
+        let mut run = self.load(scope, id)?;
+        for change in &mut run.changes {
+            let mut live = Vec::new();
+            for s in &change.sources {
+                if let Some(e) = found(memory.get_entry(scope, &s.entry, call).await)? {
+                    change.before.push(EntryView {
+                        id: e.id,
+                        content: e.content.clone(),
+                        origin: e.origin,
+                        status: e.status,
+                    });
+                    live.push(Arc::new(e));
+                }
+            }
+            change.after = match change.fact {
+                Some(f) => found(memory.get_entry(scope, &f, call).await)?.map(|e| e.content),
+                None if change.state == ChangeState::Proposed
+                    && live.len() == change.sources.len() =>
+                {
+                    Some(dedupe::merge(live).content)
+                }
+                None => None,
+            };
+        }
+        Ok(run)
+    }
+}
+
+fn state_name(s: RunState) -> &'static str {
+    match s {
+        RunState::Running => "running",
+        RunState::Proposed => "proposed",
+        RunState::Applied => "applied",
+        RunState::Reverted => "reverted",
+        RunState::Failed => "failed",
+    }
+}
+
+fn found(r: Result<MemoryEntry>) -> Result<Option<MemoryEntry>> {
+    match r {
+        Ok(e) => Ok(Some(e)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The sources as they are now, merged again; or why the change cannot be
+/// written (one erased, corrected or no longer current).
+async fn live_group(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    sources: &[SourceRevision],
+    call: &CallOptions,
+) -> Result<std::result::Result<MergeGroup, String>> {
+    let mut members = Vec::with_capacity(sources.len());
+    for s in sources {
+        let Some(e) = found(memory.get_entry(scope, &s.entry, call).await)? else {
+            return Ok(Err(format!("{} was erased", s.entry)));
+        };
+        if e.revision != s.revision {
+            return Ok(Err(format!("{} was corrected", s.entry)));
+        }
+        if e.status != Status::Current {
+            return Ok(Err(format!("{} is no longer current", s.entry)));
+        }
+        members.push(Arc::new(e));
+    }
+    Ok(Ok(dedupe::merge(members)))
+}
+
+/// The scope's current entries, oldest first, at most `max`.
+async fn read_current(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    max: u64,
+    call: &CallOptions,
+) -> Result<Vec<Arc<MemoryEntry>>> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let req = ListRequest {
+            order: Some(ListOrder::Oldest),
+            cursor: cursor.take(),
+            ..ListRequest::default()
+        };
+        let page = memory.list_entries(scope, &req, call).await?;
+        for e in page.entries {
+            if out.len() as u64 >= max {
+                return Err(Error::invalid(
+                    Field::Consolidation,
+                    Problem::TooMany {
+                        count: hippocamp_core::limits::to_usize(max) + 1,
+                        max: hippocamp_core::limits::to_usize(max),
+                    },
+                ));
+            }
+            if e.status == Status::Current {
+                out.push(Arc::new(e));
+            }
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(out),
+        }
+    }
+}
