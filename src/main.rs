@@ -464,6 +464,25 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         samples: usize,
     },
+    /// Consolidation without a model: merge precision and recall of a
+    /// dedupe run over generated notes with reworded copies, and its time
+    /// per 1,000 entries.
+    Dedupe {
+        /// Entries in the scope.
+        #[arg(long, default_value_t = 10_000)]
+        entries: usize,
+        /// Share of them that are reworded copies.
+        #[arg(long, default_value_t = 0.2)]
+        copies: f64,
+    },
+    /// Knowledge updates without a model: how often the current value of
+    /// a changed fact ranks above the stale one, as notes (today, after a
+    /// dedupe run) and as keyed facts.
+    Updates {
+        /// Changed attributes (at most 48).
+        #[arg(long, default_value_t = 48)]
+        questions: usize,
+    },
     /// Memory preload (query shaping, search, checks, bounds, framing)
     /// next to the plain search it wraps, on a 600-entry scope,
     /// interleaved.
@@ -830,6 +849,15 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
             serde_json::to_value(
                 hippocamp_bench::rerank::rerank(stage.reranker, candidates, samples).await?,
             )?
+        }
+        Bench::Dedupe { entries, copies } => {
+            anyhow::ensure!((0.0..1.0).contains(&copies), "--copies is a share in 0..1");
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = (entries as f64 * copies).round() as usize;
+            serde_json::to_value(hippocamp_bench::consolidation::dedupe(entries, n).await?)?
+        }
+        Bench::Updates { questions } => {
+            serde_json::to_value(hippocamp_bench::consolidation::updates(questions).await?)?
         }
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?

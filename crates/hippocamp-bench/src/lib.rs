@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod artifacts;
+pub mod consolidation;
 pub mod embed;
 pub mod export;
 pub mod footprint;

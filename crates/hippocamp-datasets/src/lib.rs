@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub mod corpus;
 pub mod cranfield;
+pub mod facts;
 pub mod locomo;
 pub mod synthetic;
 
