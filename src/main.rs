@@ -3,6 +3,7 @@
 
 mod artifacts_cli;
 mod chat_cli;
+mod consolidate_cli;
 mod mcp_cli;
 mod memory_cli;
 mod outbox_cli;

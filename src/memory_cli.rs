@@ -109,6 +109,39 @@ pub(crate) enum MemoryCmd {
         /// The entry id.
         id: String,
     },
+    /// Merge near-duplicate notes and facts into derived facts with
+    /// lineage (a dedupe run; no model). Prints the run with each change.
+    Consolidate {
+        /// Propose only: print the changes, write nothing (through a
+        /// server, `apply` writes them later).
+        #[arg(long)]
+        review: bool,
+        /// Origins to merge (turn, note, file, fact; repeatable). Default:
+        /// note, fact and file.
+        #[arg(long)]
+        origin: Vec<String>,
+    },
+    /// List the user's consolidation runs, or show one (through a server).
+    Runs {
+        /// The run id (`run-…`); without it, every run kept.
+        run: Option<String>,
+    },
+    /// Write a proposed run's changes (through a server).
+    Apply {
+        /// The run id.
+        run: String,
+    },
+    /// Undo an applied run: its facts go, what they merged is current
+    /// again.
+    Revert {
+        /// The run id.
+        run: String,
+    },
+    /// Show what an entry was derived from and what was derived from it.
+    Lineage {
+        /// The entry id.
+        id: String,
+    },
     /// Print everything held about the user as JSON Lines (consent, legal
     /// hold, entries with their revisions, agent sessions, artifact
     /// records; see `GET …/export`), read page by page.
@@ -459,6 +492,13 @@ pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value
         MemoryCmd::Correct { .. } | MemoryCmd::History { .. } => {
             revise(store, &scope, cmd, &w).await?
         }
+        MemoryCmd::Consolidate { .. }
+        | MemoryCmd::Runs { .. }
+        | MemoryCmd::Apply { .. }
+        | MemoryCmd::Revert { .. }
+        | MemoryCmd::Lineage { .. } => {
+            crate::consolidate_cli::local(&services, &scope, cmd, &c).await?
+        }
         MemoryCmd::Export | MemoryCmd::Restore { .. } => {
             bail!("export and restore run on the whole services (memory_cli::export, ::restore)")
         }
@@ -486,7 +526,7 @@ fn parse_mode(m: &str) -> anyhow::Result<hippocamp_memory::SearchMode> {
 }
 
 /// `base` followed by `more`.
-fn at<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn at<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     [base, more].concat()
 }
 
@@ -599,6 +639,11 @@ async fn run_remote(
         MemoryCmd::Correct { .. } | MemoryCmd::History { .. } => {
             revise_remote(remote, &base, cmd).await?
         }
+        MemoryCmd::Consolidate { .. }
+        | MemoryCmd::Runs { .. }
+        | MemoryCmd::Apply { .. }
+        | MemoryCmd::Revert { .. }
+        | MemoryCmd::Lineage { .. } => crate::consolidate_cli::remote(remote, &base, cmd).await?,
         MemoryCmd::Export | MemoryCmd::Restore { .. } => {
             bail!("export and restore run on the whole services (memory_cli::export, ::restore)")
         }

@@ -1284,6 +1284,9 @@ fn a_suspended_app_is_refused_by_every_command() {
         vec!["delete-session", "s1", "--yes"],
         vec!["delete-user", "--yes"],
         vec!["export"],
+        vec!["consolidate"],
+        vec!["revert", "run-00000000000000000000000000000000"],
+        vec!["lineage", &id],
     ] {
         let out = hippocamp()
             .args(["memory", "--config", c, "--data-dir"])
@@ -1459,4 +1462,86 @@ fn help_and_refusals_say_what_the_commands_do() {
         err.contains("warning") && err.contains("ephemeral server"),
         "{err}"
     );
+}
+
+/// `memory consolidate`, `lineage` and `revert` on a data directory, and
+/// the run commands through a server (where run records are kept).
+#[test]
+fn consolidation_commands_on_a_data_directory_and_through_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for text in ["My favourite tea is oolong", "my favourite tea is OOLONG!"] {
+        let (ok, _, err) = memory(d, &["add", text]);
+        assert!(ok, "{err}");
+    }
+    let (ok, proposed, err) = memory(d, &["consolidate", "--review"]);
+    assert!(ok, "{err}");
+    assert_eq!(proposed["state"], "proposed", "{proposed}");
+    assert!(proposed["changes"][0]["after"].is_string(), "{proposed}");
+    let (_, found, _) = memory(d, &["search", "favourite tea"]);
+    assert_eq!(
+        found["hits"].as_array().unwrap().len(),
+        2,
+        "review writes nothing"
+    );
+    let (ok, run, err) = memory(d, &["consolidate"]);
+    assert!(ok, "{err}");
+    assert_eq!(run["state"], "applied", "{run}");
+    let fact = run["changes"][0]["fact"].as_str().unwrap().to_owned();
+    let (ok, lineage, err) = memory(d, &["lineage", &fact]);
+    assert!(ok, "{err}");
+    assert_eq!(lineage["sources"].as_array().unwrap().len(), 2, "{lineage}");
+    let (_, found, _) = memory(d, &["search", "favourite tea"]);
+    assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
+    // A later command reverts the run from its facts' lineage.
+    let id = run["id"].as_str().unwrap();
+    let (ok, reverted, err) = memory(d, &["revert", id]);
+    assert!(ok, "{err}");
+    assert_eq!(reverted["state"], "reverted", "{reverted}");
+    let (_, found, _) = memory(d, &["search", "favourite tea"]);
+    assert_eq!(found["hits"].as_array().unwrap().len(), 2, "{found}");
+    let (ok, _, err) = memory(d, &["runs"]);
+    assert!(!ok && err.contains("--server"), "{err}");
+
+    let (mut child, server, token) = spawn_server(&d.join("served"));
+    let run = |args: &[&str]| {
+        let out = hippocamp()
+            .args(["memory"])
+            .args(args)
+            .args([
+                "--server", &server, "--token", &token, "--app", "shop", "--user", "alice",
+            ])
+            .output()
+            .unwrap();
+        let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (
+            out.status.success(),
+            v,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for text in [
+        "Our flat is on the fourth floor",
+        "our flat is on the FOURTH floor.",
+    ] {
+        let (ok, _, err) = run(&["add", text]);
+        assert!(ok, "{err}");
+    }
+    let (ok, proposed, err) = run(&["consolidate", "--review"]);
+    assert!(ok, "{err}");
+    let id = proposed["id"].as_str().unwrap().to_owned();
+    let (ok, listed, err) = run(&["runs"]);
+    assert!(ok, "{err}");
+    assert_eq!(listed["runs"][0]["id"], id.as_str());
+    let (ok, applied, err) = run(&["apply", &id]);
+    assert!(ok, "{err}");
+    assert_eq!(applied["state"], "applied", "{applied}");
+    let (ok, shown, err) = run(&["runs", &id]);
+    assert!(ok, "{err}");
+    assert_eq!(shown["changes"][0]["before"].as_array().unwrap().len(), 2);
+    let (ok, reverted, err) = run(&["revert", &id]);
+    assert!(ok, "{err}");
+    assert_eq!(reverted["state"], "reverted");
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -402,11 +402,13 @@ pub fn builtins(names: &[&str]) -> Result<Vec<Arc<dyn Tool>>> {
 }
 
 /// What the session keeps of a hit: content, id, score, score type,
-/// timestamp, and for a long entry the byte range that matched
+/// timestamp, origin (`turn`, `note`, `file` or `fact`; search returns
+/// current entries only), and for a long entry the byte range that matched
 /// (`passage`); never its metadata, provenance or scope.
 pub fn project_hit(h: &SearchHit) -> Value {
     let mut v = json!({"id": h.entry.id.to_string(), "content": h.entry.content, "score": h.score,
-        "score_type": h.score_type, "timestamp": h.entry.timestamp_ms});
+        "score_type": h.score_type, "timestamp": h.entry.timestamp_ms,
+        "origin": h.entry.origin.as_str()});
     if let (Some(p), Some(o)) = (h.passage, v.as_object_mut()) {
         o.insert("passage".into(), json!({"start": p.start, "end": p.end}));
     }
@@ -488,7 +490,8 @@ impl Tool for Builtin {
                         _ => SearchMode::Lexical,
                     });
                 }
-                let r = ctx.memory_search(&rq).await?;
+                let mut r = ctx.memory_search(&rq).await?;
+                hippocamp_memory::lineage::facts_first(&mut r.hits);
                 let hits: Vec<Value> = r.hits.iter().map(project_hit).collect();
                 Ok(json!({"success": true, "untrusted_reference_data": true,
                     "note": MEMORY_NOTE, "hits": hits}))

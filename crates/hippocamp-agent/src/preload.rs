@@ -280,7 +280,9 @@ pub async fn preload(
         let r = tokio::time::timeout_at(until.instant().into(), memory.search(scope, &rq, &call))
             .await
             .map_err(|_| hippocamp_core::Error::Timeout(hippocamp_core::Stage::Backend))??;
-        let kept = select(scope, &r.hits, opts)?;
+        let mut hits = r.hits;
+        hippocamp_memory::lineage::facts_first(&mut hits);
+        let kept = select(scope, &hits, opts)?;
         Ok::<_, AgentError>((!kept.is_empty()).then(|| frame(&kept, &nonce())))
     }
     .await;

@@ -1456,3 +1456,60 @@ async fn a_tool_effect_whose_result_append_failed_is_recorded_by_the_next_run() 
     assert_eq!(fx["interrupted"]["call_id"], "c2");
     assert_eq!(fx["interrupted"]["tool"], "memory_add");
 }
+
+/// Preload and `load_memory` see current entries only (what a fact merged
+/// is not shown), the fact's origin is named, and on equal score a fact
+/// comes before the notes it was made from.
+#[tokio::test]
+async fn preload_and_load_memory_show_the_fact_not_what_it_merged() {
+    use hippocamp_memory::lineage::{Derivation, Role, Source};
+    let w = World::new(vec![
+        Reply::openai_calls(&[("c1", "load_memory", r#"{"query": "bicycle colour"}"#)]),
+        Reply::openai_text("Red."),
+    ])
+    .await;
+    let a = w
+        .remember(&scope(), "my bicycle colour is red (old note)")
+        .await;
+    let b = w
+        .remember(&scope(), "My bicycle colour is red, as noted.")
+        .await;
+    w.memory
+        .inner
+        .add_entry(
+            &scope(),
+            NewEntry {
+                derivation: Some(Derivation {
+                    sources: vec![
+                        Source {
+                            entry: a,
+                            role: Role::Merged,
+                        },
+                        Source {
+                            entry: b,
+                            role: Role::Merged,
+                        },
+                    ],
+                    run: None,
+                }),
+                ..NewEntry::new("bicycle colour: red")
+            },
+            &hippocamp_memory::WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let r = w.runner(builtins(&["load_memory"]).unwrap(), preload());
+    r.run("app", "alice", "s1", "What colour is my bicycle?")
+        .await
+        .unwrap();
+    let seen = w.server.requests();
+    let block = block_of(&seen[0].json()).unwrap();
+    assert!(block.contains("bicycle colour: red"), "{block}");
+    assert!(
+        !block.contains("old note") && !block.contains("as noted"),
+        "{block}"
+    );
+    let tool = seen[1].json().to_string();
+    assert!(tool.contains(r#"\"origin\":\"fact\""#), "{tool}");
+    assert!(!tool.contains("old note"), "{tool}");
+}

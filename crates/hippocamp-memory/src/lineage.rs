@@ -158,6 +158,24 @@ pub struct State {
     pub by: Option<EntryId>,
 }
 
+/// Puts facts before other entries among hits of equal score (a run of
+/// consecutive hits with the same score), keeping every other order: what
+/// an agent is given first is the consolidated statement, not one of the
+/// turns it came from.
+pub fn facts_first(hits: &mut [crate::store::SearchHit]) {
+    let mut start = 0;
+    while start < hits.len() {
+        let score = hits[start].score;
+        let end = start
+            + hits[start..]
+                .iter()
+                .take_while(|h| h.score.total_cmp(&score).is_eq())
+                .count();
+        hits[start..end].sort_by_key(|h| h.entry.origin != Origin::Fact);
+        start = end;
+    }
+}
+
 /// What `GET …/entries/{id}/lineage` answers: what the entry came from and
 /// what was derived from it, each with its state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -179,4 +197,49 @@ pub struct LineageLink {
     pub origin: Origin,
     /// The linked entry's status.
     pub status: Status,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use hippocamp_core::{MemoryLimits, MemoryScope};
+
+    use super::*;
+    use crate::entry::{NewEntry, prepare_entry};
+    use crate::store::{ScoreType, SearchHit};
+
+    fn hit(text: &str, origin: Origin, score: f64) -> SearchHit {
+        let scope = MemoryScope::parse("a", "u").unwrap();
+        let mut e = prepare_entry(&scope, NewEntry::new(text), &MemoryLimits::default())
+            .unwrap()
+            .entry;
+        e.origin = origin;
+        SearchHit {
+            entry: Arc::new(e),
+            score,
+            score_type: ScoreType::Bm25,
+            details: None,
+            explanation: None,
+            context: None,
+            passage: None,
+        }
+    }
+
+    #[test]
+    fn facts_come_first_among_equal_scores_only() {
+        let mut hits = vec![
+            hit("t1", Origin::Turn, 3.0),
+            hit("t2", Origin::Turn, 2.0),
+            hit("n", Origin::Note, 2.0),
+            hit("f", Origin::Fact, 2.0),
+            hit("f2", Origin::Fact, 1.0),
+            hit("t3", Origin::Turn, 0.5),
+        ];
+        facts_first(&mut hits);
+        let order: Vec<&str> = hits.iter().map(|h| h.entry.content.as_str()).collect();
+        assert_eq!(order, ["t1", "f", "t2", "n", "f2", "t3"]);
+    }
 }

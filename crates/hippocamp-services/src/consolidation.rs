@@ -33,6 +33,23 @@ use hippocamp_memory::{
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+/// Asks the policy through `gate` whether `call`'s caller may act on
+/// `scope`'s consolidation runs: `consolidate` to start, apply or revert
+/// one, `list` or `get` to read them (audited); the options to go on
+/// with. Each entry a run writes or removes is asked again as any write
+/// or deletion, through the governed memory handle.
+pub async fn ask(
+    gate: &hippocamp_governance::Gate,
+    scope: &MemoryScope,
+    action: hippocamp_governance::Action,
+    what: &'static str,
+    call: &CallOptions,
+) -> Result<CallOptions> {
+    let r = hippocamp_governance::Resource::fixed("consolidation", what);
+    let (_, call) = gate.ask(action, Some(scope), r, call).await?;
+    Ok(call)
+}
+
 /// What a run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -521,6 +538,10 @@ impl Consolidations {
     /// Undoes an applied run: removes the facts it wrote, so what they
     /// merged is current again. Refused, with nothing changed, when a
     /// fact it wrote was corrected, erased, or built on by a later run.
+    ///
+    /// The run's facts are found by their lineage (each names its run),
+    /// so a run this process has no record of (written by another
+    /// server, or before a restart) is reverted too.
     pub async fn revert(
         &self,
         memory: &dyn MemoryStore,
@@ -529,19 +550,57 @@ impl Consolidations {
         call: &CallOptions,
     ) -> Result<Run> {
         let _busy = self.take(scope, id)?;
-        let mut run = self.load(scope, id)?;
-        if run.state != RunState::Applied {
+        let record = self.load(scope, id).ok();
+        if let Some(run) = &record
+            && run.state != RunState::Applied
+        {
             return Err(Error::RunConflict(format!(
                 "run {id} is {}, only an applied run is reverted",
                 state_name(run.state)
             )));
         }
-        let facts: Vec<EntryId> = run
-            .changes
-            .iter()
-            .filter(|c| c.state == ChangeState::Applied)
-            .filter_map(|c| c.fact)
-            .collect();
+        let written = facts_of(memory, scope, id, self.limits.max_entries_read, call).await?;
+        let facts: Vec<EntryId> = match &record {
+            Some(run) => {
+                let applied: Vec<EntryId> = run
+                    .changes
+                    .iter()
+                    .filter(|c| c.state == ChangeState::Applied)
+                    .filter_map(|c| c.fact)
+                    .collect();
+                if let Some(gone) = applied.iter().find(|f| !written.contains(f)) {
+                    return Err(Error::RunConflict(format!(
+                        "fact {gone} of run {id} was erased since"
+                    )));
+                }
+                applied
+            }
+            None if written.is_empty() => return Err(Error::NotFound("consolidation run")),
+            None => written,
+        };
+        let mut run = record.unwrap_or_else(|| Run {
+            id: id.to_owned(),
+            mode: Mode::Dedupe,
+            apply: ApplyMode::Auto,
+            state: RunState::Applied,
+            started_at_ms: hippocamp_core::time::now_ms(),
+            finished_at_ms: None,
+            entries_read: 0,
+            model_calls: 0,
+            changes: facts
+                .iter()
+                .map(|f| Change {
+                    op: ChangeOp::Merge,
+                    sources: Vec::new(),
+                    fact: Some(*f),
+                    state: ChangeState::Applied,
+                    reason: None,
+                    before: Vec::new(),
+                    after: None,
+                })
+                .collect(),
+            error: None,
+        });
         for fact in &facts {
             let entry = match memory.get_entry(scope, fact, call).await {
                 Ok(e) => e,
@@ -661,8 +720,38 @@ async fn live_group(
     Ok(Ok(dedupe::merge(members)))
 }
 
+/// The live entries of `scope` that run `id` derived.
+async fn facts_of(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    id: &str,
+    max: u64,
+    call: &CallOptions,
+) -> Result<Vec<EntryId>> {
+    Ok(read_all(memory, scope, max, call)
+        .await?
+        .into_iter()
+        .filter(|e| e.consolidation.as_deref() == Some(id))
+        .map(|e| e.id)
+        .collect())
+}
+
 /// The scope's current entries, oldest first, at most `max`.
 async fn read_current(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    max: u64,
+    call: &CallOptions,
+) -> Result<Vec<Arc<MemoryEntry>>> {
+    Ok(read_all(memory, scope, max, call)
+        .await?
+        .into_iter()
+        .filter(|e| e.status == Status::Current)
+        .collect())
+}
+
+/// The scope's live entries, oldest first, at most `max`.
+async fn read_all(
     memory: &dyn MemoryStore,
     scope: &MemoryScope,
     max: u64,
@@ -687,9 +776,7 @@ async fn read_current(
                     },
                 ));
             }
-            if e.status == Status::Current {
-                out.push(Arc::new(e));
-            }
+            out.push(Arc::new(e));
         }
         match page.next_cursor {
             Some(c) => cursor = Some(c),

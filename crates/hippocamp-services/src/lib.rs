@@ -217,6 +217,18 @@ pub struct MemoryServices {
 }
 
 impl MemoryServices {
+    /// Asks the policy whether `call`'s caller may act on `scope`'s
+    /// consolidation runs (see [`consolidation::ask`]).
+    pub async fn ask_consolidate(
+        &self,
+        scope: &MemoryScope,
+        action: hippocamp_governance::Action,
+        what: &'static str,
+        call: &CallOptions,
+    ) -> Result<CallOptions> {
+        consolidation::ask(&self.gate, scope, action, what, call).await
+    }
+
     /// The outbox's jobs, through the gate.
     pub fn jobs(&self) -> Result<Jobs<'_>> {
         Ok(Jobs {
@@ -873,10 +885,7 @@ impl Services {
     }
 
     /// Asks the policy whether `call`'s caller may act on `scope`'s
-    /// consolidation runs: `consolidate` to start, apply or revert one,
-    /// `list` or `get` to read them (audited); the options to go on
-    /// with. Each entry a run writes or removes is asked again as any
-    /// write or deletion, through the governed memory handle.
+    /// consolidation runs (see [`consolidation::ask`]).
     pub async fn ask_consolidate(
         &self,
         scope: &MemoryScope,
@@ -888,9 +897,7 @@ impl Services {
         let gate = self
             .governance
             .gate(hippocamp_core::deadline::DEFAULT_TIMEOUT);
-        let r = hippocamp_governance::Resource::fixed("consolidation", what);
-        let (_, call) = gate.ask(action, Some(scope), r, call).await?;
-        Ok(call)
+        consolidation::ask(&gate, scope, action, what, call).await
     }
 
     /// The outbox's jobs, through the gate.
