@@ -408,6 +408,7 @@ fn json_object(arg: &str, what: &str) -> anyhow::Result<serde_json::Map<String, 
     }
 }
 
+#[allow(clippy::too_many_lines)] // one arm per command
 pub(crate) async fn run(target: &Target, cmd: MemoryCmd) -> anyhow::Result<Value> {
     let scope = scope(target)?;
     confirm_erasure(&scope, &cmd)?;

@@ -2,7 +2,12 @@
 //! with lineage, shows its changes, is reverted, waits for review, skips
 //! what was erased before it was applied, and never outlives an erasure.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_lines,
+    clippy::many_single_char_names
+)]
 
 mod support;
 
