@@ -87,6 +87,45 @@ def test_memory_round_trip_and_typed_errors(url, token, user):
         Client(url, token).search("another-app", user, "x")
 
 
+def test_consolidation_merges_reverts_and_keys_supersede(url, token, user):
+    with Client(url, token) as c:
+        for text in [
+            "My locker code hint is the year we met",
+            "my locker code hint is the year we met!",
+        ]:
+            c.add_entry(APP, user, text)
+        c.add_entry(APP, user, "Home city: Lisbon", fact_key="user.home_city")
+        c.add_entry(APP, user, "Home city: Porto", fact_key="user.home_city")
+        run = c.consolidate(APP, user)
+        assert run["state"] == "applied" and len(run["changes"]) == 1
+        fact = run["changes"][0]["fact"]
+        hits = c.search(APP, user, "locker code hint")["hits"]
+        assert [h["id"] for h in hits] == [fact] and hits[0]["origin"] == "fact"
+        merged = c.search(APP, user, "locker code hint", include_merged=True)["hits"]
+        assert len(merged) == 3 and {h.get("status", "current") for h in merged} == {
+            "current",
+            "merged",
+        }
+        assert len(c.lineage(APP, user, fact)["sources"]) == 2
+        assert c.consolidations(APP, user)["runs"][0]["id"] == run["id"]
+        assert c.consolidation(APP, user, run["id"])["changes"][0]["after"]
+        # The newer keyed fact supersedes the older.
+        cities = [h["content"] for h in c.search(APP, user, "home city")["hits"]]
+        assert cities == ["Home city: Porto"]
+        both = c.search(APP, user, "home city", include_superseded=True)["hits"]
+        assert len(both) == 2
+        assert c.revert_consolidation(APP, user, run["id"])["state"] == "reverted"
+        assert len(c.search(APP, user, "locker code hint")["hits"]) == 2
+        with pytest.raises(hippocamp.Conflict) as e:
+            c.revert_consolidation(APP, user, run["id"])
+        assert e.value.code == "run_conflict"
+        proposed = c.consolidate(APP, user, review=True)
+        assert proposed["state"] == "proposed"
+        assert c.apply_consolidation(APP, user, proposed["id"])["state"] == "applied"
+        with pytest.raises(hippocamp.Conflict):
+            c.apply_consolidation(APP, user, proposed["id"])
+
+
 def test_artifacts_stream_both_ways(url, token, user):
     with Client(url, token) as c:
         chunks = [b"a" * 70_000, b"b" * 70_000, b"c"]

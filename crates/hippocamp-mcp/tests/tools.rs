@@ -115,6 +115,16 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
             contents.contains(&"Alice keeps bees") && contents.contains(&"I also grow tomatoes"),
             "{search}: {contents:?}"
         );
+        // Each hit names its origin: an ingested turn, or a note added
+        // directly.
+        for h in r["hits"].as_array().unwrap() {
+            let want = if h["content"] == "Alice keeps bees" {
+                "note"
+            } else {
+                "turn"
+            };
+            assert_eq!(h["origin"], want, "{search}: {h}");
+        }
         let theirs = ok(&tools, &bob, &b, search, json!({"query": "bees tomatoes"})).await;
         assert!(theirs["hits"].as_array().unwrap().is_empty(), "{search}");
     }

@@ -99,10 +99,15 @@ class _Api:
         content: str,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        fact_key: str | None = None,
     ) -> _Call:
+        """`fact_key` (`user.home_city`): a newer entry with the same key
+        supersedes this one in search."""
         body: JSON = {"content": content, "metadata": dict(metadata or {})}
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
+        if fact_key is not None:
+            body["fact_key"] = fact_key
         return _Call("POST", [*scope_path(app, user), "memory", "entries"], json=body)
 
     @staticmethod
@@ -125,12 +130,19 @@ class _Api:
         max_bytes: int | None = None,
         explain: bool = False,
         context: tuple[int, int] | None = None,
+        reference_time_ms: int | None = None,
+        include_superseded: bool = False,
+        include_merged: bool = False,
+        origins: list[str] | None = None,
     ) -> _Call:
         """`context=(before, after)` returns each hit's neighbouring turns.
 
         A hit of an entry long enough to be indexed as passages carries
         `passage: {start, end}`, the byte range of its content that
-        matched best.
+        matched best. Only current entries are returned unless
+        `include_superseded` / `include_merged`; `origins` (`turn`,
+        `note`, `file`, `fact`) keeps those origins only. Relative times
+        in the query are read against `reference_time_ms` (default now).
         """
         body: JSON = {"query": query}
         if limit is not None:
@@ -145,7 +157,62 @@ class _Api:
             body["explain"] = True
         if context is not None:
             body["context"] = {"before": context[0], "after": context[1]}
+        if reference_time_ms is not None:
+            body["reference_time_ms"] = reference_time_ms
+        if include_superseded:
+            body["include_superseded"] = True
+        if include_merged:
+            body["include_merged"] = True
+        if origins:
+            body["origins"] = list(origins)
         return _Call("POST", [*scope_path(app, user), "memory", "search"], json=body)
+
+    @staticmethod
+    def lineage(app: str, user: str, entry_id: str) -> _Call:
+        return _Call("GET", [*scope_path(app, user), "memory", "entries", entry_id, "lineage"])
+
+    # Consolidation runs.
+    @staticmethod
+    def consolidate(
+        app: str,
+        user: str,
+        *,
+        mode: str = "dedupe",
+        review: bool = False,
+        origins: list[str] | None = None,
+        wait: bool = True,
+    ) -> _Call:
+        """Starts a run; with `wait` (default) answers with the finished run,
+        else with `{"run": {"id", "state"}}` at once."""
+        body: JSON = {"mode": mode, "apply": "review" if review else "auto"}
+        if origins:
+            body["origins"] = list(origins)
+        return _Call(
+            "POST",
+            [*scope_path(app, user), "memory", "consolidations"],
+            params={"wait": "true"} if wait else {},
+            json=body,
+        )
+
+    @staticmethod
+    def consolidations(app: str, user: str) -> _Call:
+        return _Call("GET", [*scope_path(app, user), "memory", "consolidations"])
+
+    @staticmethod
+    def consolidation(app: str, user: str, run_id: str) -> _Call:
+        return _Call("GET", [*scope_path(app, user), "memory", "consolidations", run_id])
+
+    @staticmethod
+    def apply_consolidation(app: str, user: str, run_id: str) -> _Call:
+        return _Call(
+            "POST", [*scope_path(app, user), "memory", "consolidations", run_id, "apply"]
+        )
+
+    @staticmethod
+    def revert_consolidation(app: str, user: str, run_id: str) -> _Call:
+        return _Call(
+            "POST", [*scope_path(app, user), "memory", "consolidations", run_id, "revert"]
+        )
 
     @staticmethod
     def add_events(app: str, user: str, session: str, events: list[JSON]) -> _Call:
@@ -360,6 +427,24 @@ class AsyncClient:
 
     async def search(self, app: str, user: str, query: str, **kw: Any) -> JSON:
         return await self._run(_Api.search(app, user, query, **kw))
+
+    async def lineage(self, app: str, user: str, entry_id: str) -> JSON:
+        return await self._run(_Api.lineage(app, user, entry_id))
+
+    async def consolidate(self, app: str, user: str, **kw: Any) -> JSON:
+        return await self._run(_Api.consolidate(app, user, **kw))
+
+    async def consolidations(self, app: str, user: str) -> JSON:
+        return await self._run(_Api.consolidations(app, user))
+
+    async def consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return await self._run(_Api.consolidation(app, user, run_id))
+
+    async def apply_consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return await self._run(_Api.apply_consolidation(app, user, run_id))
+
+    async def revert_consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return await self._run(_Api.revert_consolidation(app, user, run_id))
 
     async def add_events(self, app: str, user: str, session: str, events: list[JSON]) -> JSON:
         return await self._run(_Api.add_events(app, user, session, events))
@@ -578,6 +663,24 @@ class Client:
 
     def search(self, app: str, user: str, query: str, **kw: Any) -> JSON:
         return self._run(_Api.search(app, user, query, **kw))
+
+    def lineage(self, app: str, user: str, entry_id: str) -> JSON:
+        return self._run(_Api.lineage(app, user, entry_id))
+
+    def consolidate(self, app: str, user: str, **kw: Any) -> JSON:
+        return self._run(_Api.consolidate(app, user, **kw))
+
+    def consolidations(self, app: str, user: str) -> JSON:
+        return self._run(_Api.consolidations(app, user))
+
+    def consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return self._run(_Api.consolidation(app, user, run_id))
+
+    def apply_consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return self._run(_Api.apply_consolidation(app, user, run_id))
+
+    def revert_consolidation(self, app: str, user: str, run_id: str) -> JSON:
+        return self._run(_Api.revert_consolidation(app, user, run_id))
 
     def add_events(self, app: str, user: str, session: str, events: list[JSON]) -> JSON:
         return self._run(_Api.add_events(app, user, session, events))
