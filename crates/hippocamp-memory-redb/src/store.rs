@@ -1001,7 +1001,7 @@ impl MemoryStore for RedbMemoryStore {
             .await
             .map_err(|_| Error::Timeout(Stage::Queueing))?
             .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
-        let state = data.state_of(id);
+        let state = data.state_of(id, self.clock.now_ms());
         Ok(entry.with_state(state))
     }
 

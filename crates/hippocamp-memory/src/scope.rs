@@ -774,7 +774,7 @@ impl ScopeData {
             }
             used += stored.hit_bytes;
             out.hits.push(SearchHit {
-                entry: self.annotated(&stored.entry),
+                entry: self.annotated(&stored.entry, q.now_ms),
                 score: f64::from(c.score),
                 score_type,
                 details,

@@ -377,6 +377,12 @@ pub async fn a_derived_entry_lives_no_longer_than_its_sources(f: &dyn StoreFacto
     assert_eq!(f1.obligations.expires_at_ms, Some(T0 + 100));
     clock.set(T0 + 100);
     assert!(gone(&*store, &s, &f1.id).await);
+    // Expired, the fact hides nothing, swept or not.
+    assert_eq!(
+        store.get_entry(&s, &long, &c()).await.unwrap().status,
+        Status::Current
+    );
+    assert_eq!(found(&*store, &s, "lasting tea", |_| {}).await, [long]);
     // Expired, the source cannot be derived from.
     let e = store
         .add_entry(&s, derived("tea", &[(short, Role::Merged)]), &w())

@@ -8,6 +8,12 @@
 //! erased entries must be gone from `get_entry` too, and an event that
 //! would make an erased entry of its session again is skipped as erased.
 //!
+//! Derived entries merge up to three entries of their scope: those are
+//! hidden from search while the derived entry is live (and read back as
+//! `merged`), a derived entry never outlives its shortest-lived source,
+//! and erasing, sweeping or erasing the session of any source erases
+//! everything derived from it in the same call.
+//!
 //! Writes carry random obligations (expiry, retention, legal hold) and the
 //! store's clock is a [`ManualClock`] the sequence moves forward: an
 //! expired entry must vanish from search, `get_entry` and listings at the
@@ -104,9 +110,17 @@ enum Op {
         scope: usize,
     },
     /// The scope's last snapshot imported again: what an erasure since
-    /// covers is refused, whole (a later epoch) or by id.
+    /// covers is refused, whole (a later epoch) or by id. (Derived entries
+    /// are not restored: the restore around imports refuses them.)
     Restore {
         scope: usize,
+    },
+    /// A derived entry merging the entries at `picks` (an index past the
+    /// scope's entries names one that does not exist).
+    Derive {
+        scope: usize,
+        picks: Vec<usize>,
+        words: Vec<usize>,
     },
 }
 
@@ -128,7 +142,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => scope.clone().prop_map(|scope| Op::DeleteUser { scope }),
         2 => (scope.clone(), 0usize..8, words()).prop_map(|(scope, pick, words)| Op::Update { scope, pick, words }),
         1 => scope.clone().prop_map(|scope| Op::Snapshot { scope }),
-        1 => scope.prop_map(|scope| Op::Restore { scope }),
+        1 => scope.clone().prop_map(|scope| Op::Restore { scope }),
+        3 => (scope, proptest::collection::vec(0usize..9, 1..4), words())
+            .prop_map(|(scope, picks, words)| Op::Derive { scope, picks, words }),
     ]
 }
 
@@ -142,6 +158,8 @@ struct ModelEntry {
     /// 1 as written, one more per correction; once above 1, any add
     /// under the id is a duplicate.
     revision: u32,
+    /// What it merged (derived entries only).
+    sources: Vec<EntryId>,
 }
 
 impl PartialEq for ModelEntry {
@@ -181,6 +199,32 @@ impl Model {
         self.scopes[scope]
             .iter()
             .filter(|(_, e)| !expired(&e.obligations, self.now))
+    }
+
+    /// Whether a live derived entry merges `id` now.
+    fn merged(&self, scope: usize, id: &EntryId) -> bool {
+        self.live(scope).any(|(_, e)| e.sources.contains(id))
+    }
+
+    /// `ids` and every entry derived from them, directly or not.
+    fn closure(&self, scope: usize, ids: &[EntryId]) -> Vec<EntryId> {
+        let mut out: Vec<EntryId> = Vec::new();
+        for id in ids {
+            if !out.contains(id) {
+                out.push(*id);
+            }
+        }
+        let mut i = 0;
+        while i < out.len() {
+            let from = out[i];
+            for (d, e) in &self.scopes[scope] {
+                if e.sources.contains(&from) && !out.contains(d) {
+                    out.push(*d);
+                }
+            }
+            i += 1;
+        }
+        out
     }
 
     /// The error code deleting `ids` now must answer, if any: a hold wins.
@@ -341,6 +385,7 @@ async fn apply(
                 provenance,
                 obligations,
                 revision: 1,
+                sources: Vec::new(),
             };
             let existing = expected_id.and_then(|id| model.scopes[scope].get(&id).cloned());
             match (store.add_entry(s, input, w).await, existing) {
@@ -412,6 +457,7 @@ async fn apply(
                     provenance,
                     obligations,
                     revision: 1,
+                    sources: Vec::new(),
                 };
                 if model.sticky[scope].contains(&(session(sess), entry_id)) {
                     erased += 1;
@@ -443,11 +489,16 @@ async fn apply(
                 Some(id) => (*id, true),
                 None => (EntryId::random(), false),
             };
-            let expected = model.check(scope, &[id]);
+            let gone = if present {
+                model.closure(scope, &[id])
+            } else {
+                Vec::new()
+            };
+            let expected = model.check(scope, &gone);
             match (store.delete_entry(s, &id, c).await, expected) {
                 (Ok(n), Ok(())) => {
-                    prop_assert_eq!(n, u64::from(present));
-                    if present {
+                    prop_assert_eq!(n, gone.len() as u64);
+                    for id in gone {
                         model.erase(scope, id);
                     }
                 }
@@ -465,11 +516,12 @@ async fn apply(
         } => {
             let s = &scopes[scope];
             let target = Some(session(sess));
-            let gone: Vec<EntryId> = model.scopes[scope]
+            let of_session: Vec<EntryId> = model.scopes[scope]
                 .iter()
                 .filter(|(_, e)| e.session == target)
                 .map(|(id, _)| *id)
                 .collect();
+            let gone = model.closure(scope, &of_session);
             let expected = model.check(scope, &gone);
             match (store.delete_session(s, &session(sess), c).await, expected) {
                 (Ok(n), Ok(())) => {
@@ -587,6 +639,10 @@ async fn apply(
             let Some((epoch, items)) = model.snapshots[scope].clone() else {
                 return Ok(());
             };
+            let items: Vec<crate::ImportedEntry> = items
+                .into_iter()
+                .filter(|i| !i.entry.is_derived())
+                .collect();
             let s = &scopes[scope];
             let w = WriteOptions::default().epoch(epoch);
             let got = store.import_entries(s, &items, &w).await;
@@ -613,6 +669,7 @@ async fn apply(
                         provenance: e.provenance.clone(),
                         obligations: e.obligations,
                         revision: e.revision,
+                        sources: Vec::new(),
                     });
                 } else {
                     want.existing += 1;
@@ -620,10 +677,88 @@ async fn apply(
             }
             prop_assert_eq!(report, want);
         }
+        Op::Derive {
+            scope,
+            picks,
+            words,
+        } => {
+            let s = &scopes[scope];
+            let ids: Vec<EntryId> = model.scopes[scope].keys().copied().collect();
+            let mut sources: Vec<EntryId> = Vec::new();
+            for p in picks {
+                let id = ids.get(p).copied().unwrap_or_else(EntryId::random);
+                if !sources.contains(&id) {
+                    sources.push(id);
+                }
+            }
+            let input = NewEntry {
+                derivation: Some(crate::lineage::Derivation {
+                    sources: sources
+                        .iter()
+                        .map(|&entry| crate::lineage::Source {
+                            entry,
+                            role: crate::lineage::Role::Merged,
+                        })
+                        .collect(),
+                    run: None,
+                }),
+                ..NewEntry::new(text(&words))
+            };
+            let gone = sources.iter().find(|id| {
+                model.scopes[scope]
+                    .get(id)
+                    .is_none_or(|e| expired(&e.obligations, model.now))
+            });
+            match (
+                store.add_entry(s, input, &WriteOptions::default()).await,
+                gone,
+            ) {
+                (Ok(out), None) => {
+                    let expiry = sources
+                        .iter()
+                        .filter_map(|id| model.scopes[scope][id].obligations.expires_at_ms)
+                        .min();
+                    prop_assert_eq!(out.entry.obligations.expires_at_ms, expiry);
+                    prop_assert_eq!(out.entry.origin, crate::lineage::Origin::Fact);
+                    model.scopes[scope].insert(
+                        out.entry.id,
+                        ModelEntry {
+                            content: text(&words),
+                            session: None,
+                            provenance: out.entry.provenance.clone(),
+                            obligations: out.entry.obligations,
+                            revision: 1,
+                            sources,
+                        },
+                    );
+                }
+                (Err(Error::SourceGone(id)), Some(want)) => {
+                    prop_assert!(sources.contains(&id), "{id} is not a source");
+                    let _ = want;
+                }
+                (got, want) => {
+                    return Err(TestCaseError::fail(format!(
+                        "a derived add gave {got:?}, the model a gone source {want:?}"
+                    )));
+                }
+            }
+        }
         Op::Sweep => {
-            let due: Vec<(usize, EntryId)> = (0..scopes.len())
-                .flat_map(|i| model.sweepable(i).into_iter().map(move |id| (i, id)))
-                .collect();
+            // Each expired entry nothing guards, with what was derived
+            // from it, unless a guard in that lineage keeps it.
+            let mut due: Vec<(usize, EntryId)> = Vec::new();
+            for i in 0..scopes.len() {
+                for id in model.sweepable(i) {
+                    let lineage = model.closure(i, &[id]);
+                    if model.check(i, &lineage).is_ok() {
+                        for d in lineage {
+                            if !due.contains(&(i, d)) {
+                                due.push((i, d));
+                            }
+                        }
+                    }
+                }
+            }
             let sweep = store
                 .sweep_expired(crate::list::MAX_SWEEP_BATCH, &[], c)
                 .await
@@ -660,6 +795,7 @@ async fn verify(
             let stem = analyzer.terms(word);
             let want: BTreeSet<EntryId> = entries
                 .iter()
+                .filter(|(id, _)| !model.merged(i, id))
                 .filter(|(_, e)| analyzer.terms(&e.content).iter().any(|t| stem.contains(t)))
                 .map(|(id, _)| *id)
                 .collect();
@@ -675,6 +811,12 @@ async fn verify(
             prop_assert_eq!(&got.content, &e.content);
             prop_assert_eq!(&got.scope, s);
             prop_assert_eq!(got.revision, e.revision);
+            let status = if model.merged(i, id) {
+                crate::lineage::Status::Merged
+            } else {
+                crate::lineage::Status::Current
+            };
+            prop_assert_eq!(got.status, status, "{}", id);
             let history = store.entry_history(s, id, c).await.map_err(fail)?;
             prop_assert_eq!(history.len(), (e.revision as usize).min(max));
             prop_assert_eq!(&history[0].content, &e.content);

@@ -72,18 +72,22 @@ impl LineageIndex {
 }
 
 impl ScopeData {
-    /// The state of entry `id`: merged while a live derived entry merged
-    /// it, superseded while one supersedes it or a newer entry (not itself
-    /// merged) has its fact key, else current.
-    pub fn state_of(&self, id: &EntryId) -> State {
+    /// The state of entry `id` at `now_ms`: merged while a live derived
+    /// entry merged it, superseded while one supersedes it or a newer live
+    /// entry (not itself merged) has its fact key, else current. An
+    /// expired entry replaces nothing: it is gone for reads, sweep or not.
+    pub fn state_of(&self, id: &EntryId, now_ms: u64) -> State {
         let l = &self.lineage;
         if l.all_current() {
             return State::default();
         }
+        let live = |e: &EntryId| self.get_live(e, now_ms).is_some();
         let by_role = |role: Role| {
-            l.derived
-                .get(id)
-                .and_then(|ds| ds.iter().find(|(_, r)| *r == role).map(|(d, _)| *d))
+            l.derived.get(id).and_then(|ds| {
+                ds.iter()
+                    .find(|(d, r)| *r == role && live(d))
+                    .map(|(d, _)| *d)
+            })
         };
         if let Some(by) = by_role(Role::Merged) {
             return State {
@@ -100,11 +104,13 @@ impl ScopeData {
         if let Some(k) = self.get(id).and_then(|e| e.fact_key.as_ref())
             && let Some(group) = l.facts.get(k)
         {
-            // The newest of the key's entries that is not merged away.
+            // The newest live entry of the key that is not merged away.
             let head = group.iter().rev().map(|(_, e)| *e).find(|e| {
-                !l.derived
-                    .get(e)
-                    .is_some_and(|ds| ds.iter().any(|(_, r)| *r == Role::Merged))
+                live(e)
+                    && !l
+                        .derived
+                        .get(e)
+                        .is_some_and(|ds| ds.iter().any(|(d, r)| *r == Role::Merged && live(d)))
             });
             if let Some(head) = head
                 && head != *id
@@ -118,9 +124,9 @@ impl ScopeData {
         State::default()
     }
 
-    /// `entry` as a read returns it: with its state.
-    pub fn annotated(&self, entry: &Arc<MemoryEntry>) -> Arc<MemoryEntry> {
-        let state = self.state_of(&entry.id);
+    /// `entry` as a read at `now_ms` returns it: with its state.
+    pub fn annotated(&self, entry: &Arc<MemoryEntry>, now_ms: u64) -> Arc<MemoryEntry> {
+        let state = self.state_of(&entry.id, now_ms);
         if state == State::default() {
             Arc::clone(entry)
         } else {
@@ -131,7 +137,7 @@ impl ScopeData {
     /// One live entry at `now_ms`, with its state.
     pub fn read(&self, id: &EntryId, now_ms: u64) -> Option<MemoryEntry> {
         let e = self.get_live(id, now_ms)?;
-        Some(e.clone().with_state(self.state_of(id)))
+        Some(e.clone().with_state(self.state_of(id, now_ms)))
     }
 
     /// Whether a search may return entry `e`: its origin is asked for and
@@ -143,7 +149,7 @@ impl ScopeData {
         if q.lineage.include_merged && q.lineage.include_superseded {
             return true;
         }
-        match self.state_of(&e.id).status {
+        match self.state_of(&e.id, q.now_ms).status {
             Status::Current => true,
             Status::Merged => q.lineage.include_merged,
             Status::Superseded => q.lineage.include_superseded,
@@ -212,11 +218,11 @@ impl ScopeData {
     pub fn lineage_of(&self, id: &EntryId, now_ms: u64) -> Option<Lineage> {
         let e = self.get_live(id, now_ms)?;
         let link = |entry: EntryId, role: Role| {
-            self.get(&entry).map(|s| LineageLink {
+            self.get_live(&entry, now_ms).map(|s| LineageLink {
                 entry,
                 role,
                 origin: s.origin,
-                status: self.state_of(&entry).status,
+                status: self.state_of(&entry, now_ms).status,
             })
         };
         Some(Lineage {
