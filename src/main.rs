@@ -484,6 +484,22 @@ enum Bench {
         #[arg(long, default_value_t = 48)]
         questions: usize,
     },
+    /// One extract run with a real model over LoCoMo turns: how it ends,
+    /// its model calls and tokens.
+    Extract {
+        /// The model's OpenAI-compatible base URL (`…/v1`).
+        #[arg(long)]
+        model_url: String,
+        /// The model name.
+        #[arg(long, default_value = "smollm2")]
+        model: String,
+        /// Turns in the scope.
+        #[arg(long, default_value_t = 100)]
+        turns: usize,
+        /// Turns shown per call.
+        #[arg(long, default_value_t = 20)]
+        turns_per_call: u64,
+    },
     /// Memory preload (query shaping, search, checks, bounds, framing)
     /// next to the plain search it wraps, on a 600-entry scope,
     /// interleaved.
@@ -859,6 +875,29 @@ async fn bench(cmd: Bench) -> anyhow::Result<serde_json::Value> {
         }
         Bench::Updates { questions } => {
             serde_json::to_value(hippocamp_bench::consolidation::updates(questions).await?)?
+        }
+        Bench::Extract {
+            model_url,
+            model,
+            turns,
+            turns_per_call,
+        } => {
+            let config = hippocamp_models::ModelConfig {
+                provider: hippocamp_models::Provider::Openai,
+                base_url: model_url,
+                model,
+                api_key: None,
+                limits: hippocamp_models::ModelLimits::default(),
+            };
+            let limits = hippocamp_services::consolidation::extract::ExtractLimits {
+                turns_per_call,
+                max_model_calls: 1_000,
+                ..Default::default()
+            };
+            limits.check_ranges()?;
+            serde_json::to_value(
+                hippocamp_bench::consolidation::extract(config, turns, limits).await?,
+            )?
         }
         Bench::Preload { samples } => {
             serde_json::to_value(hippocamp_bench::preload::preload(samples).await?)?

@@ -275,3 +275,79 @@ mod tests {
         assert!((u.keyed_facts - 1.0).abs() < f64::EPSILON, "{u:?}");
     }
 }
+
+/// What `bench extract` reports: one extract run over `turns` LoCoMo
+/// turns with a real model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExtractBench {
+    /// The model.
+    pub model: String,
+    /// Turns in the scope.
+    pub turns: usize,
+    /// How the run ended (`applied` or `failed`).
+    pub state: String,
+    /// The error's code, when it failed.
+    pub error: Option<String>,
+    /// Model calls made.
+    pub model_calls: u64,
+    /// Prompt and generated tokens the provider reported (a reply that
+    /// failed to parse reports none).
+    pub input_tokens: u64,
+    /// See `input_tokens`.
+    pub output_tokens: u64,
+    /// Turns shown to the model.
+    pub turns_read: u64,
+    /// Facts written.
+    pub facts: usize,
+    /// The run's wall time, seconds.
+    pub seconds: f64,
+}
+
+/// Runs `bench extract`: `turns` LoCoMo turns ingested as one session,
+/// then one extract run asking `model`.
+pub async fn extract(
+    model: hippocamp_models::ModelConfig,
+    turns: usize,
+    limits: hippocamp_services::consolidation::extract::ExtractLimits,
+) -> Result<ExtractBench> {
+    let dir = hippocamp_datasets::data_dir().ok_or(crate::BenchError::NoData)?;
+    let texts = hippocamp_datasets::corpus::texts(&dir, turns)?;
+    let store = store()?;
+    let scope = MemoryScope::parse("bench", "extract")?;
+    let session = hippocamp_core::SessionId::new("s1")?;
+    let events: Vec<hippocamp_memory::Event> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let at = i64::try_from(i).unwrap_or(i64::MAX) * 1_000;
+            hippocamp_memory::Event::text(format!("e{i}"), "user", at, t.clone())
+        })
+        .collect();
+    for chunk in events.chunks(100) {
+        store
+            .add_events(&scope, &session, chunk, &WriteOptions::default())
+            .await?;
+    }
+    let name = model.model.clone();
+    let runs = Consolidations::default().with_model(hippocamp_models::connect(model)?, limits);
+    let req = StartRun {
+        mode: Mode::Extract,
+        apply: hippocamp_services::consolidation::ApplyMode::Auto,
+        origins: Vec::new(),
+    };
+    let call = CallOptions::timeout(std::time::Duration::from_mins(1))?;
+    let started = Instant::now();
+    let run = runs.start(&*store, &scope, &req, &call).await?;
+    Ok(ExtractBench {
+        model: name,
+        turns: texts.len(),
+        state: format!("{:?}", run.state).to_lowercase(),
+        error: run.error.map(|e| e.code),
+        model_calls: run.model_calls,
+        input_tokens: run.input_tokens,
+        output_tokens: run.output_tokens,
+        turns_read: run.turns_read,
+        facts: run.changes.iter().filter(|c| c.fact.is_some()).count(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

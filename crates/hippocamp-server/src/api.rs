@@ -439,6 +439,8 @@ fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResul
     agent.extend(hippocamp_mcp::fixed_limits());
     let mut http = s.config.http.describe();
     http.extend(s.config.restore.describe());
+    http.extend(s.config.consolidation.limits.describe());
+    http.extend(s.config.consolidation.extract.describe());
     json(WithHttp {
         store,
         http,

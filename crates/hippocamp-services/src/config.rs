@@ -164,10 +164,38 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Bounds of a restore (`[restore]`).
     pub restore: crate::restore::RestoreLimits,
+    /// Consolidation runs (`[consolidation]`).
+    pub consolidation: ConsolidationConfig,
     /// PostgreSQL (the distributed profile only).
     pub postgres: Option<crate::distributed::PostgresSection>,
     /// The S3-compatible object store (the distributed profile only).
     pub s3: Option<crate::distributed::S3Section>,
+}
+
+/// Consolidation runs (`[consolidation]`): their bounds, and the model
+/// `extract` asks (configured like `[agent.model]`; without one, only
+/// `dedupe` runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsolidationConfig {
+    /// The model of `extract` runs.
+    pub model: Option<hippocamp_models::ModelConfig>,
+    /// Bounds of every run.
+    pub limits: crate::consolidation::ConsolidationLimits,
+    /// Bounds of extraction.
+    pub extract: crate::consolidation::extract::ExtractLimits,
+}
+
+impl ConsolidationConfig {
+    /// Checks every value.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.limits.check_ranges()?;
+        self.extract.check_ranges()?;
+        if let Some(m) = &self.model {
+            m.limits.validate()?;
+        }
+        Ok(())
+    }
 }
 
 /// The audit log (`[audit]`).
@@ -319,6 +347,7 @@ impl Default for Config {
             memory_cache: MemoryCacheConfig::default(),
             audit: AuditConfig::default(),
             restore: crate::restore::RestoreLimits::default(),
+            consolidation: ConsolidationConfig::default(),
             postgres: None,
             s3: None,
         }
@@ -384,6 +413,7 @@ impl Config {
         }
         self.audit.validate()?;
         self.restore.validate()?;
+        self.consolidation.validate()?;
         // Every export this configuration makes can be restored by it.
         let longest = crate::export::max_line_bytes(self);
         if self.restore.max_line_bytes < longest {
@@ -491,6 +521,25 @@ mod tests {
             "[agent]\ntools = [\"no_such_tool\"]\n",
             "[agent.runner.limits]\nmax_model_calls = 0\n",
             "[sessions]\nmax_events_per_session = 0\n",
+        ] {
+            assert!(Config::from_toml(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_consolidation_section_is_checked() {
+        let ok = Config::from_toml(
+            "[consolidation.limits]\nmax_entries_read = 500\n[consolidation.extract]\nturns_per_call = 5\n[consolidation.model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.consolidation.limits.max_entries_read, 500);
+        assert_eq!(ok.consolidation.extract.turns_per_call, 5);
+        assert_eq!(ok.consolidation.model.unwrap().model, "m");
+        for bad in [
+            "[consolidation]\nmodle = 1\n",
+            "[consolidation.limits]\nmax_entries_read = 0\n",
+            "[consolidation.extract]\nturns_per_call = 0\n",
+            "[consolidation.extract]\nturns_per_cal = 3\n",
         ] {
             assert!(Config::from_toml(bad).is_err(), "{bad}");
         }

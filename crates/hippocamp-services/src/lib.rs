@@ -119,6 +119,18 @@ pub struct Services {
     embedder_probe: Option<Arc<hippocamp_embed::probed::Probed>>,
 }
 
+/// The consolidation runs `config` describes: with its model, if any.
+fn consolidations(config: &config::ConsolidationConfig) -> Result<consolidation::Consolidations> {
+    let runs = consolidation::Consolidations::new(config.limits.clone());
+    Ok(match &config.model {
+        Some(m) => runs.with_model(
+            hippocamp_models::connect(m.clone())?,
+            config.extract.clone(),
+        ),
+        None => runs,
+    })
+}
+
 /// The governance every memory path goes through.
 #[derive(Debug, Clone)]
 pub struct Governance {
@@ -555,9 +567,7 @@ impl Services {
             processor_options: config.outbox_processor.clone(),
             sweeper: Arc::new(Mutex::new(None)),
             sweeper_options: config.sweeper.clone(),
-            consolidations: Arc::new(consolidation::Consolidations::new(
-                consolidation::ConsolidationLimits::default(),
-            )),
+            consolidations: Arc::new(consolidations(&config.consolidation)?),
             restores: Arc::new(tokio::sync::Semaphore::new(
                 hippocamp_core::limits::to_usize(config.restore.max_concurrent),
             )),

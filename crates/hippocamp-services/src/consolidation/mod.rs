@@ -19,11 +19,13 @@
 //! [`ConsolidationLimits::max_runs_kept`] per scope); a restart forgets
 //! them, never the facts they wrote.
 
+pub mod extract;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use hippocamp_core::{
-    CallOptions, EntryId, Error, Field, IdempotencyKey, MemoryScope, Problem, Result,
+    CallOptions, EntryId, Error, Field, IdempotencyKey, MemoryScope, Problem, Result, limit_table,
 };
 use hippocamp_memory::dedupe::{self, DedupeParams, MergeGroup};
 use hippocamp_memory::lineage::{Derivation, Origin, Role, Source, Status};
@@ -56,9 +58,9 @@ pub async fn ask(
 pub enum Mode {
     /// Merge near-duplicates (no model).
     Dedupe,
-    /// Extract facts from new turns with a model (not offered yet).
+    /// Extract facts from new turns with a model (`[consolidation.model]`).
     Extract,
-    /// Both (not offered yet: it needs `extract`).
+    /// Dedupe, then extract.
     All,
 }
 
@@ -126,6 +128,15 @@ pub enum ChangeState {
 pub enum ChangeOp {
     /// Its sources merged into one fact.
     Merge,
+    /// A new fact extracted from turns (its evidence).
+    Add,
+    /// A fact extracted from turns that replaces an earlier fact (the
+    /// model said update; written as a new fact superseding the old).
+    Update,
+    /// A fact extracted from turns that supersedes an earlier fact.
+    Supersede,
+    /// The model found an existing fact already says it: nothing written.
+    Noop,
 }
 
 /// An entry as a run shows it (read from the store when shown).
@@ -194,6 +205,15 @@ pub struct Run {
     pub entries_read: u64,
     /// Model calls it made (0: dedupe uses none).
     pub model_calls: u64,
+    /// Prompt tokens its model calls took, as the provider reported.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Tokens its model calls generated, as the provider reported.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// New turns it showed the model.
+    #[serde(default)]
+    pub turns_read: u64,
     /// Its changes.
     pub changes: Vec<Change>,
     /// Why it failed.
@@ -217,21 +237,15 @@ pub struct RunPage {
     pub runs: Vec<Run>,
 }
 
-/// The bounds of consolidation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsolidationLimits {
-    /// Most entries one run reads.
-    pub max_entries_read: u64,
-    /// Run records kept per scope (the oldest finished ones go first).
-    pub max_runs_kept: usize,
-}
-
-impl Default for ConsolidationLimits {
-    fn default() -> Self {
-        Self {
-            max_entries_read: 10_000,
-            max_runs_kept: 50,
-        }
+limit_table! {
+    /// The bounds of consolidation (`[consolidation.limits]`).
+    pub struct ConsolidationLimits, prefix "consolidation." {
+        /// Entries one run reads.
+        max_entries_read: default 10_000, min 1, max 1_000_000,
+            "entries one consolidation run reads (a larger scope fails the run)";
+        /// Run records kept per user.
+        max_runs_kept: default 50, min 1, max 10_000,
+            "consolidation run records a server keeps per user (in memory; the oldest go first)";
     }
 }
 
@@ -247,6 +261,8 @@ struct ScopeRuns {
 pub struct Consolidations {
     scopes: Mutex<HashMap<MemoryScope, ScopeRuns>>,
     limits: ConsolidationLimits,
+    /// The model `extract` asks, with its bounds.
+    model: Option<(Arc<dyn hippocamp_models::Model>, extract::ExtractLimits)>,
 }
 
 /// Frees a scope's slot when an operation ends, however it ends.
@@ -269,7 +285,19 @@ impl Consolidations {
         Self {
             scopes: Mutex::default(),
             limits,
+            model: None,
         }
+    }
+
+    /// Runs that can extract, asking `model` within `limits`.
+    #[must_use]
+    pub fn with_model(
+        mut self,
+        model: Arc<dyn hippocamp_models::Model>,
+        limits: extract::ExtractLimits,
+    ) -> Self {
+        self.model = Some((model, limits));
+        self
     }
 
     /// Its limits.
@@ -298,7 +326,7 @@ impl Consolidations {
             Some(r) => *r = run.clone(),
             None => s.runs.push_front(run.clone()),
         }
-        while s.runs.len() > self.limits.max_runs_kept {
+        while s.runs.len() as u64 > self.limits.max_runs_kept {
             s.runs.pop_back();
         }
     }
@@ -326,9 +354,17 @@ impl Consolidations {
     /// Checks a start request, and registers its run as running (or
     /// says which run is): what `start` and a background start share.
     pub fn begin(&self, scope: &MemoryScope, req: &StartRun) -> Result<Run> {
-        if req.mode != Mode::Dedupe {
+        if req.mode != Mode::Dedupe && self.model.is_none() {
             return Err(Error::Unsupported {
-                operation: "consolidation mode extract (it needs a model; only dedupe is offered)",
+                operation: "consolidation mode extract (it needs [consolidation.model])",
+                backend: "this server",
+            });
+        }
+        if req.mode != Mode::Dedupe && req.apply == ApplyMode::Review {
+            // A proposal of a model is text derived from turns: kept in a
+            // run record it could outlive their erasure.
+            return Err(Error::Unsupported {
+                operation: "review of an extract run (extract runs apply as they end)",
                 backend: "this server",
             });
         }
@@ -344,6 +380,9 @@ impl Consolidations {
             finished_at_ms: None,
             entries_read: 0,
             model_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            turns_read: 0,
             changes: Vec::new(),
             error: None,
         };
@@ -373,13 +412,7 @@ impl Consolidations {
             owner: self,
             scope: scope.clone(),
         };
-        let outcome = self.plan(memory, scope, &mut run, req, call).await;
-        let outcome = match outcome {
-            Ok(()) if run.apply == ApplyMode::Auto => {
-                self.write_changes(memory, scope, &mut run, call).await
-            }
-            other => other,
-        };
+        let outcome = self.run_to_end(memory, scope, &mut run, req, call).await;
         match outcome {
             Ok(()) => {
                 run.state = match run.apply {
@@ -412,8 +445,10 @@ impl Consolidations {
         self.execute(memory, scope, run, req, call).await
     }
 
-    /// Reads the scope's current entries (bounded) and plans the merges.
-    async fn plan(
+    /// Reads the scope once (bounded), plans (dedupe; the model's
+    /// proposals, every reply checked), and with `auto` writes: nothing
+    /// is written before every plan is made and checked.
+    async fn run_to_end(
         &self,
         memory: &dyn MemoryStore,
         scope: &MemoryScope,
@@ -421,31 +456,64 @@ impl Consolidations {
         req: &StartRun,
         call: &CallOptions,
     ) -> Result<()> {
-        let entries = read_current(memory, scope, self.limits.max_entries_read, call).await?;
+        let entries = read_all(memory, scope, self.limits.max_entries_read, call).await?;
         run.entries_read = entries.len() as u64;
-        let mut params = DedupeParams::default();
-        if !req.origins.is_empty() {
-            params.origins.clone_from(&req.origins);
+        if matches!(req.mode, Mode::Dedupe | Mode::All) {
+            let current: Vec<Arc<MemoryEntry>> = entries
+                .iter()
+                .filter(|e| e.status == Status::Current)
+                .cloned()
+                .collect();
+            let mut params = DedupeParams::default();
+            if !req.origins.is_empty() {
+                params.origins.clone_from(&req.origins);
+            }
+            run.changes = dedupe::plan(&current, &params)
+                .into_iter()
+                .map(|g| Change {
+                    op: ChangeOp::Merge,
+                    sources: g
+                        .members
+                        .iter()
+                        .map(|m| SourceRevision {
+                            entry: m.id,
+                            revision: m.revision,
+                        })
+                        .collect(),
+                    fact: None,
+                    state: ChangeState::Proposed,
+                    reason: None,
+                    before: Vec::new(),
+                    after: None,
+                })
+                .collect();
         }
-        run.changes = dedupe::plan(&entries, &params)
-            .into_iter()
-            .map(|g| Change {
-                op: ChangeOp::Merge,
-                sources: g
-                    .members
-                    .iter()
-                    .map(|m| SourceRevision {
-                        entry: m.id,
-                        revision: m.revision,
-                    })
-                    .collect(),
-                fact: None,
-                state: ChangeState::Proposed,
-                reason: None,
-                before: Vec::new(),
-                after: None,
-            })
-            .collect();
+        let extraction = match (&self.model, req.mode) {
+            (Some((model, limits)), Mode::Extract | Mode::All) => {
+                let deadline = call.deadline(hippocamp_core::deadline::DEFAULT_TIMEOUT);
+                let mut x = extract::Extraction::default();
+                let planned =
+                    extract::plan(model.as_ref(), &entries, limits, deadline, &mut x).await;
+                run.model_calls = x.calls;
+                (run.input_tokens, run.output_tokens) = x.tokens;
+                run.turns_read = x.turns;
+                planned?;
+                Some(x)
+            }
+            _ => None,
+        };
+        if run.apply == ApplyMode::Review {
+            return Ok(());
+        }
+        self.write_changes(memory, scope, run, call).await?;
+        if let Some(x) = extraction {
+            let times: HashMap<EntryId, u64> =
+                entries.iter().map(|e| (e.id, e.timestamp_ms)).collect();
+            for p in x.proposals {
+                let change = write_proposal(memory, scope, run, p, &times, call).await?;
+                run.changes.push(change);
+            }
+        }
         Ok(())
     }
 
@@ -587,6 +655,9 @@ impl Consolidations {
             finished_at_ms: None,
             entries_read: 0,
             model_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            turns_read: 0,
             changes: facts
                 .iter()
                 .map(|f| Change {
@@ -678,6 +749,89 @@ impl Consolidations {
     }
 }
 
+/// Writes one checked proposal of the model as a derived fact: its
+/// evidence turns as sources, and the fact it replaces as superseded.
+async fn write_proposal(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    run: &Run,
+    p: extract::Proposal,
+    times: &HashMap<EntryId, u64>,
+    call: &CallOptions,
+) -> Result<Change> {
+    let mut sources: Vec<SourceRevision> = p
+        .evidence
+        .iter()
+        .chain(&p.target)
+        .map(|&entry| SourceRevision { entry, revision: 1 })
+        .collect();
+    sources.dedup_by_key(|s| s.entry);
+    let mut change = Change {
+        op: p.op,
+        sources,
+        fact: None,
+        state: ChangeState::Proposed,
+        reason: None,
+        before: Vec::new(),
+        after: None,
+    };
+    if p.op == ChangeOp::Noop {
+        change.state = ChangeState::Skipped;
+        change.reason = Some("an existing fact already says it".into());
+        return Ok(change);
+    }
+    let mut derived: Vec<Source> = p
+        .evidence
+        .iter()
+        .map(|&entry| Source {
+            entry,
+            role: Role::Evidence,
+        })
+        .collect();
+    if let Some(t) = p.target.filter(|t| !p.evidence.contains(t)) {
+        derived.push(Source {
+            entry: t,
+            role: Role::Superseded,
+        });
+    }
+    let at = p
+        .evidence
+        .iter()
+        .filter_map(|e| times.get(e))
+        .max()
+        .copied();
+    let key = IdempotencyKey::new(format!("consolidation:{}:x{}", run.id, run.changes.len()))?;
+    let fact = NewEntry {
+        content: p.content,
+        provenance: Provenance {
+            timestamp_ms: at,
+            ..Provenance::default()
+        },
+        idempotency_key: Some(key),
+        fact_key: p.fact_key,
+        derivation: Some(Derivation {
+            sources: derived,
+            run: Some(run.id.clone()),
+        }),
+        ..NewEntry::default()
+    };
+    match memory
+        .add_entry(scope, fact, &WriteOptions::new(*call))
+        .await
+    {
+        Ok(out) => {
+            change.fact = Some(out.entry.id);
+            change.state = ChangeState::Applied;
+        }
+        Err(Error::SourceGone(id)) => {
+            change.state = ChangeState::Skipped;
+            change.reason = Some(format!("{id} was erased"));
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(change)
+}
+
 fn state_name(s: RunState) -> &'static str {
     match s {
         RunState::Running => "running",
@@ -733,20 +887,6 @@ async fn facts_of(
         .into_iter()
         .filter(|e| e.consolidation.as_deref() == Some(id))
         .map(|e| e.id)
-        .collect())
-}
-
-/// The scope's current entries, oldest first, at most `max`.
-async fn read_current(
-    memory: &dyn MemoryStore,
-    scope: &MemoryScope,
-    max: u64,
-    call: &CallOptions,
-) -> Result<Vec<Arc<MemoryEntry>>> {
-    Ok(read_all(memory, scope, max, call)
-        .await?
-        .into_iter()
-        .filter(|e| e.status == Status::Current)
         .collect())
 }
 
