@@ -5,10 +5,11 @@
 //! and browsing: apps, their users, a user's entries newest first page by
 //! page, an entry's history, consent, holds, the export and the outbox.
 //! And the service: explained search (each hit's stages, BM25's term
-//! shares), the status and the audit log.
+//! shares), the status and the audit log. And consolidation: a proposed
+//! run's changes side by side, applied, then reverted.
 //! `HIPPOCAMP_UI_SCREENSHOTS=DIR` saves screenshots there
 //! (`inspection-browse.png`, `inspection-search.png`,
-//! `inspection-service.png`; `docs/images` holds the committed ones).
+//! `inspection-service.png`, `inspection-consolidation.png`; `docs/images` holds the committed ones).
 //!
 //! Needs `chromium` and `chromedriver` (Debian packages `chromium`,
 //! `chromium-driver`); skips without them unless
@@ -555,6 +556,104 @@ async fn the_inspection_page_browses_users_entries_and_history_in_chromium() {
         .await;
     let top = d.text("tr.entry").await;
     assert!(top.contains("alice fact number 23"), "{top}");
+
+    d.call(reqwest::Method::DELETE, "", None).await;
+    drop(d);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspection_page_shows_a_run_side_by_side_and_applies_and_reverts_it() {
+    let chromedriver = find_binary(&["chromedriver"]);
+    let chromium = find_binary(&["chromium", "chromium-browser", "google-chrome"]);
+    let (Some(chromedriver), Some(chromium)) = (chromedriver, chromium) else {
+        hippocamp_testkit::missing(
+            "chromium or chromedriver is missing",
+            "Debian packages chromium, chromium-driver",
+        );
+        return;
+    };
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let entries = "/v1/apps/shop/users/alice/memory/entries";
+    for text in [
+        "My favourite tea is a smoky lapsang",
+        "my favourite tea is a smoky lapsang!",
+        "The spare key is under the blue flowerpot",
+        "the spare key is under the BLUE flowerpot.",
+        "I cycle to work on Tuesdays",
+    ] {
+        api(
+            &s,
+            reqwest::Method::POST,
+            entries,
+            Some(json!({"content": text})),
+        )
+        .await;
+    }
+    let d = Driver::start(&chromedriver, &chromium).await;
+    d.call(
+        reqwest::Method::POST,
+        "/window/rect",
+        Some(json!({"width": 1280, "height": 1400})),
+    )
+    .await;
+    d.goto(&s.url("/ui")).await;
+    d.type_into("#token", &s.admin).await;
+    d.type_into("#app", "shop").await;
+    d.type_into("#user", "alice").await;
+    d.scroll_to("#consolidate").await;
+    d.click("#consolidate").await;
+    d.wait_text("#run-title", |t| {
+        t.contains("proposed") && t.contains("2 change(s)")
+    })
+    .await;
+    let changes = d.text("#run-changes").await;
+    for part in [
+        "My favourite tea is a smoky lapsang [note]",
+        "my favourite tea is a smoky lapsang! [note]",
+        "the spare key is under the BLUE flowerpot.",
+    ] {
+        assert!(changes.contains(part), "{part} missing: {changes}");
+    }
+    assert!(!changes.contains("cycle"), "{changes}");
+    d.wait_text("#runs-msg", |t| t == "1 run(s)").await;
+    d.screenshot("inspection-consolidation.png").await;
+    // Nothing is written before apply.
+    let hits = api(
+        &s,
+        reqwest::Method::POST,
+        "/v1/apps/shop/users/alice/memory/search",
+        Some(json!({"query": "favourite tea"})),
+    )
+    .await;
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 2, "{hits}");
+    d.click("#run-apply").await;
+    d.wait_text("#status", |t| {
+        t.starts_with("apply: run ") && t.ends_with("is applied")
+    })
+    .await;
+    d.wait_text("#run-title", |t| t.contains("applied")).await;
+    let changes = d.text("#run-changes").await;
+    assert!(changes.contains("merged"), "{changes}");
+    let hits = api(
+        &s,
+        reqwest::Method::POST,
+        "/v1/apps/shop/users/alice/memory/search",
+        Some(json!({"query": "favourite tea"})),
+    )
+    .await;
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
+    assert_eq!(hits["hits"][0]["origin"], "fact");
+    d.click("#run-revert").await;
+    d.wait_text("#status", |t| t.ends_with("is reverted")).await;
+    let hits = api(
+        &s,
+        reqwest::Method::POST,
+        "/v1/apps/shop/users/alice/memory/search",
+        Some(json!({"query": "favourite tea"})),
+    )
+    .await;
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 2, "{hits}");
 
     d.call(reqwest::Method::DELETE, "", None).await;
     drop(d);
