@@ -289,3 +289,84 @@ async fn erasing_a_merged_entry_erases_the_fact_and_runs_answer_typed_errors() {
     assert_eq!(st, StatusCode::FORBIDDEN);
     s.stop().await;
 }
+
+/// `[consolidation.apps.shop]`: after the outbox delivered two events to a
+/// user, a run starts by itself (asked and run as the outbox) and merges
+/// the repeated turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_starts_a_run_after_enough_delivered_events() {
+    use hippocamp_memory::lineage::Origin;
+    use hippocamp_services::consolidation::auto::AutoRun;
+    use hippocamp_services::consolidation::{ApplyMode, Mode};
+    let s = TestServer::start(Profile::Durable, |c| {
+        c.consolidation.apps.insert(
+            "shop".into(),
+            AutoRun {
+                mode: Mode::Dedupe,
+                apply: ApplyMode::Auto,
+                after_events: 2,
+                origins: vec![Origin::Turn],
+            },
+        );
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let events = json!({"events": [
+        {"id": "e1", "author": "user", "timestamp_ms": 1,
+         "content": {"role": "user", "parts": [{"text": "Remind me: the boiler code is under the stairs"}]}},
+        {"id": "e2", "author": "user", "timestamp_ms": 2,
+         "content": {"role": "user", "parts": [{"text": "remind me, the boiler code is under the stairs!"}]}},
+    ]});
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/ingest"),
+        &t,
+        Some(events),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{b}");
+    let mut runs = Value::Null;
+    for _ in 0..200 {
+        let (_, r) = get(&s, &t, "/memory/consolidations").await;
+        if r["runs"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["state"] == "applied"))
+        {
+            runs = r;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let run = &runs["runs"][0];
+    assert_eq!(run["state"], "applied", "{runs}");
+    assert_eq!(run["changes"].as_array().unwrap().len(), 1, "{run}");
+    let hits = search(&s, &t, "boiler code stairs").await;
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    // Another app's deliveries start nothing.
+    let other = s.all_permissions("zoo", Some("alice"));
+    let events = json!({"events": [
+        {"id": "z1", "author": "user", "timestamp_ms": 1, "content": {"role": "user", "parts": [{"text": "the otter is called Pip"}]}},
+        {"id": "z2", "author": "user", "timestamp_ms": 2, "content": {"role": "user", "parts": [{"text": "The otter is called Pip."}]}},
+    ]});
+    let (st, _) = send(
+        &s,
+        Method::POST,
+        "/v1/apps/zoo/users/alice/memory/sessions/s1/ingest",
+        &other,
+        Some(events),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (_, r) = send(
+        &s,
+        Method::GET,
+        "/v1/apps/zoo/users/alice/memory/consolidations",
+        &other,
+        None,
+    )
+    .await;
+    assert_eq!(r["runs"].as_array().unwrap().len(), 0, "{r}");
+    s.stop().await;
+}

@@ -184,6 +184,9 @@ pub struct ConsolidationConfig {
     pub limits: crate::consolidation::ConsolidationLimits,
     /// Bounds of extraction.
     pub extract: crate::consolidation::extract::ExtractLimits,
+    /// Apps whose runs start by themselves after the outbox delivered
+    /// enough events to a user (`[consolidation.apps.NAME]`).
+    pub apps: std::collections::BTreeMap<String, crate::consolidation::auto::AutoRun>,
 }
 
 impl ConsolidationConfig {
@@ -193,6 +196,16 @@ impl ConsolidationConfig {
         self.extract.check_ranges()?;
         if let Some(m) = &self.model {
             m.limits.validate()?;
+        }
+        for (app, auto) in &self.apps {
+            hippocamp_core::AppName::new(app.as_str())?;
+            auto.validate(app)?;
+            if auto.mode != crate::consolidation::Mode::Dedupe && self.model.is_none() {
+                return Err(Error::config(
+                    format!("consolidation.apps.{app}.mode"),
+                    Problem::Relation("extract runs need [consolidation.model]"),
+                ));
+            }
         }
         Ok(())
     }
@@ -535,11 +548,19 @@ mod tests {
         assert_eq!(ok.consolidation.limits.max_entries_read, 500);
         assert_eq!(ok.consolidation.extract.turns_per_call, 5);
         assert_eq!(ok.consolidation.model.unwrap().model, "m");
+        let auto = Config::from_toml(
+            "[consolidation.apps.shop]\nmode = \"dedupe\"\napply = \"review\"\nafter_events = 50\n",
+        )
+        .unwrap();
+        assert_eq!(auto.consolidation.apps["shop"].after_events, 50);
         for bad in [
             "[consolidation]\nmodle = 1\n",
             "[consolidation.limits]\nmax_entries_read = 0\n",
             "[consolidation.extract]\nturns_per_call = 0\n",
             "[consolidation.extract]\nturns_per_cal = 3\n",
+            "[consolidation.apps.shop]\nmode = \"dedupe\"\nafter_events = 0\n",
+            "[consolidation.apps.shop]\nmode = \"extract\"\nafter_events = 5\n",
+            "[consolidation.apps.shop]\nmode = \"dedupe\"\nafter_events = 5\nwhen = 1\n",
         ] {
             assert!(Config::from_toml(bad).is_err(), "{bad}");
         }

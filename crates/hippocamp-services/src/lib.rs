@@ -119,6 +119,25 @@ pub struct Services {
     embedder_probe: Option<Arc<hippocamp_embed::probed::Probed>>,
 }
 
+/// The outbox's memory target: `delivered`, counting deliveries for the
+/// automatic runs of `[consolidation.apps]` when there are any.
+fn auto_runs(
+    config: &Config,
+    delivered: Arc<dyn MemoryStore>,
+    runs: &Arc<consolidation::Consolidations>,
+    governance: &Governance,
+) -> Arc<dyn MemoryStore> {
+    if config.consolidation.apps.is_empty() {
+        return delivered;
+    }
+    Arc::new(consolidation::auto::Consolidating::new(
+        delivered,
+        Arc::clone(runs),
+        config.consolidation.apps.clone(),
+        governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),
+    ))
+}
+
 /// The consolidation runs `config` describes: with its model, if any.
 fn consolidations(config: &config::ConsolidationConfig) -> Result<consolidation::Consolidations> {
     let runs = consolidation::Consolidations::new(config.limits.clone());
@@ -147,6 +166,15 @@ pub struct Governance {
 }
 
 impl Governance {
+    /// `store` behind this policy's gate, audited: the memory handle
+    /// every surface gets.
+    fn memory(&self, store: Arc<dyn MemoryStore>) -> Arc<dyn MemoryStore> {
+        Arc::new(
+            PolicyChecked::new(store, Arc::clone(&self.policy), Arc::clone(&self.clock))
+                .with_audit(Arc::clone(&self.audit)),
+        )
+    }
+
     /// The gate every governed handle asks through: this policy, clock and
     /// audit log, starting a call without a deadline at `default_timeout`.
     pub fn gate(&self, default_timeout: std::time::Duration) -> Gate {
@@ -220,6 +248,9 @@ fn kept_by(e: &Error) -> Option<&'static str> {
 pub struct MemoryServices {
     /// The store (reply check, erasure notices, router, store).
     pub memory: Arc<dyn MemoryStore>,
+    /// Consolidation runs over it (started by the outbox's deliveries for
+    /// the apps `[consolidation.apps]` names).
+    pub consolidations: Arc<consolidation::Consolidations>,
     /// The outbox in front of it (durable profile).
     pub outbox: Option<Outbox>,
     profile: Profile,
@@ -547,11 +578,11 @@ impl Services {
         };
         let governance = Self::governance_on(config, remote)?;
         let governed_artifacts = Self::artifacts_governed(config, &governance, remote)?;
-        let (memory, outbox) = if config.profile == Profile::Disabled {
-            (None, None)
+        let (memory, outbox, consolidations) = if config.profile == Profile::Disabled {
+            (None, None, Arc::new(consolidations(&config.consolidation)?))
         } else {
             let m = Self::memory_governed(config, embedder, &governance, remote)?;
-            (Some(m.memory), m.outbox)
+            (Some(m.memory), m.outbox, m.consolidations)
         };
         Ok(Self {
             profile: config.profile,
@@ -567,7 +598,7 @@ impl Services {
             processor_options: config.outbox_processor.clone(),
             sweeper: Arc::new(Mutex::new(None)),
             sweeper_options: config.sweeper.clone(),
-            consolidations: Arc::new(consolidations(&config.consolidation)?),
+            consolidations,
             restores: Arc::new(tokio::sync::Semaphore::new(
                 hippocamp_core::limits::to_usize(config.restore.max_concurrent),
             )),
@@ -1031,16 +1062,7 @@ impl Services {
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<MemoryServices> {
-        let governed = |store: Arc<dyn MemoryStore>| -> Arc<dyn MemoryStore> {
-            Arc::new(
-                PolicyChecked::new(
-                    store,
-                    Arc::clone(&governance.policy),
-                    Arc::clone(&governance.clock),
-                )
-                .with_audit(Arc::clone(&governance.audit)),
-            )
-        };
+        let governed = |store| governance.memory(store);
         let rerank = match &config.reranker {
             None => None,
             // Connected here, on the blocking thread that opens the
@@ -1051,6 +1073,7 @@ impl Services {
                     .block_on(crate::reranker::connect(r, embedder.as_ref()))?,
             ),
         };
+        let runs = Arc::new(consolidations(&config.consolidation)?);
         let inner: Arc<dyn MemoryStore> = match config.profile {
             Profile::Disabled => return Err(Error::MemoryDisabled),
             Profile::Ephemeral => {
@@ -1112,6 +1135,7 @@ impl Services {
             _ => {
                 return Ok(MemoryServices {
                     memory: governed(Arc::new(ScopeChecked::new(routed))),
+                    consolidations: runs,
                     outbox: None,
                     profile: config.profile,
                     gate: governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),
@@ -1122,14 +1146,21 @@ impl Services {
         // The processor delivers through the reply check and the policy
         // too (admission asks it, and delivery asks again); callers'
         // erasures go through `Erasing`, which cancels queued jobs.
+        let delivered = auto_runs(
+            config.0,
+            governed(Arc::new(ScopeChecked::new(Arc::clone(&routed)))),
+            &runs,
+            governance,
+        );
         outbox.register(
             TargetName::new(MEMORY_TARGET)?,
             Target {
-                store: governed(Arc::new(ScopeChecked::new(Arc::clone(&routed)))),
+                store: delivered,
                 limits: config.memory.limits.clone(),
             },
         )?;
         Ok(MemoryServices {
+            consolidations: runs,
             memory: governed(Arc::new(ScopeChecked::new(
                 Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
             ))),

@@ -19,6 +19,7 @@
 //! [`ConsolidationLimits::max_runs_kept`] per scope); a restart forgets
 //! them, never the facts they wrote.
 
+pub mod auto;
 pub mod extract;
 
 use std::collections::{HashMap, VecDeque};
@@ -431,6 +432,35 @@ impl Consolidations {
         run.finished_at_ms = Some(hippocamp_core::time::now_ms());
         self.save(scope, &run);
         Ok(run)
+    }
+
+    /// [`execute`](Self::execute) once the policy was asked: a refusal
+    /// (`asked` is its error) ends the run `failed` with it, nothing read.
+    pub async fn execute_asked(
+        &self,
+        memory: &dyn MemoryStore,
+        scope: &MemoryScope,
+        mut run: Run,
+        req: &StartRun,
+        asked: Result<CallOptions>,
+    ) -> Result<Run> {
+        match asked {
+            Ok(call) => self.execute(memory, scope, run, req, &call).await,
+            Err(e) => {
+                let _busy = Busy {
+                    owner: self,
+                    scope: scope.clone(),
+                };
+                run.state = RunState::Failed;
+                run.error = Some(RunError {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                });
+                run.finished_at_ms = Some(hippocamp_core::time::now_ms());
+                self.save(scope, &run);
+                Ok(run)
+            }
+        }
     }
 
     /// Starts a run and waits for it.
