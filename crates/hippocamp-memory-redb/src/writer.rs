@@ -959,6 +959,30 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
+    /// Whether every source of `entry` is live at `now_ms`: kept by the
+    /// same import, or held by the scope (see `import::sources_present`).
+    fn sources_live(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        entry: &MemoryEntry,
+        kept: &std::collections::HashSet<EntryId>,
+        now_ms: u64,
+    ) -> Result<bool, Fail> {
+        for s in &entry.derived_from {
+            if kept.contains(&s.entry) {
+                continue;
+            }
+            let live = self
+                .existing(h, scope, &s.entry)?
+                .is_some_and(|e| !e.obligations.expired(now_ms));
+            if !live {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// `ids` and every entry derived from them, directly or not. A scope
     /// with derived entries is read whole to find them (its row counts
     /// them; most scopes have none and pay nothing).
@@ -1502,6 +1526,7 @@ impl Tx<'_> {
         check_epoch(fence, row.epoch).op()?;
         let mut report = ImportReport::default();
         let mut new = Vec::new();
+        let mut kept = std::collections::HashSet::new();
         for (p, terms, vector) in items {
             let e = &p.entry;
             let erased = self.was_erased(&entry_key(&h, &e.id))?;
@@ -1511,7 +1536,11 @@ impl Tx<'_> {
                 report.erased += 1;
             } else if self.dr()?.entries.get(&entry_key(&h, &e.id))?.is_some() {
                 report.existing += 1;
+                kept.insert(e.id);
+            } else if !self.sources_live(&h, scope, e, &kept, at.now_ms)? {
+                report.unsourced += 1;
             } else {
+                kept.insert(e.id);
                 new.push((p, terms, vector));
             }
         }

@@ -290,7 +290,7 @@ impl<S: MemoryStore> MemoryStore for ScopeChecked<S> {
         opts: &WriteOptions,
     ) -> Result<ImportReport> {
         let r = self.inner.import_entries(scope, entries, opts).await?;
-        if r.imported + r.existing + r.erased + r.expired != entries.len() as u64 {
+        if r.imported + r.existing + r.erased + r.expired + r.unsourced != entries.len() as u64 {
             return Err(bad("its import report does not add up to the entries sent"));
         }
         Ok(r)

@@ -44,6 +44,12 @@ pub struct ImportReport {
     pub erased: u64,
     /// Entries whose expiry has come, not written.
     pub expired: u64,
+    /// Derived entries with a source neither live in the scope nor
+    /// written before them by the same import (erased since the export,
+    /// or not in the file): not written, so nothing derived outlives an
+    /// erasure.
+    #[serde(default)]
+    pub unsourced: u64,
 }
 
 impl ImportReport {
@@ -53,7 +59,23 @@ impl ImportReport {
         self.existing += other.existing;
         self.erased += other.erased;
         self.expired += other.expired;
+        self.unsourced += other.unsourced;
     }
+}
+
+/// Whether every source of `entry` is live: among the entries `earlier`
+/// the same import keeps (written or already held), or `live` in the
+/// scope. Every store asks it of each derived entry it imports, in the
+/// import's transaction.
+pub fn sources_present(
+    entry: &MemoryEntry,
+    earlier: &std::collections::HashSet<hippocamp_core::EntryId>,
+    mut live: impl FnMut(&hippocamp_core::EntryId) -> bool,
+) -> bool {
+    entry
+        .derived_from
+        .iter()
+        .all(|s| earlier.contains(&s.entry) || live(&s.entry))
 }
 
 /// A validated entry to restore.

@@ -793,6 +793,7 @@ impl MemoryStore for InMemoryStore {
         check_epoch(opts.epoch, s.epoch)?;
         let mut report = ImportReport::default();
         let mut new = Vec::new();
+        let mut kept = std::collections::HashSet::new();
         for (p, t) in prepared.into_iter().zip(terms) {
             if p.entry.obligations.expired(now) {
                 report.expired += 1;
@@ -803,7 +804,13 @@ impl MemoryStore for InMemoryStore {
                 report.erased += 1;
             } else if s.data.get(&p.entry.id).is_some() {
                 report.existing += 1;
+                kept.insert(p.entry.id);
+            } else if !crate::import::sources_present(&p.entry, &kept, |id| {
+                s.data.get_live(id, now).is_some()
+            }) {
+                report.unsourced += 1;
             } else {
+                kept.insert(p.entry.id);
                 new.push((p, t, v));
             }
         }

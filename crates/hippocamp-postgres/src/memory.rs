@@ -1665,6 +1665,7 @@ impl MemoryStore for PgMemoryStore {
         let erased = erased_ids_among(&w.tx, w.row.id, &ids).await?;
         let mut report = ImportReport::default();
         let mut new = Vec::new();
+        let mut kept = std::collections::HashSet::new();
         for (p, t) in prepared.into_iter().zip(terms) {
             if p.entry.obligations.expired(now) {
                 report.expired += 1;
@@ -1675,7 +1676,13 @@ impl MemoryStore for PgMemoryStore {
                 report.erased += 1;
             } else if w.data().get(&p.entry.id).is_some() {
                 report.existing += 1;
+                kept.insert(p.entry.id);
+            } else if !hippocamp_memory::import::sources_present(&p.entry, &kept, |id| {
+                w.data().get_live(id, now).is_some()
+            }) {
+                report.unsourced += 1;
             } else {
+                kept.insert(p.entry.id);
                 new.push((p, t, v));
             }
         }

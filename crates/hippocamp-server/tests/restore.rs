@@ -622,3 +622,104 @@ async fn a_restore_needs_its_permission_and_cannot_hold_a_user() {
     );
     s.stop().await;
 }
+
+/// A consolidated user restores into a fresh server with their facts and
+/// lineage (a fact's line before its sources' is held until the end); a
+/// file missing one of a fact's sources restores the rest, never the fact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn derived_facts_restore_with_their_sources_and_never_without() {
+    let a = TestServer::start(Profile::Durable, |_| {}).await;
+    let ta = a.all_permissions("shop", Some("alice"));
+    for (text, ts) in [
+        ("The garage code is 7319", 10),
+        ("the garage code is 7319!", 20),
+    ] {
+        send(
+            &a,
+            Method::POST,
+            &format!("{ALICE}/memory/entries"),
+            &ta,
+            Some(entry(text, ts)),
+        )
+        .await;
+    }
+    let (st, run) = send(
+        &a,
+        Method::POST,
+        &format!("{ALICE}/memory/consolidations?wait=true"),
+        &ta,
+        Some(json!({"mode": "dedupe"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{run}");
+    let fact = run["changes"][0]["fact"].as_str().unwrap().to_owned();
+    let exported = export_text(&a, &ta).await;
+    // The fact's line first: it waits for its sources.
+    let mut lines: Vec<&str> = exported.lines().collect();
+    let at = lines.iter().position(|l| l.contains(&fact)).unwrap();
+    let line = lines.remove(at);
+    lines.insert(1, line);
+    let reordered = lines.join("\n") + "\n";
+    let b = TestServer::start(Profile::Durable, |_| {}).await;
+    let tb = b.all_permissions("shop", Some("alice"));
+    let (st, report) = post_restore(&b, &tb, &format!("{ALICE}/restore"), reordered).await;
+    assert_eq!(st, StatusCode::OK, "{report}");
+    assert_eq!(report["entries"]["imported"], 3, "{report}");
+    assert_eq!(report["entries"]["unsourced"], 0, "{report}");
+    assert_eq!(
+        search(&b, &tb, "garage code").await,
+        ["the garage code is 7319!"]
+    );
+    let (_, l) = send(
+        &b,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{fact}/lineage"),
+        &tb,
+        None,
+    )
+    .await;
+    assert_eq!(l["sources"].as_array().unwrap().len(), 2, "{l}");
+    // Without one source's line: the fact is not restored, and counted.
+    // (The end line counts the entries it announces: one fewer.)
+    let missing: Vec<String> = exported
+        .lines()
+        .filter(|l| !l.contains("The garage code is 7319\""))
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["kind"] == "end" {
+                v["entries"] = json!(2);
+            }
+            v.to_string()
+        })
+        .collect();
+    let c = TestServer::start(Profile::Durable, |_| {}).await;
+    let tc = c.all_permissions("shop", Some("alice"));
+    let (st, report) = post_restore(
+        &c,
+        &tc,
+        &format!("{ALICE}/restore"),
+        missing.join("\n") + "\n",
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{report}");
+    assert_eq!(
+        (
+            &report["entries"]["imported"],
+            &report["entries"]["unsourced"]
+        ),
+        (&json!(1), &json!(1)),
+        "{report}"
+    );
+    let (st, _) = send(
+        &c,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{fact}"),
+        &tc,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    for s in [a, b, c] {
+        s.stop().await;
+    }
+}

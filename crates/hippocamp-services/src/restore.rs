@@ -64,6 +64,10 @@ impl RestoreLimits {
     }
 }
 
+/// Derived entries one restore holds back until the end of its file
+/// (more are refused and counted).
+const MAX_DERIVED: usize = 100_000;
+
 /// What a later erasure (or withdrawal) here refused of the file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Refused {
@@ -196,6 +200,9 @@ struct Restore<'a> {
     memory_stale: bool,
     sessions_stale: bool,
     pending: Vec<ImportedEntry>,
+    /// Derived entries, restored after every other entry of the file
+    /// (their sources may come later in it), at most `MAX_DERIVED`.
+    derived: Vec<ImportedEntry>,
     current: Current,
     report: RestoreReport,
     seen: SeenCounts,
@@ -219,11 +226,15 @@ impl Restore<'_> {
             std::mem::take(&mut self.pending)
                 .into_iter()
                 .partition(|e| e.entry.is_derived());
-        // A derived entry is not restored: its sources may have been erased
-        // since the export, and a restore must never bring back what was
-        // derived from erased data. It is refused and counted; its sources
-        // come back current.
-        self.refuse_entries(&derived);
+        // Derived entries wait for the end of the file: their sources may
+        // come after them. Past the bound they are refused and counted.
+        for d in derived {
+            if self.derived.len() < MAX_DERIVED {
+                self.derived.push(d);
+            } else {
+                self.refuse_entries(std::slice::from_ref(&d));
+            }
+        }
         if batch.is_empty() {
             return Ok(());
         }
@@ -240,6 +251,55 @@ impl Restore<'_> {
                 self.refuse_entries(&batch);
             }
             Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Restores the derived entries once every other entry is in: each
+    /// only if every source is live here (restored from the file or
+    /// already held, and not erased), which the store checks in its
+    /// transaction (`unsourced` counts the others). A fact derived from
+    /// another fact may need its source restored first, so the batch is
+    /// offered again while that restores more.
+    async fn flush_derived(&mut self) -> Result<()> {
+        let derived = std::mem::take(&mut self.derived);
+        if derived.is_empty() {
+            return Ok(());
+        }
+        if self.memory_stale {
+            self.refuse_entries(&derived);
+            return Ok(());
+        }
+        let w = WriteOptions::new(self.call).epoch(self.epoch);
+        let mut last: Option<ImportReport> = None;
+        loop {
+            let mut pass = ImportReport::default();
+            for chunk in derived.chunks(self.batch.max(1)) {
+                match self.memory.import_entries(self.scope, chunk, &w).await {
+                    Ok(r) => pass.absorb(r),
+                    Err(Error::StaleEpoch { .. }) => {
+                        self.memory_stale = true;
+                        self.refuse_entries(&derived);
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let progress = pass.imported > 0 && pass.unsourced > 0;
+            match &mut last {
+                None => last = Some(pass),
+                Some(l) => {
+                    // What a later pass finds held, an earlier restored.
+                    l.imported += pass.imported;
+                    l.unsourced = pass.unsourced;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        if let Some(r) = last {
+            self.report.entries.absorb(r);
         }
         Ok(())
     }
@@ -635,6 +695,7 @@ async fn restore_unaudited(
         memory_stale: false,
         sessions_stale: false,
         pending: Vec::new(),
+        derived: Vec::new(),
         current: Current::None,
         report: RestoreReport::default(),
         seen: SeenCounts::default(),
@@ -663,6 +724,7 @@ async fn restore_unaudited(
         r.line(n, line).await?;
     }
     r.flush().await?;
+    r.flush_derived().await?;
     if n == 0 {
         return Err(bad_line(0, "the file is empty"));
     }

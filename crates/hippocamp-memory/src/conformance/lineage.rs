@@ -415,3 +415,63 @@ pub async fn a_hold_on_a_derived_entry_refuses_erasing_its_source(f: &dyn StoreF
     assert!(!gone(&*store, &s, &a).await);
     assert!(!gone(&*store, &s, &f1).await);
 }
+
+pub async fn an_import_keeps_a_derived_entry_only_with_live_sources(f: &dyn StoreFactory) {
+    let store = f.open(MemoryConfig::default()).await;
+    let s = scope("app", "derived-import");
+    let one = note(&*store, &s, "the gate code is 4411", 1).await;
+    let two = note(&*store, &s, "gate code: 4411", 2).await;
+    let f1 = fact(
+        &*store,
+        &s,
+        "gate code 4411",
+        &[(one, Role::Merged), (two, Role::Merged)],
+    )
+    .await;
+    let exported = store
+        .export_entries(&s, &crate::list::ExportRequest::default(), &c())
+        .await
+        .unwrap()
+        .entries;
+    let items = |order: &[EntryId]| -> Vec<crate::ImportedEntry> {
+        order
+            .iter()
+            .map(|id| crate::ImportedEntry {
+                entry: exported.iter().find(|e| e.id == *id).unwrap().clone(),
+                history: Vec::new(),
+            })
+            .collect()
+    };
+    // Into a store that never held the scope: the fact before its
+    // sources is not written; offered again after them, it is.
+    let fresh = f.open(MemoryConfig::default()).await;
+    let r = fresh
+        .import_entries(&s, &items(&[f1, one, two]), &w())
+        .await
+        .unwrap();
+    assert_eq!((r.imported, r.unsourced), (2, 1));
+    let r = fresh.import_entries(&s, &items(&[f1]), &w()).await.unwrap();
+    assert_eq!((r.imported, r.unsourced), (1, 0));
+    let e = fresh.get_entry(&s, &one, &c()).await.unwrap();
+    assert_eq!((e.status, e.merged_into), (Status::Merged, Some(f1)));
+    let got = fresh.get_entry(&s, &f1, &c()).await.unwrap();
+    assert_eq!(got.derived_from.len(), 2);
+    // Sources first: everything in one import.
+    let other = f.open(MemoryConfig::default()).await;
+    let r = other
+        .import_entries(&s, &items(&[one, two, f1]), &w())
+        .await
+        .unwrap();
+    assert_eq!((r.imported, r.unsourced), (3, 0));
+    // A source erased since the export: the fact is never restored.
+    store.delete_entry(&s, &two, &c()).await.unwrap();
+    let r = store
+        .import_entries(&s, &items(&[one, two, f1]), &w())
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.existing, r.erased, r.unsourced, r.imported),
+        (1, 2, 0, 0)
+    );
+    assert!(gone(&*store, &s, &f1).await);
+}
