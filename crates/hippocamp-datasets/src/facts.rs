@@ -75,20 +75,6 @@ const RELATIONS: &[&str] = &[
     "uncle",
 ];
 const PETS: &[&str] = &["dog", "cat", "parrot", "rabbit", "tortoise", "hamster"];
-const MONTHS: &[&str] = &[
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 /// Deterministic numbers.
 struct Rng(u64);
@@ -121,7 +107,7 @@ fn forms(rng: &mut Rng) -> Vec<String> {
         rng.pick(JOBS),
         rng.pick(RELATIONS),
         rng.pick(PETS),
-        rng.pick(MONTHS),
+        rng.pick(crate::locomo::MONTHS),
     );
     let day = 1 + rng.below(28);
     match rng.below(10) {

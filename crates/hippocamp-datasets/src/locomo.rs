@@ -243,7 +243,8 @@ pub fn parse_date_time(s: &str) -> Option<i64> {
     Some(((days * 24 + h) * 60 + m) * 60_000)
 }
 
-const MONTHS: &[&str] = &[
+/// The English month names, January first.
+pub(crate) const MONTHS: &[&str] = &[
     "January",
     "February",
     "March",

@@ -356,6 +356,30 @@ impl RedbMemoryStore {
         self.cache.charged_bytes()
     }
 
+    /// The scope's cache slot (loading its copy if needed), by `deadline`.
+    async fn slot_by(
+        &self,
+        scope: &MemoryScope,
+        deadline: Deadline,
+    ) -> Result<Arc<crate::cache::Slot>> {
+        tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Backend))?
+    }
+
+    /// The copy in `slot`, read-locked, by `deadline`: what searches,
+    /// listings and statuses read.
+    async fn read_by<'s>(
+        &self,
+        slot: &'s crate::cache::Slot,
+        deadline: Deadline,
+    ) -> Result<tokio::sync::RwLockReadGuard<'s, ScopeData>> {
+        tokio::time::timeout_at(deadline.instant().into(), self.cache.read(slot))
+            .await
+            .map_err(|_| Error::Timeout(Stage::Queueing))?
+            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))
+    }
+
     async fn slot(&self, scope: &MemoryScope) -> Result<Arc<crate::cache::Slot>> {
         let key = scope_hash(scope);
         let db = Arc::clone(&self.db);
@@ -952,13 +976,8 @@ impl MemoryStore for RedbMemoryStore {
             deadline,
         )
         .await?;
-        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Queueing))?
-            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        let slot = self.slot_by(scope, deadline).await?;
+        let data = self.read_by(&slot, deadline).await?;
         prepared.now_ms = self.clock.now_ms();
         Ok(match &query_vector {
             None => data.search(&prepared, self.config.bm25),
@@ -994,13 +1013,8 @@ impl MemoryStore for RedbMemoryStore {
             return Ok(entry);
         }
         drop(txn);
-        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Queueing))?
-            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        let slot = self.slot_by(scope, deadline).await?;
+        let data = self.read_by(&slot, deadline).await?;
         let state = data.state_of(id, self.clock.now_ms());
         Ok(entry.with_state(state))
     }
@@ -1014,13 +1028,8 @@ impl MemoryStore for RedbMemoryStore {
         let deadline = self.deadline(opts);
         deadline.check(Stage::Queueing)?;
         self.settled(deadline).await?;
-        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Queueing))?
-            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        let slot = self.slot_by(scope, deadline).await?;
+        let data = self.read_by(&slot, deadline).await?;
         data.lineage_of(id, self.clock.now_ms())
             .ok_or(Error::NotFound("entry"))
     }
@@ -1109,13 +1118,8 @@ impl MemoryStore for RedbMemoryStore {
     ) -> Result<EntryPage> {
         let deadline = self.deadline(opts);
         let prepared = prepare_list(request, &self.config.limits)?;
-        let slot = tokio::time::timeout_at(deadline.instant().into(), self.slot(scope))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Backend))??;
-        let data = tokio::time::timeout_at(deadline.instant().into(), self.cache.read(&slot))
-            .await
-            .map_err(|_| Error::Timeout(Stage::Queueing))?
-            .ok_or_else(|| Error::Unavailable("scope state not loaded".into()))?;
+        let slot = self.slot_by(scope, deadline).await?;
+        let data = self.read_by(&slot, deadline).await?;
         Ok(list_page(&data, &prepared, self.clock.now_ms()))
     }
 

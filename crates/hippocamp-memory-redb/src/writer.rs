@@ -983,20 +983,32 @@ impl<'t> Tx<'t> {
         Ok(true)
     }
 
-    /// `ids` and every entry derived from them, directly or not. A scope
-    /// with derived entries is read whole to find them (its row counts
-    /// them; most scopes have none and pay nothing).
+    /// `ids` and every entry derived from them, directly or not (see
+    /// [`Self::derived_of`]).
     fn with_dependents(
         &self,
         h: &[u8; 16],
         scope: &MemoryScope,
         row: &ScopeRow,
-        mut ids: Vec<EntryId>,
+        ids: Vec<EntryId>,
     ) -> Result<Vec<EntryId>, Fail> {
-        if row.derived == 0 {
-            return Ok(ids);
-        }
+        let derived = self.derived_of(h, scope, row)?;
+        Ok(closure(&derived, ids))
+    }
+
+    /// Each source's derived entries in the scope. A scope with derived
+    /// entries is read whole to find them (its row counts them; most
+    /// scopes have none and pay nothing), once per operation.
+    fn derived_of(
+        &self,
+        h: &[u8; 16],
+        scope: &MemoryScope,
+        row: &ScopeRow,
+    ) -> Result<HashMap<EntryId, Vec<EntryId>>, Fail> {
         let mut derived: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
+        if row.derived == 0 {
+            return Ok(derived);
+        }
         let (lo, hi) = entry_range(h);
         for item in self.dr()?.entries.range::<&[u8; 32]>(&lo..=&hi)? {
             let (_, v) = item?;
@@ -1013,17 +1025,7 @@ impl<'t> Tx<'t> {
                 }
             }
         }
-        let mut seen: std::collections::HashSet<EntryId> = ids.iter().copied().collect();
-        let mut i = 0;
-        while i < ids.len() {
-            for d in derived.get(&ids[i]).into_iter().flatten() {
-                if seen.insert(*d) {
-                    ids.push(*d);
-                }
-            }
-            i += 1;
-        }
-        Ok(ids)
+        Ok(derived)
     }
 
     /// What ingesting `p` would do against the transaction's state (`erasures`:
@@ -1377,8 +1379,9 @@ impl Tx<'_> {
             // What was derived from an expired entry goes with it, unless
             // a hold or retention on one keeps that lineage until it lifts.
             let mut gone = Vec::new();
+            let derived = self.derived_of(&h, &scope, &row)?;
             for id in ids {
-                let lineage = self.with_dependents(&h, &scope, &row, vec![id])?;
+                let lineage = closure(&derived, vec![id]);
                 let keys: Vec<[u8; 32]> = lineage.iter().map(|id| entry_key(&h, id)).collect();
                 if self.check_deletes(&keys, at.now_ms).is_ok() {
                     gone.extend(lineage);
@@ -1573,6 +1576,25 @@ impl Tx<'_> {
         }
         Ok(report)
     }
+}
+
+/// `ids` and, through `derived` (each source's derived entries), every
+/// entry derived from them; each once, sources first.
+fn closure(derived: &HashMap<EntryId, Vec<EntryId>>, mut ids: Vec<EntryId>) -> Vec<EntryId> {
+    if derived.is_empty() {
+        return ids;
+    }
+    let mut seen: std::collections::HashSet<EntryId> = ids.iter().copied().collect();
+    let mut i = 0;
+    while i < ids.len() {
+        for d in derived.get(&ids[i]).into_iter().flatten() {
+            if seen.insert(*d) {
+                ids.push(*d);
+            }
+        }
+        i += 1;
+    }
+    ids
 }
 
 /// Queues the memory store's mutations and commits them in groups.

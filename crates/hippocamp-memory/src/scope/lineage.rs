@@ -166,17 +166,18 @@ impl ScopeData {
 
     /// `ids` and every live entry derived from them, directly or through
     /// other derived entries: what erasing `ids` erases. Sources come
-    /// first; each id once.
+    /// first; each id once (`ids` are taken as given, duplicates and all,
+    /// when nothing in the scope is derived).
     pub fn with_dependents(&self, ids: &[EntryId]) -> Vec<EntryId> {
-        let mut seen: BTreeSet<EntryId> = ids.iter().copied().collect();
+        if self.lineage.derived.is_empty() {
+            return ids.to_vec();
+        }
+        let mut seen: BTreeSet<EntryId> = BTreeSet::new();
         let mut out: Vec<EntryId> = Vec::with_capacity(ids.len());
         for id in ids {
-            if seen.contains(id) && !out.contains(id) {
+            if seen.insert(*id) {
                 out.push(*id);
             }
-        }
-        if self.lineage.derived.is_empty() {
-            return out;
         }
         let mut i = 0;
         while i < out.len() {
