@@ -306,6 +306,7 @@ async fn the_outbox_starts_a_run_after_enough_delivered_events() {
                 apply: ApplyMode::Auto,
                 after_events: 2,
                 origins: vec![Origin::Turn],
+                idle_ms: None,
             },
         );
     })
@@ -368,5 +369,61 @@ async fn the_outbox_starts_a_run_after_enough_delivered_events() {
     )
     .await;
     assert_eq!(r["runs"].as_array().unwrap().len(), 0, "{r}");
+    s.stop().await;
+}
+
+/// `idle_ms`: a user whose deliveries stopped below the threshold gets a
+/// run once no delivery came for that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_user_gets_a_run_below_the_threshold() {
+    use hippocamp_memory::lineage::Origin;
+    use hippocamp_services::consolidation::auto::AutoRun;
+    use hippocamp_services::consolidation::{ApplyMode, Mode};
+    let s = TestServer::start(Profile::Durable, |c| {
+        c.consolidation.apps.insert(
+            "shop".into(),
+            AutoRun {
+                mode: Mode::Dedupe,
+                apply: ApplyMode::Auto,
+                after_events: 1_000,
+                origins: vec![Origin::Turn],
+                idle_ms: Some(1_000),
+            },
+        );
+    })
+    .await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let events = json!({"events": [
+        {"id": "e1", "author": "user", "timestamp_ms": 1,
+         "content": {"role": "user", "parts": [{"text": "The wifi name is Harbour Light 5G"}]}},
+        {"id": "e2", "author": "user", "timestamp_ms": 2,
+         "content": {"role": "user", "parts": [{"text": "the wifi name is harbour light 5g."}]}},
+    ]});
+    let (st, b) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/sessions/s1/ingest"),
+        &t,
+        Some(events),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{b}");
+    // Not before the idle time.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, r) = get(&s, &t, "/memory/consolidations").await;
+    assert_eq!(r["runs"].as_array().unwrap().len(), 0, "{r}");
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        let (_, r) = get(&s, &t, "/memory/consolidations").await;
+        if let Some(run) = r["runs"].as_array().and_then(|a| a.first()) {
+            if run["state"] != "running" {
+                state = run["state"].clone();
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(state, "applied");
+    assert_eq!(search(&s, &t, "wifi name").await.len(), 1);
     s.stop().await;
 }

@@ -561,6 +561,7 @@ mod tests {
             "[consolidation.apps.shop]\nmode = \"dedupe\"\nafter_events = 0\n",
             "[consolidation.apps.shop]\nmode = \"extract\"\nafter_events = 5\n",
             "[consolidation.apps.shop]\nmode = \"dedupe\"\nafter_events = 5\nwhen = 1\n",
+            "[consolidation.apps.shop]\nmode = \"dedupe\"\nafter_events = 5\nidle_ms = 10\n",
         ] {
             assert!(Config::from_toml(bad).is_err(), "{bad}");
         }

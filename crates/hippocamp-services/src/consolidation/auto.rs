@@ -1,9 +1,11 @@
 //! Runs that start by themselves: the outbox delivers events through
 //! [`Consolidating`], which counts what each delivery added per user and,
-//! once an app's `[consolidation.apps.NAME]` threshold is reached, starts
-//! that app's run in the background, asked and run as the outbox
-//! (`CallerKind::Outbox`) through the governed handle. Without an outbox
-//! (the ephemeral profile) nothing counts, and runs start only when asked.
+//! once an app's `[consolidation.apps.NAME]` threshold is reached (or,
+//! with `idle_ms`, once a user with new events has had no delivery for
+//! that long), starts that app's run in the background, asked and run as
+//! the outbox (`CallerKind::Outbox`) through the governed handle. Without
+//! an outbox (the ephemeral profile) nothing counts, and runs start only
+//! when asked.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,6 +34,11 @@ pub struct AutoRun {
     /// Origins dedupe merges (default: notes, facts and files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origins: Vec<Origin>,
+    /// Also start a run when a user with events delivered since their
+    /// last run has had no delivery for this long (ms, 1,000..=
+    /// 604,800,000); without it, only `after_events` starts runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
 }
 
 impl AutoRun {
@@ -42,19 +49,29 @@ impl AutoRun {
             self.after_events,
             1,
             1_000_000,
-        )
+        )?;
+        match self.idle_ms {
+            Some(ms) => hippocamp_core::error::check_range(
+                &format!("consolidation.apps.{app}.idle_ms"),
+                ms,
+                1_000,
+                604_800_000,
+            ),
+            None => Ok(()),
+        }
     }
 }
 
 /// The outbox's memory target with automatic runs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Consolidating {
     inner: Arc<dyn MemoryStore>,
     runs: Arc<Consolidations>,
-    apps: BTreeMap<String, AutoRun>,
+    apps: Arc<BTreeMap<String, AutoRun>>,
     gate: hippocamp_governance::Gate,
-    /// Events delivered per user since their last run started.
-    counts: Mutex<HashMap<MemoryScope, u64>>,
+    /// Events delivered per user since their last run started, and the
+    /// number of the user's last delivery (what an idle timer compares).
+    counts: Arc<Mutex<HashMap<MemoryScope, (u64, u64)>>>,
 }
 
 impl Consolidating {
@@ -69,9 +86,9 @@ impl Consolidating {
         Self {
             inner,
             runs,
-            apps,
+            apps: Arc::new(apps),
             gate,
-            counts: Mutex::default(),
+            counts: Arc::default(),
         }
     }
 
@@ -82,15 +99,36 @@ impl Consolidating {
         let Some(auto) = self.apps.get(scope.app().as_str()) else {
             return;
         };
-        let due = {
+        let (due, delivery) = {
             let mut counts = self.counts.lock();
-            let n = counts.entry(scope.clone()).or_default();
+            let (n, delivery) = counts.entry(scope.clone()).or_default();
             *n += added;
-            *n >= auto.after_events
+            *delivery += 1;
+            (*n >= auto.after_events, *delivery)
         };
-        if !due {
-            return;
+        if due {
+            self.start(scope, auto);
+        } else if let Some(ms) = auto.idle_ms {
+            // Idle for `ms` after this delivery: no later one came.
+            let this = self.clone();
+            let scope = scope.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                let idle = this
+                    .counts
+                    .lock()
+                    .get(&scope)
+                    .is_some_and(|&(n, d)| n > 0 && d == delivery);
+                if idle && let Some(auto) = this.apps.get(scope.app().as_str()) {
+                    this.start(&scope, auto);
+                }
+            });
         }
+    }
+
+    /// Starts `auto`'s run for `scope` unless one is under way (then the
+    /// count stays, and a later delivery tries again).
+    fn start(&self, scope: &MemoryScope, auto: &AutoRun) {
         let req = StartRun {
             mode: auto.mode,
             apply: auto.apply,
@@ -99,7 +137,12 @@ impl Consolidating {
         let Ok(run) = self.runs.begin(scope, &req) else {
             return;
         };
-        self.counts.lock().remove(scope);
+        // Counting starts over; the delivery number stays, so an idle
+        // timer set before the run never mistakes a later delivery for
+        // its own.
+        if let Some(c) = self.counts.lock().get_mut(scope) {
+            c.0 = 0;
+        }
         let (inner, runs, gate, scope) = (
             Arc::clone(&self.inner),
             Arc::clone(&self.runs),
