@@ -415,11 +415,11 @@ async fn an_idle_user_gets_a_run_below_the_threshold() {
     let mut state = Value::Null;
     for _ in 0..200 {
         let (_, r) = get(&s, &t, "/memory/consolidations").await;
-        if let Some(run) = r["runs"].as_array().and_then(|a| a.first()) {
-            if run["state"] != "running" {
-                state = run["state"].clone();
-                break;
-            }
+        if let Some(run) = r["runs"].as_array().and_then(|a| a.first())
+            && run["state"] != "running"
+        {
+            state = run["state"].clone();
+            break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
