@@ -128,6 +128,18 @@ async fn a_dedupe_run_merges_copies_into_a_fact_that_can_be_reverted() {
         (StatusCode::CONFLICT, Some("run_conflict"))
     );
     let _ = other;
+    // The user's erasure forgets their run records too.
+    let (st, _) = send(
+        &s,
+        Method::DELETE,
+        &format!("{ALICE}/memory?confirm=shop/alice"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, list) = get(&s, &t, "/memory/consolidations").await;
+    assert_eq!(list["runs"].as_array().unwrap().len(), 0, "{list}");
     s.stop().await;
 }
 

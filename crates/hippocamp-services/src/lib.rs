@@ -1134,7 +1134,10 @@ impl Services {
             )?),
             _ => {
                 return Ok(MemoryServices {
-                    memory: governed(Arc::new(ScopeChecked::new(routed))),
+                    memory: Arc::new(consolidation::ForgetsRuns::new(
+                        governed(Arc::new(ScopeChecked::new(routed))),
+                        Arc::clone(&runs),
+                    )),
                     consolidations: runs,
                     outbox: None,
                     profile: config.profile,
@@ -1160,10 +1163,13 @@ impl Services {
             },
         )?;
         Ok(MemoryServices {
+            memory: Arc::new(consolidation::ForgetsRuns::new(
+                governed(Arc::new(ScopeChecked::new(
+                    Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
+                ))),
+                Arc::clone(&runs),
+            )),
             consolidations: runs,
-            memory: governed(Arc::new(ScopeChecked::new(
-                Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
-            ))),
             outbox: Some(outbox),
             profile: config.profile,
             gate: governance.gate(hippocamp_core::deadline::DEFAULT_TIMEOUT),

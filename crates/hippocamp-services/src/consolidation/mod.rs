@@ -36,6 +36,41 @@ use hippocamp_memory::{
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+/// The memory handle with run records that go with their user: a user's
+/// erasure forgets their runs (ids and states, no content, but records of
+/// a user who is gone).
+#[derive(Debug)]
+pub struct ForgetsRuns {
+    inner: Arc<dyn MemoryStore>,
+    runs: Arc<Consolidations>,
+}
+
+impl ForgetsRuns {
+    /// `inner`, forgetting `runs`' records of each user it erases.
+    pub fn new(inner: Arc<dyn MemoryStore>, runs: Arc<Consolidations>) -> Self {
+        Self { inner, runs }
+    }
+}
+
+#[async_trait::async_trait]
+impl hippocamp_memory::MemoryLayer for ForgetsRuns {
+    type Inner = dyn MemoryStore;
+
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
+    }
+
+    async fn delete_user(
+        &self,
+        scope: &MemoryScope,
+        opts: &CallOptions,
+    ) -> Result<hippocamp_memory::Erasure> {
+        let erased = MemoryStore::delete_user(&*self.inner, scope, opts).await?;
+        self.runs.forget(scope);
+        Ok(erased)
+    }
+}
+
 /// Asks the policy through `gate` whether `call`'s caller may act on
 /// `scope`'s consolidation runs: `consolidate` to start, apply or revert
 /// one, `list` or `get` to read them (audited); the options to go on
@@ -338,6 +373,13 @@ impl Consolidations {
             .get(scope)
             .and_then(|s| s.runs.iter().find(|r| r.id == id).cloned())
             .ok_or(Error::NotFound("consolidation run"))
+    }
+
+    /// Forgets every run record of `scope` (its user was erased).
+    pub fn forget(&self, scope: &MemoryScope) {
+        if let Some(s) = self.scopes.lock().get_mut(scope) {
+            s.runs.clear();
+        }
     }
 
     /// The scope's runs, newest first.
