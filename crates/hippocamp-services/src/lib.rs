@@ -166,13 +166,19 @@ pub struct Governance {
 }
 
 impl Governance {
-    /// `store` behind this policy's gate, audited: the memory handle
-    /// every surface gets.
-    fn memory(&self, store: Arc<dyn MemoryStore>) -> Arc<dyn MemoryStore> {
-        Arc::new(
-            PolicyChecked::new(store, Arc::clone(&self.policy), Arc::clone(&self.clock))
-                .with_audit(Arc::clone(&self.audit)),
-        )
+    /// `store` behind this policy's gate, audited, its user erasures
+    /// forgetting `runs`' records: the memory handle every surface gets.
+    fn memory(
+        &self,
+        store: Arc<dyn MemoryStore>,
+        runs: &Arc<consolidation::Consolidations>,
+    ) -> Arc<dyn MemoryStore> {
+        let checked = PolicyChecked::new(store, Arc::clone(&self.policy), Arc::clone(&self.clock))
+            .with_audit(Arc::clone(&self.audit));
+        Arc::new(consolidation::ForgetsRuns::new(
+            Arc::new(checked),
+            Arc::clone(runs),
+        ))
     }
 
     /// The gate every governed handle asks through: this policy, clock and
@@ -1062,7 +1068,8 @@ impl Services {
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<MemoryServices> {
-        let governed = |store| governance.memory(store);
+        let runs = Arc::new(consolidations(&config.consolidation)?);
+        let governed = |store| governance.memory(store, &runs);
         let rerank = match &config.reranker {
             None => None,
             // Connected here, on the blocking thread that opens the
@@ -1073,7 +1080,6 @@ impl Services {
                     .block_on(crate::reranker::connect(r, embedder.as_ref()))?,
             ),
         };
-        let runs = Arc::new(consolidations(&config.consolidation)?);
         let inner: Arc<dyn MemoryStore> = match config.profile {
             Profile::Disabled => return Err(Error::MemoryDisabled),
             Profile::Ephemeral => {
@@ -1134,10 +1140,7 @@ impl Services {
             )?),
             _ => {
                 return Ok(MemoryServices {
-                    memory: Arc::new(consolidation::ForgetsRuns::new(
-                        governed(Arc::new(ScopeChecked::new(routed))),
-                        Arc::clone(&runs),
-                    )),
+                    memory: governed(Arc::new(ScopeChecked::new(routed))),
                     consolidations: runs,
                     outbox: None,
                     profile: config.profile,
@@ -1163,12 +1166,9 @@ impl Services {
             },
         )?;
         Ok(MemoryServices {
-            memory: Arc::new(consolidation::ForgetsRuns::new(
-                governed(Arc::new(ScopeChecked::new(
-                    Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
-                ))),
-                Arc::clone(&runs),
-            )),
+            memory: governed(Arc::new(ScopeChecked::new(
+                Erasing::new(routed, outbox.clone()).with_processor(&config.outbox_processor),
+            ))),
             consolidations: runs,
             outbox: Some(outbox),
             profile: config.profile,
