@@ -387,6 +387,7 @@ pub(crate) struct LineageRecord {
     derived_from: Vec<([u8; 16], Role)>,
     consolidation: Option<String>,
     fact_key: Option<String>,
+    restored: bool,
 }
 
 impl LineageRecord {
@@ -395,7 +396,8 @@ impl LineageRecord {
         let plain = entry.origin == Origin::of_provenance(&entry.provenance)
             && entry.derived_from.is_empty()
             && entry.consolidation.is_none()
-            && entry.fact_key.is_none();
+            && entry.fact_key.is_none()
+            && !entry.lineage_restored;
         (!plain).then(|| Self {
             origin: entry.origin,
             derived_from: entry
@@ -405,6 +407,7 @@ impl LineageRecord {
                 .collect(),
             consolidation: entry.consolidation.clone(),
             fact_key: entry.fact_key.as_ref().map(|k| k.as_str().to_owned()),
+            restored: entry.lineage_restored,
         })
     }
 
@@ -432,6 +435,7 @@ impl LineageRecord {
             })
             .collect();
         entry.consolidation = self.consolidation;
+        entry.lineage_restored = self.restored;
         entry.fact_key =
             self.fact_key.map(FactKey::new).transpose().map_err(|e| {
                 Error::Corrupt(format!("stored entry has an invalid fact key: {e}"))
@@ -803,6 +807,7 @@ impl EntryRecord {
             ingested_at_ms: self.ingested_at_ms,
             derived_from: Vec::new(),
             consolidation: None,
+            lineage_restored: false,
             fact_key: None,
             status: Status::Current,
             superseded_by: None,
@@ -1044,6 +1049,7 @@ mod tests {
                     role: Role::Superseded,
                 }];
                 entry.consolidation = Some("run-1".into());
+                entry.lineage_restored = epoch % 2 == 0;
             }
             if lineage == 2 {
                 entry.ingested_at_ms = None;
@@ -1058,6 +1064,7 @@ mod tests {
             proptest::prop_assert_eq!(back.origin, entry.origin);
             proptest::prop_assert_eq!(&back.derived_from, &entry.derived_from);
             proptest::prop_assert_eq!(&back.fact_key, &entry.fact_key);
+            proptest::prop_assert_eq!(back.lineage_restored, entry.lineage_restored);
             proptest::prop_assert_eq!(back.ingested_at_ms, entry.ingested_at_ms);
         }
 

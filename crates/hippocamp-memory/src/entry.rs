@@ -147,6 +147,10 @@ pub struct MemoryEntry {
     /// The consolidation run that derived it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidation: Option<String>,
+    /// Its lineage came from a restored file (checked against this
+    /// store's entries when restored), not from a run here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lineage_restored: bool,
     /// What it is a fact about; the newest entry with a key supersedes
     /// older ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -575,6 +579,7 @@ pub fn prepare_entry(
         origin,
         derived_from,
         consolidation,
+        lineage_restored: false,
         fact_key,
         status: Status::Current,
         superseded_by: None,

@@ -157,8 +157,10 @@ pub fn prepare_import(
             ));
         }
         let history = check_history(i, &entry, history, limits)?;
-        // A state is read from the scope, never restored from a file.
-        let entry = entry.stateless();
+        // A state is read from the scope, never restored from a file; a
+        // derived entry's lineage says it was restored.
+        let mut entry = entry.stateless();
+        entry.lineage_restored = entry.is_derived();
         out.push(PreparedImport {
             storage_bytes: entry.storage_bytes(),
             entry,

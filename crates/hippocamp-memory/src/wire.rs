@@ -155,6 +155,9 @@ fn write_entry_fields(out: &mut Vec<u8>, e: &MemoryEntry) -> serde_json::Result<
         out.extend_from_slice(b",\"consolidation\":");
         write_str(out, run);
     }
+    if e.lineage_restored {
+        out.extend_from_slice(b",\"lineage_restored\":true");
+    }
     if let Some(k) = &e.fact_key {
         out.extend_from_slice(b",\"fact_key\":");
         write_str(out, k.as_str());
@@ -256,6 +259,7 @@ mod tests {
                 role: crate::lineage::Role::Merged,
             }];
             e.consolidation = Some(format!("run-\"{n}\""));
+            e.lineage_restored = n % 2 == 1;
             e.fact_key = Some(hippocamp_core::FactKey::new("user.home_city").unwrap());
         }
         if n % 7 == 5 {

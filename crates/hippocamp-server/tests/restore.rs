@@ -679,6 +679,15 @@ async fn derived_facts_restore_with_their_sources_and_never_without() {
     )
     .await;
     assert_eq!(l["sources"].as_array().unwrap().len(), 2, "{l}");
+    let (_, got) = send(
+        &b,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{fact}"),
+        &tb,
+        None,
+    )
+    .await;
+    assert_eq!(got["lineage_restored"], true, "{got}");
     // Without one source's line: the fact is not restored, and counted.
     // (The end line counts the entries it announces: one fewer.)
     let missing: Vec<String> = exported

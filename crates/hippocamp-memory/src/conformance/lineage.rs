@@ -456,6 +456,14 @@ pub async fn an_import_keeps_a_derived_entry_only_with_live_sources(f: &dyn Stor
     assert_eq!((e.status, e.merged_into), (Status::Merged, Some(f1)));
     let got = fresh.get_entry(&s, &f1, &c()).await.unwrap();
     assert_eq!(got.derived_from.len(), 2);
+    assert!(got.lineage_restored, "a restored lineage says so");
+    assert!(
+        !store
+            .get_entry(&s, &f1, &c())
+            .await
+            .unwrap()
+            .lineage_restored
+    );
     // Sources first: everything in one import.
     let other = f.open(MemoryConfig::default()).await;
     let r = other
