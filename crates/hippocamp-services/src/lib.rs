@@ -1265,13 +1265,14 @@ mod tests {
             let debug = format!("{memory:?}");
             // The whole chain, in order: the policy decides first, so a
             // refused erasure never reaches `Erasing` (which cancels
-            // queued jobs), and the store decides before `Erasing` acts.
+            // queued jobs), and the store decides before `Erasing` acts;
+            // a user's run records are forgotten once the store erased.
             let chain = match profile {
                 Profile::Durable => {
-                    "PolicyChecked { inner: ScopeChecked { inner: Erasing { inner: RoutedMemory { inner: RedbMemoryStore"
+                    "ForgetsRuns { inner: PolicyChecked { inner: ScopeChecked { inner: Erasing { inner: RoutedMemory { inner: RedbMemoryStore"
                 }
                 _ => {
-                    "PolicyChecked { inner: ScopeChecked { inner: RoutedMemory { inner: InMemoryStore"
+                    "ForgetsRuns { inner: PolicyChecked { inner: ScopeChecked { inner: RoutedMemory { inner: InMemoryStore"
                 }
             };
             assert!(debug.starts_with(chain), "{debug}");
