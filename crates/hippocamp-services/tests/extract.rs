@@ -322,3 +322,53 @@ async fn a_real_small_model_run_succeeds_or_fails_typed_and_changes_nothing() {
         run.changes.len()
     );
 }
+
+/// A run that fails midway (here the scope's entry quota refuses its
+/// second fact) keeps what it wrote, and `revert` removes it.
+#[tokio::test]
+async fn what_a_run_wrote_before_it_failed_is_reverted() {
+    use hippocamp_core::MemoryLimits;
+    use hippocamp_memory::NewEntry;
+    let config = MemoryConfig {
+        limits: MemoryLimits {
+            max_entries_per_scope: 5,
+            ..MemoryLimits::default()
+        },
+        ..MemoryConfig::default()
+    };
+    let store: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new(config).unwrap());
+    for text in [
+        "the blue door is the back door",
+        "The blue door is the back door!",
+        "the shed key hangs by the kettle",
+        "The shed key hangs by the kettle.",
+    ] {
+        store
+            .add_entry(&scope(), NewEntry::new(text), &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    let runs = Consolidations::default();
+    let dedupe = StartRun {
+        mode: Mode::Dedupe,
+        apply: ApplyMode::Auto,
+        origins: Vec::new(),
+    };
+    let c = CallOptions::default();
+    let run = runs.start(&*store, &scope(), &dedupe, &c).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{run:?}");
+    assert_eq!(run.error.as_ref().unwrap().code, "quota_exceeded");
+    assert_eq!(entries(&*store).await, 5, "one fact was written");
+    let reverted = runs.revert(&*store, &scope(), &run.id, &c).await.unwrap();
+    assert_eq!(reverted.state, RunState::Reverted);
+    assert_eq!(entries(&*store).await, 4);
+    let hits = store
+        .search(&scope(), &SearchRequest::new("blue door shed key"), &c)
+        .await
+        .unwrap()
+        .hits;
+    assert!(
+        hits.iter().all(|h| h.entry.origin == Origin::Note),
+        "{hits:?}"
+    );
+}

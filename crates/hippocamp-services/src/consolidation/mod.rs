@@ -675,9 +675,10 @@ impl Consolidations {
         Ok(run)
     }
 
-    /// Undoes an applied run: removes the facts it wrote, so what they
-    /// merged is current again. Refused, with nothing changed, when a
-    /// fact it wrote was corrected, erased, or built on by a later run.
+    /// Undoes an applied run, or what a run that failed midway wrote:
+    /// removes the facts it wrote, so what they merged is current again.
+    /// Refused, with nothing changed, when a fact it wrote was corrected,
+    /// erased, or built on by a later run.
     ///
     /// The run's facts are found by their lineage (each names its run),
     /// so a run this process has no record of (written by another
@@ -692,10 +693,10 @@ impl Consolidations {
         let _busy = self.take(scope, id)?;
         let record = self.load(scope, id).ok();
         if let Some(run) = &record
-            && run.state != RunState::Applied
+            && !matches!(run.state, RunState::Applied | RunState::Failed)
         {
             return Err(Error::RunConflict(format!(
-                "run {id} is {}, only an applied run is reverted",
+                "run {id} is {}, only an applied (or failed) run is reverted",
                 state_name(run.state)
             )));
         }
