@@ -942,7 +942,7 @@ impl<'t> Tx<'t> {
         entry: &mut MemoryEntry,
         now_ms: u64,
     ) -> Result<(), Fail> {
-        let mut expiry = entry.obligations.expires_at_ms;
+        let mut sources = Vec::with_capacity(entry.derived_from.len());
         for s in &entry.derived_from {
             let live = self
                 .existing(h, scope, &s.entry)?
@@ -950,12 +950,10 @@ impl<'t> Tx<'t> {
             let Some(source) = live else {
                 return Err(Fail::Op(Error::SourceGone(s.entry)));
             };
-            expiry = match (expiry, source.obligations.expires_at_ms) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            sources.push(source.obligations.expires_at_ms);
         }
-        entry.obligations.expires_at_ms = expiry;
+        entry.obligations.expires_at_ms =
+            hippocamp_memory::lineage::inherited_expiry(entry.obligations.expires_at_ms, sources);
         Ok(())
     }
 

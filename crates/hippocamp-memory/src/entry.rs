@@ -167,14 +167,6 @@ pub struct MemoryEntry {
 }
 
 impl MemoryEntry {
-    /// Its state as read from its scope.
-    pub fn state(&self) -> State {
-        State {
-            status: self.status,
-            by: self.superseded_by.or(self.merged_into),
-        }
-    }
-
     /// The entry with `state` set (what a read returns).
     #[must_use]
     pub fn with_state(mut self, state: State) -> Self {

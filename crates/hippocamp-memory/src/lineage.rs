@@ -158,6 +158,17 @@ pub struct State {
     pub by: Option<EntryId>,
 }
 
+/// The expiry of a derived entry whose own is `own` and whose sources'
+/// are `sources`: the earliest of them (it lives no longer than its
+/// shortest-lived source); `None` when none expires. Every store admits
+/// a derived entry with it.
+pub fn inherited_expiry(
+    own: Option<u64>,
+    sources: impl IntoIterator<Item = Option<u64>>,
+) -> Option<u64> {
+    sources.into_iter().flatten().chain(own).min()
+}
+
 /// Puts facts before other entries among hits of equal score (a run of
 /// consecutive hits with the same score), keeping every other order: what
 /// an agent is given first is the consolidated statement, not one of the

@@ -57,7 +57,7 @@ pub fn list_page(data: &ScopeData, list: &PreparedList, now_ms: u64) -> EntryPag
     EntryPage {
         entries: entries
             .iter()
-            .map(|e| (*data.annotated(e, now_ms)).clone())
+            .map(|e| (**e).clone().with_state(data.state_of(&e.id, now_ms)))
             .collect(),
         next_cursor: last.map(|l| list.cursor(l)),
     }

@@ -209,11 +209,6 @@ impl ScopeData {
         out
     }
 
-    /// Whether any live entry is derived from `id`.
-    pub fn has_dependents(&self, id: &EntryId) -> bool {
-        self.lineage.derived.contains_key(id)
-    }
-
     /// Entry `id`'s lineage: its sources and the live entries derived from
     /// it, each with its origin and state.
     pub fn lineage_of(&self, id: &EntryId, now_ms: u64) -> Option<Lineage> {
@@ -245,7 +240,7 @@ impl ScopeData {
 
     /// Checks that every source of a derived entry is a live entry of
     /// this scope at `now_ms`.
-    pub fn check_sources(&self, entry: &MemoryEntry, now_ms: u64) -> hippocamp_core::Result<()> {
+    fn check_sources(&self, entry: &MemoryEntry, now_ms: u64) -> hippocamp_core::Result<()> {
         match entry
             .derived_from
             .iter()
@@ -273,14 +268,13 @@ impl ScopeData {
             return Ok(());
         }
         self.check_sources(entry, now_ms)?;
-        let inherited = entry
+        let sources = entry
             .derived_from
             .iter()
             .filter_map(|s| self.get(&s.entry))
-            .filter_map(|e| e.obligations.expires_at_ms)
-            .chain(entry.obligations.expires_at_ms)
-            .min();
-        entry.obligations.expires_at_ms = inherited;
+            .map(|e| e.obligations.expires_at_ms);
+        entry.obligations.expires_at_ms =
+            crate::lineage::inherited_expiry(entry.obligations.expires_at_ms, sources);
         Ok(())
     }
 }

@@ -336,11 +336,6 @@ impl Consolidations {
         self
     }
 
-    /// Its limits.
-    pub fn limits(&self) -> &ConsolidationLimits {
-        &self.limits
-    }
-
     /// Takes the scope's slot for `id`, or says which run holds it.
     fn take(&self, scope: &MemoryScope, id: &str) -> Result<Busy<'_>> {
         let mut scopes = self.scopes.lock();
