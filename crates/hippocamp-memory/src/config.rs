@@ -153,6 +153,7 @@ impl MemoryConfig {
             limits: {
                 let mut l = self.limits.describe_all();
                 l.push(crate::erasure::describe());
+                l.extend(crate::lineage::describe());
                 l
             },
             routing: None,

@@ -20,7 +20,7 @@ use hippocamp_core::Metadata;
 use hippocamp_search::Analyzer;
 
 use crate::entry::MemoryEntry;
-use crate::lineage::Origin;
+use crate::lineage::{MAX_SOURCES, Origin};
 
 /// What counts as a duplicate.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +97,9 @@ pub fn plan(entries: &[Arc<MemoryEntry>], params: &DedupeParams) -> Vec<MergeGro
             .iter()
             .filter(|&&j| j < i)
             .filter_map(|&j| group_of[j].map(|g| (g, j)))
-            .filter(|&(g, j)| groups[g][0] == j)
+            // A full group (one fact names at most MAX_SOURCES sources)
+            // takes no more: the entry leads a group of its own.
+            .filter(|&(g, j)| groups[g][0] == j && groups[g].len() < MAX_SOURCES)
             .filter(|&(_, j)| {
                 compatible(items[i], items[j]) && duplicates(i, j, &sets, &texts, params)
             })
@@ -299,6 +301,31 @@ mod tests {
             ..DedupeParams::default()
         };
         assert_eq!(plan(&e, &all).len(), 1);
+    }
+
+    #[test]
+    fn a_group_past_max_sources_becomes_several_facts() {
+        let n = MAX_SOURCES * 2 + 3;
+        let e: Vec<_> = (0..n)
+            .map(|i| note("My favourite colour is blue.", i as u64))
+            .collect();
+        let groups = plan(&e, &DedupeParams::default());
+        let sizes: Vec<usize> = groups.iter().map(|g| g.members.len()).collect();
+        assert_eq!(sizes, [MAX_SOURCES, MAX_SOURCES, 3]);
+        for g in &groups {
+            let d = crate::lineage::Derivation {
+                sources: g
+                    .members
+                    .iter()
+                    .map(|m| crate::lineage::Source {
+                        entry: m.id,
+                        role: crate::lineage::Role::Merged,
+                    })
+                    .collect(),
+                run: None,
+            };
+            d.check().unwrap();
+        }
     }
 
     #[test]

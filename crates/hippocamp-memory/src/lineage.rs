@@ -86,6 +86,25 @@ pub struct Source {
 /// The most sources one derived entry may name.
 pub const MAX_SOURCES: usize = 256;
 
+/// The capabilities rows of lineage's fixed bounds.
+pub fn describe() -> Vec<hippocamp_core::LimitInfo> {
+    use hippocamp_core::LimitInfo;
+    vec![
+        LimitInfo::fixed(
+            "max_derived_sources",
+            MAX_SOURCES as u64,
+            1,
+            "sources one derived entry names (a larger dedupe group becomes several facts)",
+        ),
+        LimitInfo::fixed(
+            "max_fact_key_bytes",
+            hippocamp_core::ident::MAX_FACT_KEY_BYTES as u64,
+            1,
+            "bytes of an entry's fact_key",
+        ),
+    ]
+}
+
 /// How a derived entry is made: set by consolidation, never by a client
 /// (`NewEntry::derivation` is not part of any wire format).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -267,8 +267,21 @@ pub async fn derived_entries_hide_what_they_merge_and_need_live_sources(f: &dyn 
         "{err:?}"
     );
     assert_eq!(store.status().await.unwrap().entries, before);
-    // No sources, or one named twice: refused.
+    // No sources, one named twice, or more than the reported bound:
+    // refused.
     assert!(store.add_entry(&s, derived("x", &[]), &w()).await.is_err());
+    let max = store
+        .capabilities()
+        .limits
+        .iter()
+        .find(|l| l.name == "max_derived_sources")
+        .map(|l| l.value);
+    assert_eq!(max, Some(crate::lineage::MAX_SOURCES as u64));
+    let many: Vec<(EntryId, Role)> = (0..=crate::lineage::MAX_SOURCES)
+        .map(|_| (EntryId::random(), Role::Merged))
+        .collect();
+    let err = store.add_entry(&s, derived("x", &many), &w()).await;
+    assert!(matches!(err, Err(Error::InvalidArgument { .. })), "{err:?}");
     assert!(
         store
             .add_entry(
