@@ -165,3 +165,15 @@ def test_the_async_client_does_the_same(url, token, user):
             assert await c.all_names(APP, user) == ["greeting.txt"]
 
     asyncio.run(go())
+
+
+def test_preload_is_the_servers_framed_block(url, token, user):
+    with Client(url, token) as c:
+        c.add_entry(APP, user, "The user's sister lives in Lisbon")
+        p = c.preload(APP, user, "Where does my sister live?", limit=3)
+        nonce = p["nonce"]
+        assert p["block"].startswith(f"[hippocamp-memory nonce={nonce}]")
+        assert "Lisbon" in p["block"] and len(p["entries"]) == 1
+        assert c.preload(APP, user, "?!") == {"block": None, "nonce": None, "entries": []}
+        with pytest.raises(hippocamp.InvalidArgument):
+            c.preload(APP, user, "sister", limit=0)

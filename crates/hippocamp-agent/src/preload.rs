@@ -90,22 +90,53 @@ impl Default for PreloadOptions {
     }
 }
 
+/// Most hits of one preload.
+pub const MAX_LIMIT: u64 = 50;
+/// Largest `max_hit_bytes`.
+pub const MAX_HIT_BYTES: u64 = 1 << 20;
+/// Largest `max_total_bytes`.
+pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
+
+/// The capabilities rows of the preload bounds (the runner's and the
+/// preload route's).
+pub fn fixed_limits() -> Vec<hippocamp_core::LimitInfo> {
+    use hippocamp_core::LimitInfo;
+    vec![
+        LimitInfo::fixed("preload.max_limit", MAX_LIMIT, 1, "hits of one preload"),
+        LimitInfo::fixed(
+            "preload.max_hit_bytes",
+            MAX_HIT_BYTES,
+            1,
+            "the largest max_hit_bytes: content bytes of one preloaded hit",
+        ),
+        LimitInfo::fixed(
+            "preload.max_total_bytes",
+            MAX_TOTAL_BYTES,
+            1,
+            "the largest max_total_bytes: content bytes of all of a preload's hits",
+        ),
+    ]
+}
+
 impl PreloadOptions {
     /// Checks every value.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(AgentError::InvalidOptions(format!("preload.{m}")));
-        if !(1..=50).contains(&self.limit) {
-            return bad(format!("limit {} is not within 1..=50", self.limit));
-        }
-        if !(1..=1 << 20).contains(&self.max_hit_bytes) {
+        if !(1..=MAX_LIMIT).contains(&self.limit) {
             return bad(format!(
-                "max_hit_bytes {} is not within 1..=1048576",
+                "limit {} is not within 1..={MAX_LIMIT}",
+                self.limit
+            ));
+        }
+        if !(1..=MAX_HIT_BYTES).contains(&self.max_hit_bytes) {
+            return bad(format!(
+                "max_hit_bytes {} is not within 1..={MAX_HIT_BYTES}",
                 self.max_hit_bytes
             ));
         }
-        if !(self.max_hit_bytes..=8 << 20).contains(&self.max_total_bytes) {
+        if !(self.max_hit_bytes..=MAX_TOTAL_BYTES).contains(&self.max_total_bytes) {
             return bad(format!(
-                "max_total_bytes {} is not within max_hit_bytes..=8388608",
+                "max_total_bytes {} is not within max_hit_bytes..={MAX_TOTAL_BYTES}",
                 self.max_total_bytes
             ));
         }
@@ -246,6 +277,17 @@ pub fn max_query_bytes(memory: &dyn MemoryStore) -> usize {
         .map_or(4_096, |l| hippocamp_core::limits::to_usize(l.value))
 }
 
+/// A framed block and what is in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preloaded {
+    /// The block: a user-role part, never an instruction.
+    pub block: String,
+    /// The nonce its delimiters carry.
+    pub nonce: String,
+    /// The entries it holds, in its order.
+    pub entries: Vec<hippocamp_core::EntryId>,
+}
+
 /// Searches for `message` (cut to `max_query` bytes, see
 /// [`max_query_bytes`]) and frames what fits; `None` when there is
 /// nothing to add (no query, no hit kept, or an ignored error).
@@ -257,6 +299,21 @@ pub async fn preload(
     max_query: usize,
     call: CallOptions,
 ) -> Result<Option<String>> {
+    Ok(preload_block(memory, scope, message, opts, max_query, call)
+        .await?
+        .map(|p| p.block))
+}
+
+/// [`preload`], saying which entries the block holds and its nonce: what
+/// the server's preload route answers, so no client frames memory itself.
+pub async fn preload_block(
+    memory: &dyn MemoryStore,
+    scope: &MemoryScope,
+    message: &str,
+    opts: &PreloadOptions,
+    max_query: usize,
+    call: CallOptions,
+) -> Result<Option<Preloaded>> {
     let Some(query) = shape_query(message, max_query) else {
         return Ok(None);
     };
@@ -283,7 +340,14 @@ pub async fn preload(
         let mut hits = r.hits;
         hippocamp_memory::lineage::facts_first(&mut hits);
         let kept = select(scope, &hits, opts)?;
-        Ok::<_, AgentError>((!kept.is_empty()).then(|| frame(&kept, &nonce())))
+        Ok::<_, AgentError>((!kept.is_empty()).then(|| {
+            let nonce = nonce();
+            Preloaded {
+                block: frame(&kept, &nonce),
+                nonce,
+                entries: kept.iter().map(|h| h.entry.id).collect(),
+            }
+        }))
     }
     .await;
     match (found, opts.on_error) {

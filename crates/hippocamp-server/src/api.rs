@@ -436,6 +436,7 @@ pub(crate) fn memory(s: &AppState) -> ApiResult<&Arc<dyn hippocamp_memory::Memor
 fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResult<Response> {
     let mut agent = s.config.sessions.describe();
     agent.extend(hippocamp_agent::builtin::fixed_limits());
+    agent.extend(hippocamp_agent::preload::fixed_limits());
     agent.extend(hippocamp_mcp::fixed_limits());
     let mut http = s.config.http.describe();
     http.extend(s.config.restore.describe());
@@ -1677,6 +1678,7 @@ pub fn routes() -> Vec<&'static Route> {
         .iter()
         .chain(crate::governance::ROUTES.iter())
         .chain(crate::consolidation::ROUTES.iter())
+        .chain(crate::preload::ROUTES.iter())
         .chain(ARTIFACTS.iter())
         .collect()
 }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod governance;
 mod mcp;
 pub mod openapi;
+mod preload;
 pub mod transfer;
 pub mod ui;
 

@@ -168,6 +168,34 @@ class _Api:
         return _Call("POST", [*scope_path(app, user), "memory", "search"], json=body)
 
     @staticmethod
+    def preload(
+        app: str,
+        user: str,
+        query: str,
+        *,
+        limit: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        max_hit_bytes: int | None = None,
+        max_total_bytes: int | None = None,
+    ) -> _Call:
+        """The framed memory block the agent runner preloads for `query`:
+        `{"block", "nonce", "entries"}`, `block` null when nothing was
+        found. Put it in a user message, never the system instruction."""
+        body: JSON = {"query": query}
+        for k, v in (
+            ("limit", limit),
+            ("mode", mode),
+            ("max_hit_bytes", max_hit_bytes),
+            ("max_total_bytes", max_total_bytes),
+        ):
+            if v is not None:
+                body[k] = v
+        if filter is not None:
+            body["filter"] = dict(filter)
+        return _Call("POST", [*scope_path(app, user), "memory", "preload"], json=body)
+
+    @staticmethod
     def lineage(app: str, user: str, entry_id: str) -> _Call:
         return _Call("GET", [*scope_path(app, user), "memory", "entries", entry_id, "lineage"])
 
@@ -428,6 +456,9 @@ class AsyncClient:
     async def search(self, app: str, user: str, query: str, **kw: Any) -> JSON:
         return await self._run(_Api.search(app, user, query, **kw))
 
+    async def preload(self, app: str, user: str, query: str, **kw: Any) -> JSON:
+        return await self._run(_Api.preload(app, user, query, **kw))
+
     async def lineage(self, app: str, user: str, entry_id: str) -> JSON:
         return await self._run(_Api.lineage(app, user, entry_id))
 
@@ -663,6 +694,9 @@ class Client:
 
     def search(self, app: str, user: str, query: str, **kw: Any) -> JSON:
         return self._run(_Api.search(app, user, query, **kw))
+
+    def preload(self, app: str, user: str, query: str, **kw: Any) -> JSON:
+        return self._run(_Api.preload(app, user, query, **kw))
 
     def lineage(self, app: str, user: str, entry_id: str) -> JSON:
         return self._run(_Api.lineage(app, user, entry_id))

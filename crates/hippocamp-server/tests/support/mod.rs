@@ -180,7 +180,9 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
         Payload::Json("Events", _) => Some(
             br#"{"events":[{"id":"e9","author":"user","timestamp_ms":1,"content":{"role":"user","parts":[{"text":"planted"}]}}]}"#.to_vec(),
         ),
-        Payload::Json("SearchRequest", _) => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Json("SearchRequest" | "PreloadRequest", _) => {
+            Some(br#"{"query":"secret"}"#.to_vec())
+        }
         Payload::Json("StartRun", _) => Some(br#"{"mode":"dedupe"}"#.to_vec()),
         Payload::Json("NewConsent", _) => {
             Some(br#"{"consent_id":"planted","scope":"all"}"#.to_vec())
