@@ -27,7 +27,7 @@ use crate::error::ApiError;
 /// preload bounds (the same names, ranges and defaults).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct PreloadBody {
+pub(crate) struct PreloadRequest {
     /// The user's message. It is cut on a word boundary to the store's
     /// `max_query_bytes`; one without a letter or digit preloads nothing.
     query: String,
@@ -50,7 +50,7 @@ pub(crate) struct PreloadBody {
     max_total_bytes: Option<u64>,
 }
 
-impl PreloadBody {
+impl PreloadRequest {
     /// The runner's options: a failed search is an error here (the
     /// client decides), and the request's own deadline bounds it.
     fn options(&self) -> PreloadOptions {
@@ -95,7 +95,7 @@ async fn preload(
     body: HttpBody,
 ) -> ApiResult<Response> {
     let q = parse_query(q)?;
-    let req: PreloadBody = json_body(&s, body, r#"{"query": "…"}"#).await?;
+    let req: PreloadRequest = json_body(&s, body, r#"{"query": "…"}"#).await?;
     let opts = req.options();
     opts.validate()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -130,7 +130,7 @@ pub(crate) const ROUTES: &[Route] = &[Route {
     summary: "The framed memory block the agent runner preloads for a user's message: current hits (facts first on equal score) between delimiters carrying a random nonce, content escaped, with a notice that it is untrusted reference data; put it in a user message of the model's first request. `block` is null when nothing was found",
     permission: Some(Permission::MemoryRead),
     query: &[TIMEOUT],
-    request: Payload::Json("PreloadRequest", schema::<PreloadBody>),
+    request: Payload::Json("PreloadRequest", schema::<PreloadRequest>),
     success: (200, Payload::Json("Preload", schema::<PreloadReply>)),
     errors: &[
         "unsupported_media_type",
