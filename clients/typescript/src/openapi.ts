@@ -496,6 +496,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{app}/users/{user}/memory/items/namespaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The namespaces holding keyed items ({"prefix", "suffix", "max_depth", "limit", "offset"}; `*` matches any one label), in label order
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        post: operations["list_namespaces"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{app}/users/{user}/memory/items/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Keyed items under a namespace prefix ({"namespace_prefix": […], "filter", "query", "limit", "offset"}): ranked by memory search with a query, else in their namespaces' order of creation, then their own
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        post: operations["search_items"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{app}/users/{user}/memory/items/{namespace}/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A keyed item
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        get: operations["get_item"];
+        /**
+         * Put a keyed item ({"value": {…}, "index": true | false | [fields], "ttl_ms"}): 201 when it creates the item, 200 when it writes a new revision (history kept); the value is kept as it is and its indexed text is the fields named (default: the whole value)
+         * @description Needs the `memory:write` permission on the scope.
+         */
+        put: operations["put_item"];
+        post?: never;
+        /**
+         * Erase a keyed item with its revisions and what was derived from it (idempotent; `deleted` 0 when there was none)
+         * @description Needs the `memory:erase` permission on the scope.
+         */
+        delete: operations["delete_item"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{app}/users/{user}/memory/jobs/{id}": {
         parameters: {
             query?: never;
@@ -1536,6 +1604,12 @@ export interface components {
              */
             unsourced?: number;
         };
+        /**
+         * @description What a put indexes: `true` (or absent) the whole value, `false`
+         *     nothing, or the named fields (`a.b`, `a[0]`, `a[*].b`; `$` is the
+         *     whole value).
+         */
+        Index: boolean | string[];
         /** @description What `add_events` did with each event, in request order. */
         IngestReport: {
             /** @description Events stored as new entries. */
@@ -1583,6 +1657,44 @@ export interface components {
             data: string;
             /** @description MIME type. */
             mime_type: string;
+        };
+        /** @description An item as the routes return it. */
+        Item: {
+            /**
+             * Format: uint64
+             * @description When it was first put (ms since the Unix epoch).
+             */
+            created_at_ms: number;
+            /** @description The memory entry holding it. */
+            id: string;
+            /** @description Its key. */
+            key: string;
+            /** @description Its namespace's labels. */
+            namespace: string[];
+            /**
+             * Format: uint32
+             * @description Its revision: 1, then one more per changing put.
+             */
+            revision: number;
+            /**
+             * Format: double
+             * @description The search score (searches with a query only).
+             */
+            score?: number | null;
+            /**
+             * Format: uint64
+             * @description When its current revision was put.
+             */
+            updated_at_ms: number;
+            /** @description Its value. */
+            value: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description Items of a search. */
+        ItemPage: {
+            /** @description The items, best or first first. */
+            items: components["schemas"]["Item"][];
         };
         /**
          * @description The last failure of a job: the error's code and a bounded message,
@@ -1722,6 +1834,37 @@ export interface components {
             /** @description The linked entry's status. */
             status: components["schemas"]["Status"];
         };
+        /** @description `POST …/memory/items/namespaces`'s body. */
+        ListNamespaces: {
+            /**
+             * Format: uint64
+             * @description Most namespaces (1..=1,000; default 100).
+             * @default null
+             */
+            limit?: number | null;
+            /**
+             * Format: uint64
+             * @description Cut namespaces to this many labels (distinct after the cut).
+             * @default null
+             */
+            max_depth?: number | null;
+            /**
+             * Format: uint64
+             * @description Namespaces to skip first.
+             * @default null
+             */
+            offset?: number | null;
+            /**
+             * @description Only namespaces starting with these labels (`*` matches any one).
+             * @default null
+             */
+            prefix?: string[] | null;
+            /**
+             * @description Only namespaces ending with these labels (`*` matches any one).
+             * @default null
+             */
+            suffix?: string[] | null;
+        };
         /** @description A stored entry as every operation returns it. */
         MemoryEntry: {
             /** @description The consolidation run that derived it. */
@@ -1823,6 +1966,11 @@ export interface components {
             names: string[];
             /** @description Where the next page starts; absent on the last page. */
             next_cursor?: string | null;
+        };
+        /** @description Namespaces, in label order. */
+        NamespacePage: {
+            /** @description Each a list of labels. */
+            namespaces: string[][];
         };
         /** @description Parameters of the cohesion stage. */
         NeighbourParams: {
@@ -2123,6 +2271,35 @@ export interface components {
              * @description Terminal jobs removed.
              */
             pruned: number;
+        };
+        /** @description `PUT …/memory/items/{namespace}/{key}`'s body. */
+        PutItem: {
+            /** @description What search indexes (default: the whole value). */
+            index?: components["schemas"]["Index"] | null;
+            /**
+             * Format: uint64
+             * @description Lifetime in ms when the put creates the item: it may only shorten
+             *     the policy's.
+             * @default null
+             */
+            ttl_ms?: number | null;
+            /**
+             * @description The value: a JSON object, kept as it is (its fields count against
+             *     the metadata bounds; secret-bearing keys are redacted like any
+             *     metadata's).
+             */
+            value: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description What a put did. */
+        PutOutcome: {
+            /** @description Whether it wrote a revision (false: the same value again). */
+            changed: boolean;
+            /** @description Whether the put created it. */
+            created: boolean;
+            /** @description The item as stored. */
+            item: components["schemas"]["Item"];
         };
         /** @description A secret found in a text: its kind and where it is. */
         Redaction: {
@@ -2574,6 +2751,43 @@ export interface components {
              * @description The provenance timestamp if given, else the time it was prepared.
              */
             timestamp_ms: number;
+        };
+        /** @description `POST …/memory/items/search`'s body. */
+        SearchItems: {
+            /**
+             * @description A filter on the values' top-level fields (the metadata filter's
+             *     grammar: literals, `$eq`, `$ne`, `$gt`, `$gte`, `$lt`, `$lte`,
+             *     `$in`, `$nin`, `$exists`, `$and`, `$or`, `$not`).
+             * @default null
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Format: uint64
+             * @description Most items (1..=1,000; default 10; with a query, offset + limit is
+             *     at most the store's `max_results`).
+             * @default null
+             */
+            limit?: number | null;
+            /**
+             * @description Only items whose namespace starts with these labels (default: all).
+             * @default []
+             */
+            namespace_prefix?: string[];
+            /**
+             * Format: uint64
+             * @description Items to skip first.
+             * @default null
+             */
+            offset?: number | null;
+            /**
+             * @description Ranks by memory search when given (unindexed items are never
+             *     found); without it, items come in their namespaces' order of
+             *     creation, then their own.
+             * @default null
+             */
+            query?: string | null;
         };
         /** @description How a search scores entries. */
         SearchMode: "lexical" | "vector" | "hybrid";
@@ -6392,6 +6606,550 @@ export interface operations {
             };
             /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_namespaces: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ListNamespaces"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespacePage"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_items: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SearchItems"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ItemPage"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_item: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                namespace: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Item"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such record, or no such route */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_item: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                namespace: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutItem"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PutOutcome"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done; `sensitive_content`: the content looks like a credential; it was not stored */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `consent_required`: the app requires a recorded consent for this user before ingestion; nothing was written; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `quota_exceeded`: a quota refused the write; nothing was written (the message names the limit); it does not clear by waiting: erase or raise the limit (no Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_item: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                namespace: string;
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `retention`: a record is retained until a later time (the message says when); nothing was deleted; `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

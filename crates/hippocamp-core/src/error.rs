@@ -368,6 +368,12 @@ pub enum Field {
     FactKey,
     /// A consolidation run's mode or options.
     Consolidation,
+    /// A keyed item's namespace (its labels).
+    Namespace,
+    /// A keyed item's key.
+    ItemKey,
+    /// A keyed item's value.
+    ItemValue,
 }
 
 impl Field {
@@ -408,6 +414,9 @@ impl Field {
             Field::Line => "line",
             Field::FactKey => "fact_key",
             Field::Consolidation => "consolidation",
+            Field::Namespace => "namespace",
+            Field::ItemKey => "key",
+            Field::ItemValue => "value",
         }
     }
 }

@@ -442,6 +442,7 @@ fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResul
     http.extend(s.config.restore.describe());
     http.extend(s.config.consolidation.limits.describe());
     http.extend(s.config.consolidation.extract.describe());
+    http.extend(hippocamp_services::items::fixed_limits());
     json(WithHttp {
         store,
         http,
@@ -1679,6 +1680,7 @@ pub fn routes() -> Vec<&'static Route> {
         .chain(crate::governance::ROUTES.iter())
         .chain(crate::consolidation::ROUTES.iter())
         .chain(crate::preload::ROUTES.iter())
+        .chain(crate::items::ROUTES.iter())
         .chain(ARTIFACTS.iter())
         .collect()
 }

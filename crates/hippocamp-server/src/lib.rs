@@ -17,6 +17,7 @@ pub mod api;
 mod consolidation;
 pub mod error;
 pub mod governance;
+mod items;
 mod mcp;
 pub mod openapi;
 mod preload;

@@ -1817,3 +1817,190 @@ async fn preload_answers_the_runners_framed_block() {
     );
     s.stop().await;
 }
+
+/// Keyed items: a put creates, a second put writes a revision, a
+/// namespace prefix never takes a sibling, a search without a query keeps
+/// the order of creation, and a delete erases so that a later put starts
+/// again at revision 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_items_put_revise_search_list_and_erase() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let (s, t) = (&s, t.clone());
+        async move {
+            let (st, _, b) = send(
+                s,
+                method,
+                &format!("{ALICE}/memory/items{path}"),
+                Some(&t),
+                body.map(|b| b.to_string().into_bytes()),
+            )
+            .await;
+            (st, j(&b))
+        }
+    };
+    let put = |ns: &'static str, key: &'static str, value: Value| {
+        call(
+            Method::PUT,
+            format!("/{ns}/{key}"),
+            Some(json!({ "value": value })),
+        )
+    };
+    let (st, b) = put(
+        "users.prefs",
+        "food",
+        json!({"text": "likes green tea", "rank": 1}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    assert_eq!(b["item"]["namespace"], json!(["users", "prefs"]));
+    assert_eq!(b["item"]["revision"], 1);
+    let (st, b) = put(
+        "users.prefs",
+        "food",
+        json!({"text": "likes black coffee", "rank": 2}),
+    )
+    .await;
+    assert_eq!((st, &b["created"]), (StatusCode::OK, &json!(false)), "{b}");
+    assert_eq!(b["item"]["revision"], 2);
+    let (st, b) = call(Method::GET, "/users.prefs/food".into(), None).await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(b["value"], json!({"text": "likes black coffee", "rank": 2}));
+    // The revision is an entry's: its history has both.
+    let id = b["id"].as_str().unwrap().to_owned();
+    let (_, _, h) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}/history"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(j(&h)["revisions"].as_array().unwrap().len(), 2, "{}", j(&h));
+    put(
+        "users.prefsx",
+        "food",
+        json!({"text": "a sibling namespace"}),
+    )
+    .await;
+    put(
+        "users.prefs.deep",
+        "x",
+        json!({"text": "nested", "rank": 5}),
+    )
+    .await;
+    put("other", "y", json!({"text": "elsewhere", "rank": 3})).await;
+    let (st, b) = call(
+        Method::PUT,
+        "/users.prefs/quiet".into(),
+        Some(json!({"value": {"text": "coffee"}, "index": false})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    let keys = |b: &Value| -> Vec<String> {
+        b["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["namespace"].as_array().unwrap().len(),
+                    i["key"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let search = |body: Value| call(Method::POST, "/search".into(), Some(body));
+    let (_, b) = search(json!({"namespace_prefix": ["users", "prefs"]})).await;
+    assert_eq!(keys(&b), ["2/food", "2/quiet", "3/x"], "{b}");
+    let (_, b) =
+        search(json!({"namespace_prefix": ["users", "prefs"], "filter": {"rank": {"$gte": 2}}}))
+            .await;
+    assert_eq!(keys(&b), ["2/food", "3/x"], "{b}");
+    let (_, b) = search(json!({"namespace_prefix": ["users"], "query": "coffee"})).await;
+    assert_eq!(
+        keys(&b),
+        ["2/food"],
+        "the unindexed item is never found: {b}"
+    );
+    assert!(b["items"][0]["score"].as_f64().unwrap() > 0.0);
+    let (_, b) = search(json!({"limit": 2, "offset": 1})).await;
+    assert_eq!(b["items"].as_array().unwrap().len(), 2);
+    // Namespaces, by prefix, suffix and depth.
+    let list = |body: Value| call(Method::POST, "/namespaces".into(), Some(body));
+    let (_, b) = list(json!({})).await;
+    assert_eq!(
+        b["namespaces"],
+        json!([
+            ["other"],
+            ["users", "prefs"],
+            ["users", "prefs", "deep"],
+            ["users", "prefsx"]
+        ])
+    );
+    let (_, b) = list(json!({"prefix": ["users", "*"], "max_depth": 2})).await;
+    assert_eq!(
+        b["namespaces"],
+        json!([["users", "prefs"], ["users", "prefsx"]])
+    );
+    let (_, b) = list(json!({"suffix": ["deep"]})).await;
+    assert_eq!(b["namespaces"], json!([["users", "prefs", "deep"]]));
+    // Bad input is refused and writes nothing.
+    for (path, body) in [
+        ("/users.prefs/bad", json!({"value": {"hippocamp:item": 1}})),
+        (
+            "/users.prefs/bad",
+            json!({"value": {"a": 1}, "colour": "blue"}),
+        ),
+        ("/users..prefs/bad", json!({"value": {"a": 1}})),
+        ("/users.pr%252efs/bad", json!({"value": {"a": 1}})),
+        (
+            "/users.prefs/bad",
+            json!({"value": {"a": 1}, "index": ["a["]}),
+        ),
+    ] {
+        let (st, b) = call(Method::PUT, path.into(), Some(body.clone())).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path} {body}: {b}");
+    }
+    let (st, _) = call(Method::GET, "/users.prefs/bad".into(), None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    // Another user's items are not reachable with alice's token.
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        "/v1/apps/shop/users/bob/memory/items/users.prefs/food",
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    // Delete erases it and its revisions; a later put starts again.
+    let (st, b) = call(Method::DELETE, "/users.prefs/food".into(), None).await;
+    assert_eq!((st, &b["deleted"]), (StatusCode::OK, &json!(1)), "{b}");
+    let (st, _) = call(Method::GET, "/users.prefs/food".into(), None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, b) = search(json!({"query": "coffee"})).await;
+    assert!(keys(&b).is_empty(), "{b}");
+    let (_, b) = call(Method::DELETE, "/users.prefs/food".into(), None).await;
+    assert_eq!(b["deleted"], 0);
+    let (st, b) = put("users.prefs", "food", json!({"text": "likes water"})).await;
+    assert_eq!(
+        (st, &b["item"]["revision"]),
+        (StatusCode::CREATED, &json!(1)),
+        "{b}"
+    );
+    // A ttl shortens the item's life: gone once it passes.
+    let (st, _) = call(
+        Method::PUT,
+        "/users.prefs/brief".into(),
+        Some(json!({"value": {"text": "soon gone"}, "ttl_ms": 1})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (st, _) = call(Method::GET, "/users.prefs/brief".into(), None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    s.stop().await;
+}

@@ -206,6 +206,26 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         }
         ("update_entry", "not_found") => rq(scoped(""), body(r)),
         (_, "not_found") => rq(scoped("missing.txt"), None),
+        // A revision (the second put) is refused a secret, as a
+        // correction is.
+        ("put_item", "sensitive_content") => {
+            send(s, rq(scoped(""), body(r))).await;
+            rq(
+                scoped(""),
+                Some(br#"{"value":{"text":"key AKIAIOSFODNN7EXAMPLE"}}"#.to_vec()),
+            )
+        }
+        ("put_item", "quota_exceeded") => {
+            let fill = Rq {
+                method: Method::POST,
+                path: "/v1/apps/shop/users/alice/memory/entries".into(),
+                token: Some(token.to_owned()),
+                body: Some(br#"{"content":"fills the scope"}"#.to_vec()),
+                headers: vec![],
+            };
+            send(s, fill).await;
+            rq(scoped(""), body(r))
+        }
         ("update_entry", "sensitive_content" | "quota_exceeded" | "legal_hold") => {
             let id = first_entry(s, token).await;
             let content = match code {
@@ -298,6 +318,19 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             scoped(""),
             Some(br#"{"consent_id":"AKIAIOSFODNN7EXAMPLE","scope":"all"}"#.to_vec()),
         ),
+        // An item is an entry: the one put holds the retention.
+        ("delete_item", "retention") => {
+            let put = Rq {
+                method: Method::PUT,
+                path: scoped(""),
+                token: Some(token.to_owned()),
+                body: Some(br#"{"value":{"text":"kept"}}"#.to_vec()),
+                headers: vec![],
+            };
+            let (st, b) = send(s, put).await;
+            assert_eq!(st, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+            rq(scoped(""), None)
+        }
         // App `shop` retains entries for an hour (see `policy_for`):
         // what is deleted holds one.
         (id, "retention") => {
@@ -316,6 +349,7 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let created = j(&b)["entry"]["id"].as_str().unwrap().to_owned();
             match id {
                 "delete_entry" => rq(format!("{entries}/{created}"), None),
+
                 // One revision kept (see the server's limits): a
                 // correction would drop the retained one.
                 "update_entry" => rq(format!("{entries}/{created}"), body(r)),

@@ -168,6 +168,8 @@ pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name
             &format!("/consolidations/run-{}", "1".repeat(32)),
         )
         .replace("{id}", &format!("mem-{}", "1".repeat(32)))
+        .replace("{namespace}", "memories.prefs")
+        .replace("{key}", "k1")
         .replace("{*name}", name);
     format!("{p}{confirm}")
 }
@@ -184,6 +186,9 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
             Some(br#"{"query":"secret"}"#.to_vec())
         }
         Payload::Json("StartRun", _) => Some(br#"{"mode":"dedupe"}"#.to_vec()),
+        Payload::Json("PutItem", _) => Some(br#"{"value":{"text":"planted"}}"#.to_vec()),
+        Payload::Json("SearchItems", _) => Some(br#"{"query":"secret"}"#.to_vec()),
+        Payload::Json("ListNamespaces", _) => Some(b"{}".to_vec()),
         Payload::Json("NewConsent", _) => {
             Some(br#"{"consent_id":"planted","scope":"all"}"#.to_vec())
         }
