@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the Python package's tests need into a virtual
-# environment (google-adk pinned, pytest, ruff) plus the package itself
-# (editable), and prints the environment the tests read. Usage:
+# environment (google-adk and langgraph pinned, pytest, ruff) plus the
+# package itself (editable), and prints the environment the tests read.
+# Usage:
 #   eval "$(scripts/python-env.sh install)"
 # Settings: HIPPOCAMP_TOOLS (install root, default ~/.cache/hippocamp-tools).
 set -euo pipefail
@@ -16,6 +17,10 @@ install)
         mkdir -p "$tools"
         python3 -m venv "$venv" >&2
         "$venv/bin/pip" install -q "google-adk==2.13.0" "pytest==8.4.2" "ruff==0.14.6" >&2
+    fi
+    # The agent frameworks the package's other adapters implement.
+    if ! "$venv/bin/python" -c "import langgraph.store.base" 2>/dev/null; then
+        "$venv/bin/pip" install -q "langgraph==1.2.22" >&2
     fi
     # The package under test, from this checkout (no dependencies beyond
     # httpx and google-adk, already there).

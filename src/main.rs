@@ -132,6 +132,12 @@ enum Eval {
         /// instead of each conversation's last session date.
         #[arg(long)]
         no_reference_time: bool,
+        /// Ingest each turn as a keyed item (namespace `("locomo",
+        /// session)`, key its dia_id, its text indexed) and ask through the
+        /// items' search, as a LangGraph store on hippocamp does (needs
+        /// --no-reference-time).
+        #[arg(long)]
+        as_items: bool,
         /// Bury every N-th turn (1: each) in 2-16 KiB of generated code
         /// (the turn's text between its two halves): a one-line fact
         /// inside a pasted file.
@@ -1435,6 +1441,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
             long_queries,
             per_question,
             no_reference_time,
+            as_items,
             long_turns,
         } => {
             let mut samples = hippocamp_datasets::locomo::load(&path)?;
@@ -1447,6 +1454,7 @@ async fn eval(cmd: Eval) -> anyhow::Result<()> {
                 mode: common.mode.map(Into::into),
                 long_queries,
                 reference_time: !no_reference_time,
+                as_items,
                 ..locomo::LocomoOptions::default()
             };
             let report = locomo::run(&*common.opener().await?, &samples, &opts).await?;

@@ -34,6 +34,64 @@ fn token(data: &Path, app: &str) -> String {
     v["token"].as_str().unwrap().to_owned()
 }
 
+/// The LoCoMo replays' environment: the data exported as the eval reads
+/// it, the eval's own R@10 (as turns, and as keyed items) and the tokens
+/// of the replays' apps; nothing when the shared data is missing.
+fn locomo_env(dir: &Path, locomo: String, locomo_lg: String) -> Vec<(String, String)> {
+    let mut envs = Vec::new();
+    let Some(shared) = hippocamp_testkit::shared_data() else {
+        return envs;
+    };
+    let file = shared.join("locomo/locomo-dev.json");
+    let export = dir.join("export.json");
+    let eval = dir.join("eval.json");
+    let items_eval = dir.join("items-eval.json");
+    for (args, out) in [
+        (vec!["eval", "locomo-export"], &export),
+        // ADK's `search_memory` carries no reference time: the eval
+        // searches as it does (relative times against now).
+        (
+            vec![
+                "eval",
+                "locomo",
+                "--json",
+                "--no-isolation",
+                "--no-reference-time",
+            ],
+            &eval,
+        ),
+        // The LangGraph replay puts turns as keyed items and asks
+        // through their search: the eval does the same.
+        (
+            vec![
+                "eval",
+                "locomo",
+                "--json",
+                "--no-isolation",
+                "--no-reference-time",
+                "--as-items",
+            ],
+            &items_eval,
+        ),
+    ] {
+        let o = hippocamp().args(&args).arg(&file).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::write(out, o.stdout).unwrap();
+    }
+    envs.push((
+        "HIPPOCAMP_LOCOMO_EXPORT".into(),
+        export.display().to_string(),
+    ));
+    envs.push(("HIPPOCAMP_LOCOMO_EVAL".into(), eval.display().to_string()));
+    envs.push(("HIPPOCAMP_LOCOMO_TOKEN".into(), locomo));
+    envs.push((
+        "HIPPOCAMP_LOCOMO_ITEMS_EVAL".into(),
+        items_eval.display().to_string(),
+    ));
+    envs.push(("HIPPOCAMP_LOCOMO_LG_TOKEN".into(), locomo_lg));
+    envs
+}
+
 #[test]
 fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
     let Some(python) = hippocamp_testkit::env(
@@ -62,6 +120,7 @@ fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
     std::fs::create_dir_all(&data).unwrap();
     let adk = token(&data, "adk");
     let locomo = token(&data, "locomo");
+    let locomo_lg = token(&data, "locomo_lg");
     let mut child = hippocamp()
         .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
@@ -78,36 +137,7 @@ fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
         ("HIPPOCAMP_URL".to_owned(), format!("hippocamp://{addr}")),
         ("HIPPOCAMP_TOKEN".to_owned(), adk),
     ];
-    if let Some(shared) = hippocamp_testkit::shared_data() {
-        let file = shared.join("locomo/locomo-dev.json");
-        let export = dir.path().join("export.json");
-        let eval = dir.path().join("eval.json");
-        for (args, out) in [
-            (vec!["eval", "locomo-export"], &export),
-            // ADK's `search_memory` carries no reference time: the eval
-            // searches as it does (relative times against now).
-            (
-                vec![
-                    "eval",
-                    "locomo",
-                    "--json",
-                    "--no-isolation",
-                    "--no-reference-time",
-                ],
-                &eval,
-            ),
-        ] {
-            let o = hippocamp().args(&args).arg(&file).output().unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            std::fs::write(out, o.stdout).unwrap();
-        }
-        envs.push((
-            "HIPPOCAMP_LOCOMO_EXPORT".into(),
-            export.display().to_string(),
-        ));
-        envs.push(("HIPPOCAMP_LOCOMO_EVAL".into(), eval.display().to_string()));
-        envs.push(("HIPPOCAMP_LOCOMO_TOKEN".into(), locomo));
-    }
+    envs.extend(locomo_env(dir.path(), locomo, locomo_lg));
     let out = Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-s"])
         .arg(here.join("tests"))

@@ -25,7 +25,7 @@ use std::time::Instant;
 use hippocamp_core::{EntryId, MemoryScope, SessionId};
 use hippocamp_datasets::locomo::{Sample, Session};
 use hippocamp_memory::event::{Content, Event, Part};
-use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest};
+use hippocamp_memory::{MemoryConfig, MemoryStore, SearchRequest, items};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -51,6 +51,12 @@ pub struct LocomoOptions {
     /// reference time (the protocol; off: the store's now, as a client
     /// without the field, such as ADK's memory service, searches).
     pub reference_time: bool,
+    /// Ingest each turn as a keyed item (`hippocamp_memory::items`: a
+    /// note with the turn's text, namespace `("locomo", session)`, key its
+    /// dia_id) and ask through the items' search: what a client on keyed
+    /// items (the LangGraph store) does. No reference time (items search
+    /// has none).
+    pub as_items: bool,
 }
 
 impl Default for LocomoOptions {
@@ -63,6 +69,7 @@ impl Default for LocomoOptions {
             mode: None,
             long_queries: false,
             reference_time: true,
+            as_items: false,
         }
     }
 }
@@ -270,6 +277,60 @@ fn scope_of(sample: &Sample) -> Result<MemoryScope, EvalError> {
     Ok(MemoryScope::parse("locomo", &sample.sample_id)?)
 }
 
+/// A turn as a keyed item: its text (indexed) and its dia_id, under
+/// namespace `("locomo", session id)` and key dia_id (what the LangGraph
+/// replay puts).
+fn turn_item(event: &Event) -> items::PutItem {
+    let text = event
+        .content
+        .as_ref()
+        .and_then(|c| c.parts.first())
+        .and_then(|p| p.text.clone())
+        .unwrap_or_default();
+    let mut value = serde_json::Map::new();
+    value.insert("text".into(), text.into());
+    value.insert("dia_id".into(), event.id.clone().into());
+    items::PutItem {
+        value,
+        index: Some(items::Index::Fields(vec!["text".into()])),
+        ttl_ms: None,
+    }
+}
+
+/// Ingests conversations as keyed items; returns (turns offered, 0).
+async fn ingest_items(
+    store: &dyn MemoryStore,
+    samples: &[Sample],
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<(usize, usize), EvalError> {
+    let mut turns = 0;
+    for sample in samples {
+        let scope = scope_of(sample)?;
+        for session in &sample.sessions {
+            let ns = items::Namespace::new(vec![
+                "locomo".into(),
+                format!("{}-s{}", sample.sample_id, session.number),
+            ])?;
+            for e in session_events(session) {
+                items::put(
+                    store,
+                    &scope,
+                    &ns,
+                    &e.id,
+                    &turn_item(&e),
+                    &crate::call(store),
+                )
+                .await?;
+                turns += 1;
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+            }
+        }
+    }
+    Ok((turns, 0))
+}
+
 /// Ingests conversations; returns (events offered, events skipped).
 pub async fn ingest(
     store: &dyn MemoryStore,
@@ -324,6 +385,28 @@ async fn search(
     opts: &LocomoOptions,
     mode: hippocamp_memory::SearchMode,
 ) -> Result<Ranking, EvalError> {
+    if opts.as_items {
+        let req = items::SearchItems {
+            namespace_prefix: vec!["locomo".into()],
+            query: Some(question.to_owned()),
+            limit: Some(opts.top_k),
+            ..items::SearchItems::default()
+        };
+        let page = items::search(store, scope, &req, &crate::call(store)).await?;
+        return Ok(page
+            .items
+            .into_iter()
+            .map(|i| {
+                let dia = i
+                    .value
+                    .get("dia_id")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                (i.id, i.score.unwrap_or(0.0), dia, scope.clone())
+            })
+            .collect());
+    }
     let mut req = SearchRequest::new(question).limit(opts.top_k).mode(mode);
     req.reference_time_ms = reference_of(sample, opts);
     let res = store.search(scope, &req, &crate::call(store)).await?;
@@ -359,7 +442,19 @@ pub async fn run(
         .progress
         .then(|| progress(total_turns as u64, "ingest"));
     let started = Instant::now();
-    let (events, skipped_events) = ingest(&*store, samples, bar.as_ref()).await?;
+    if opts.as_items && opts.reference_time {
+        return Err(EvalError::Store(hippocamp_core::Error::invalid(
+            hippocamp_core::Field::Query,
+            hippocamp_core::Problem::Relation(
+                "--as-items asks through the items' search, which has no reference time: add --no-reference-time",
+            ),
+        )));
+    }
+    let (events, skipped_events) = if opts.as_items {
+        ingest_items(&*store, samples, bar.as_ref()).await?
+    } else {
+        ingest(&*store, samples, bar.as_ref()).await?
+    };
     let ingest_secs = started.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();

@@ -37,6 +37,7 @@ pub mod entry;
 pub mod erasure;
 pub mod event;
 pub mod import;
+pub mod items;
 pub mod lineage;
 pub mod list;
 pub mod mem;

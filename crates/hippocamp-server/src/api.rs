@@ -442,7 +442,7 @@ fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResul
     http.extend(s.config.restore.describe());
     http.extend(s.config.consolidation.limits.describe());
     http.extend(s.config.consolidation.extract.describe());
-    http.extend(hippocamp_services::items::fixed_limits());
+    http.extend(hippocamp_memory::items::fixed_limits());
     json(WithHttp {
         store,
         http,

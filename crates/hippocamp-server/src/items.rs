@@ -1,4 +1,4 @@
-//! Routes of keyed items (`hippocamp_services::items`): values addressed
+//! Routes of keyed items (`hippocamp_memory::items`): values addressed
 //! by `(namespace, key)` inside the token's `(app, user)` scope, stored
 //! as memory entries through the governed handle. `{namespace}` is the
 //! namespace's id (its labels joined with `.`, each with `%`, `.`, `/`,
@@ -9,10 +9,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use hippocamp_services::auth::Permission;
-use hippocamp_services::items::{
+use hippocamp_memory::items::{
     self, ItemPage, ListNamespaces, Namespace, NamespacePage, PutItem, PutOutcome, SearchItems,
 };
+use hippocamp_services::auth::Permission;
 
 use crate::api::{
     ApiResult, AppState, CallQuery, Deleted, MemoryCall, Payload, Q, Route, TIMEOUT, json,

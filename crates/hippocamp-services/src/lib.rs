@@ -41,7 +41,6 @@ pub mod consolidation;
 pub mod distributed;
 pub mod embedder;
 pub mod export;
-pub mod items;
 pub mod layout;
 pub mod reranker;
 pub mod restore;

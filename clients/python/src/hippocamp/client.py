@@ -50,6 +50,23 @@ def scope_path(app: str, user: str | None = None, session: str | None = None) ->
     return out
 
 
+def namespace_id(labels: Iterable[str]) -> str:
+    """A keyed item's namespace as the one id the server takes: the labels
+    joined with `.`, each with `%`, `.`, `/`, `\\` and an edge space as
+    `%XX` (the server refuses any other spelling)."""
+    out = []
+    for label in labels:
+        last = len(label) - 1
+        enc = ""
+        for j, c in enumerate(label):
+            if c in "%./\\" or (c == " " and j in (0, last)):
+                enc += f"%{ord(c):02X}"
+            else:
+                enc += c
+        out.append(enc)
+    return ".".join(out)
+
+
 def artifact_url(
     base: str, app: str, user: str, session: str | None, name: str, version: int
 ) -> str:
@@ -198,6 +215,79 @@ class _Api:
     @staticmethod
     def lineage(app: str, user: str, entry_id: str) -> _Call:
         return _Call("GET", [*scope_path(app, user), "memory", "entries", entry_id, "lineage"])
+
+    # Keyed items.
+    @staticmethod
+    def put_item(
+        app: str,
+        user: str,
+        namespace: Iterable[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        index: bool | list[str] | None = None,
+        ttl_ms: int | None = None,
+    ) -> _Call:
+        """Creates the item (201) or writes a new revision (200)."""
+        body: JSON = {"value": dict(value)}
+        if index is not None:
+            body["index"] = index
+        if ttl_ms is not None:
+            body["ttl_ms"] = ttl_ms
+        return _Call(
+            "PUT",
+            [*scope_path(app, user), "memory", "items", namespace_id(namespace), key],
+            json=body,
+        )
+
+    @staticmethod
+    def get_item(app: str, user: str, namespace: Iterable[str], key: str) -> _Call:
+        return _Call(
+            "GET", [*scope_path(app, user), "memory", "items", namespace_id(namespace), key]
+        )
+
+    @staticmethod
+    def delete_item(app: str, user: str, namespace: Iterable[str], key: str) -> _Call:
+        return _Call(
+            "DELETE", [*scope_path(app, user), "memory", "items", namespace_id(namespace), key]
+        )
+
+    @staticmethod
+    def search_items(
+        app: str,
+        user: str,
+        namespace_prefix: Iterable[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> _Call:
+        body: JSON = {"namespace_prefix": list(namespace_prefix)}
+        for k, v in (("filter", filter), ("query", query), ("limit", limit), ("offset", offset)):
+            if v is not None:
+                body[k] = dict(v) if isinstance(v, Mapping) else v
+        return _Call("POST", [*scope_path(app, user), "memory", "items", "search"], json=body)
+
+    @staticmethod
+    def list_namespaces(
+        app: str,
+        user: str,
+        *,
+        prefix: Iterable[str] | None = None,
+        suffix: Iterable[str] | None = None,
+        max_depth: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> _Call:
+        body: JSON = {}
+        for k, v in (("prefix", prefix), ("suffix", suffix)):
+            if v is not None:
+                body[k] = list(v)
+        for k, n in (("max_depth", max_depth), ("limit", limit), ("offset", offset)):
+            if n is not None:
+                body[k] = n
+        return _Call("POST", [*scope_path(app, user), "memory", "items", "namespaces"], json=body)
 
     # Consolidation runs.
     @staticmethod
@@ -465,6 +555,21 @@ class AsyncClient:
     async def consolidate(self, app: str, user: str, **kw: Any) -> JSON:
         return await self._run(_Api.consolidate(app, user, **kw))
 
+    async def put_item(self, *args: Any, **kw: Any) -> JSON:
+        return await self._run(_Api.put_item(*args, **kw))
+
+    async def get_item(self, *args: Any, **kw: Any) -> JSON:
+        return await self._run(_Api.get_item(*args, **kw))
+
+    async def delete_item(self, *args: Any, **kw: Any) -> JSON:
+        return await self._run(_Api.delete_item(*args, **kw))
+
+    async def search_items(self, *args: Any, **kw: Any) -> JSON:
+        return await self._run(_Api.search_items(*args, **kw))
+
+    async def list_namespaces(self, *args: Any, **kw: Any) -> JSON:
+        return await self._run(_Api.list_namespaces(*args, **kw))
+
     async def consolidations(self, app: str, user: str) -> JSON:
         return await self._run(_Api.consolidations(app, user))
 
@@ -703,6 +808,21 @@ class Client:
 
     def consolidate(self, app: str, user: str, **kw: Any) -> JSON:
         return self._run(_Api.consolidate(app, user, **kw))
+
+    def put_item(self, *args: Any, **kw: Any) -> JSON:
+        return self._run(_Api.put_item(*args, **kw))
+
+    def get_item(self, *args: Any, **kw: Any) -> JSON:
+        return self._run(_Api.get_item(*args, **kw))
+
+    def delete_item(self, *args: Any, **kw: Any) -> JSON:
+        return self._run(_Api.delete_item(*args, **kw))
+
+    def search_items(self, *args: Any, **kw: Any) -> JSON:
+        return self._run(_Api.search_items(*args, **kw))
+
+    def list_namespaces(self, *args: Any, **kw: Any) -> JSON:
+        return self._run(_Api.list_namespaces(*args, **kw))
 
     def consolidations(self, app: str, user: str) -> JSON:
         return self._run(_Api.consolidations(app, user))

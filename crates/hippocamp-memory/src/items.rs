@@ -3,7 +3,8 @@
 //! (LangGraph's `BaseStore`).
 //!
 //! An item is a memory entry, so everything memory does applies to it
-//! through the one governed handle: the policy, consent, quotas,
+//! through the handle it is given (the server gives the one governed
+//! handle): the policy, consent, quotas,
 //! redaction, revisions, erasure and export. The mapping:
 //!
 //! - its id is derived from the namespace and the key (an idempotency key
@@ -28,12 +29,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::entry::{EntryUpdate, MemoryEntry, NewEntry};
+use crate::list::{ListOrder, ListRequest};
+use crate::store::{MemoryStore, SearchRequest, WriteOptions};
 use hippocamp_core::{
     CallOptions, EntryId, Error, Field, IdempotencyKey, MemoryScope, Metadata, Problem, Result,
-};
-use hippocamp_memory::{
-    EntryUpdate, ListOrder, ListRequest, MemoryEntry, MemoryStore, NewEntry, SearchRequest,
-    WriteOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -719,11 +719,24 @@ pub async fn search(
             .collect();
         return Ok(ItemPage { items });
     }
+    // Namespaces in the order their first live item was made, items in
+    // theirs: the order of LangGraph's in-memory store. The namespaces'
+    // order comes from all their items, not only those the filter keeps.
+    let all = if req.filter.is_some() {
+        scan(
+            store,
+            scope,
+            items_filter(&req.namespace_prefix, None)?,
+            call,
+        )
+        .await?
+    } else {
+        Vec::new()
+    };
     let items = scan(store, scope, filter, call).await?;
-    // Namespaces in the order they were first used, items in theirs: the
-    // order of LangGraph's in-memory store.
+    let everything = if req.filter.is_some() { &all } else { &items };
     let mut first: BTreeMap<Vec<String>, (u64, usize)> = BTreeMap::new();
-    for (i, it) in items.iter().enumerate() {
+    for (i, it) in everything.iter().enumerate() {
         first
             .entry(it.namespace.clone())
             .or_insert((it.created_at_ms, i));
