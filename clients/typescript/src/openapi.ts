@@ -136,6 +136,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{app}/users/{user}/agent-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The user's agent sessions by id, a page at a time (?after= the last id of the previous page, ?limit=)
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        get: operations["list_agent_sessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{app}/users/{user}/agent-sessions/{session}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One agent session with its events
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        get: operations["get_agent_session"];
+        put?: never;
+        post?: never;
+        /**
+         * Erase a session: the agent session and every memory entry of it (the same erasure as DELETE …/memory/sessions/{session}); ?confirm={app}/{user}/{session} is required
+         * @description Needs the `memory:erase` permission on the scope.
+         */
+        delete: operations["delete_agent_session"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{app}/users/{user}/agent-sessions/{session}/items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A session's items, each the JSON object as it was appended (an event the runner wrote comes as its event JSON): a page from ?cursor= (default 0) of ?limit=, or the ?last=N
+         * @description Needs the `memory:read` permission on the scope.
+         */
+        get: operations["get_agent_session_items"];
+        put?: never;
+        /**
+         * Append items ({"items": [{…}]}, JSON objects kept byte for byte, at most sessions.max_items_per_append) and remember their text as turns of the session
+         * @description Needs the `memory:write` permission on the scope.
+         */
+        post: operations["append_agent_session_items"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{app}/users/{user}/agent-sessions/{session}/items/last": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove the session's last item: it is erased with the memory entry it became, and re-sending it is skipped as erased; null when the session is empty
+         * @description Needs the `memory:erase` permission on the scope.
+         */
+        delete: operations["pop_agent_session_item"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{app}/users/{user}/artifact-meta/{name}": {
         parameters: {
             query?: never;
@@ -942,6 +1030,14 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description What an event did besides its message. */
+        Actions: {
+            /**
+             * @description Metadata-only records of what the event's tool calls changed
+             *     (`memory_delta`, `artifact_delta`, `artifact_attachment`).
+             */
+            context_effects?: unknown[];
+        };
         /** @description The result of `add_entry`. */
         AddOutcome: {
             /** @description Whether an entry with this idempotency key and data already existed. */
@@ -978,6 +1074,11 @@ export interface components {
              * @description Entries expire this long after they are written.
              */
             ttl_ms?: number | null;
+        };
+        /** @description `POST …/items`'s body. */
+        AppendItems: {
+            /** @description JSON objects, kept byte for byte, in order. */
+            items: unknown[];
         };
         /** @description Whether a run's changes are written when it ends or wait for apply. */
         ApplyMode: "auto" | "review";
@@ -1338,6 +1439,16 @@ export interface components {
             /** @description `user`, `model`... */
             role?: string | null;
         };
+        /** @description A message: a role and its parts. */
+        Content2: {
+            /**
+             * @description The parts, in order.
+             * @default []
+             */
+            parts?: components["schemas"]["Part2"][];
+            /** @description `user`, `model` or `tool`. */
+            role?: string | null;
+        };
         /**
          * @description How many turns around each hit a search returns: the entries of the
          *     hit's session just before and after it by (time, id), each side
@@ -1533,6 +1644,27 @@ export interface components {
             /** @description ADK events (what each may hold: `Event`). */
             events: components["schemas"]["Event"][];
         };
+        /** @description A tool call. */
+        FunctionCall: {
+            /**
+             * @description Its arguments (a JSON object).
+             * @default null
+             */
+            args?: unknown;
+            /** @description The provider's call id (chat completions: `tool_call_id`). */
+            id?: string | null;
+            /** @description The tool. */
+            name: string;
+        };
+        /** @description A tool's answer to one call. */
+        FunctionResponse: {
+            /** @description The call it answers. */
+            id?: string | null;
+            /** @description The tool. */
+            name: string;
+            /** @description The result (a JSON object). */
+            response: unknown;
+        };
         /** @description How lists are fused. */
         FusionMethod: "weighted" | "rrf";
         /** @description Fusion parameters. */
@@ -1658,6 +1790,13 @@ export interface components {
             /** @description MIME type. */
             mime_type: string;
         };
+        /** @description Inline binary data. */
+        InlineData2: {
+            /** @description Base64 data. */
+            data: string;
+            /** @description MIME type. */
+            mime_type: string;
+        };
         /** @description An item as the routes return it. */
         Item: {
             /**
@@ -1695,6 +1834,23 @@ export interface components {
         ItemPage: {
             /** @description The items, best or first first. */
             items: components["schemas"]["Item"][];
+        };
+        /** @description A page of a session's items. */
+        ItemPage2: {
+            /** @description The items, each the JSON object as it was appended. */
+            items: unknown[];
+            /**
+             * Format: uint64
+             * @description The position of the next page; absent at the end.
+             */
+            next_cursor?: number | null;
+        };
+        /** @description What an append did. */
+        ItemsAppended: {
+            /** @description The events the items became, in order. */
+            ids: string[];
+            /** @description What memory made of their text. */
+            ingested: components["schemas"]["IngestReport"];
         };
         /**
          * @description The last failure of a job: the error's code and a bounded message,
@@ -2145,6 +2301,27 @@ export interface components {
             /** @description The text is the model's reasoning (not remembered). */
             thought?: boolean;
         };
+        /**
+         * @description One part of a message. Exactly what the provider sent is kept:
+         *     `thought_signature` byte for byte.
+         */
+        Part2: {
+            /** @description A tool call the model made. */
+            function_call?: components["schemas"]["FunctionCall"] | null;
+            /** @description What a tool answered. */
+            function_response?: components["schemas"]["FunctionResponse"] | null;
+            /** @description Inline binary data. */
+            inline_data?: components["schemas"]["InlineData2"] | null;
+            /** @description Text. */
+            text?: string | null;
+            /** @description The text is the model's reasoning (not remembered). */
+            thought?: boolean;
+            /**
+             * @description An opaque provider string (Gemini's `thoughtSignature`), returned
+             *     to the provider exactly as received.
+             */
+            thought_signature?: string | null;
+        };
         /** @description Passage parameters (`[memory.passages]`). */
         PassageParams: {
             /**
@@ -2188,6 +2365,11 @@ export interface components {
              * @description How long it may take before it is treated as a denial.
              */
             timeout_ms: number;
+        };
+        /** @description What a pop removed. */
+        Popped: {
+            /** @description The item, as it was appended; null when the session was empty. */
+            item?: unknown;
         };
         /** @description `POST …/memory/preload`'s reply. */
         PreloadReply: {
@@ -2873,6 +3055,25 @@ export interface components {
             /** @description The profile. */
             profile: string;
         };
+        /** @description A whole session. */
+        Session: {
+            /**
+             * Format: uint64
+             * @description When its first event was appended (ms since the Unix epoch).
+             */
+            created_at_ms: number;
+            /** @description Its events, in the order they were appended. */
+            events: components["schemas"]["SessionEvent"][];
+            /** @description The session id. */
+            id: string;
+            /** @description The exact scope it belongs to. */
+            scope: components["schemas"]["MemoryScope"];
+            /**
+             * Format: uint64
+             * @description When its last event was appended.
+             */
+            updated_at_ms: number;
+        };
         /** @description What erasing a session removed. */
         SessionErased: {
             /**
@@ -2885,6 +3086,57 @@ export interface components {
              * @description Memory entries removed (0 when the session held none).
              */
             deleted: number;
+        };
+        /** @description One event of a session. */
+        SessionEvent: {
+            /** @description What the event did besides its message. */
+            actions?: components["schemas"]["Actions"];
+            /** @description `user`, the agent's name, or `tool`. */
+            author: string;
+            /** @description The message. */
+            content?: components["schemas"]["Content2"] | null;
+            /** @description Event id, unique within its session (1..=256 bytes). */
+            id: string;
+            /** @description The run that wrote it. */
+            invocation_id?: string | null;
+            /** @description JSON-safe metadata. */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description A streaming fragment. */
+            partial?: boolean;
+            /**
+             * Format: int64
+             * @description When, in milliseconds since the Unix epoch (non-negative).
+             */
+            timestamp_ms: number;
+        };
+        /** @description A session's summary, as listings carry it. */
+        SessionInfo: {
+            /**
+             * Format: uint64
+             * @description When its first event was appended (ms since the Unix epoch).
+             */
+            created_at_ms: number;
+            /**
+             * Format: uint64
+             * @description Events it holds.
+             */
+            events: number;
+            /** @description The session id. */
+            id: string;
+            /**
+             * Format: uint64
+             * @description When its last event was appended.
+             */
+            updated_at_ms: number;
+        };
+        /** @description One page of a user's sessions, by id. */
+        SessionPage: {
+            /** @description The sessions, by id. */
+            items: components["schemas"]["SessionInfo"][];
+            /** @description Pass as `after` for the next page; `None` at the end. */
+            next?: string | null;
         };
         /** @description An event that was skipped. */
         SkippedEvent: {
@@ -3934,6 +4186,624 @@ export interface operations {
             };
             /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_agent_sessions: {
+        parameters: {
+            query?: {
+                /** @description the `next` of the previous page */
+                after?: string;
+                /** @description most sessions (default and ceiling: sessions.max_page) */
+                limit?: number;
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionPage"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_agent_session: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such record, or no such route */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_agent_session: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+                /** @description required: the exact scope erased, {app}/{user}/{session} */
+                confirm?: string;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionErased"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done; `confirmation_required`: a whole-scope erasure needs ?confirm= naming the exact scope ({app}/{user} or {app}/{user}/{session}); nothing was erased */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `retention`: a record is retained until a later time (the message says when); nothing was deleted; `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_agent_session_items: {
+        parameters: {
+            query?: {
+                /** @description the position to read from (a page's next_cursor) */
+                cursor?: number;
+                /** @description most items (default and ceiling: sessions.max_events_page) */
+                limit?: number;
+                /** @description the last N items instead, in order */
+                last?: number;
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ItemPage2"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not_found`: no such record, or no such route */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    append_agent_session_items: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppendItems"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ItemsAppended"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `consent_required`: the app requires a recorded consent for this user before ingestion; nothing was written; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `quota_exceeded`: a quota refused the write; nothing was written (the message names the limit); it does not clear by waiting: erase or raise the limit (no Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pop_agent_session_item: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Popped"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `retention`: a record is retained until a later time (the message says when); nothing was deleted; `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -31,6 +31,7 @@ pub mod journal;
 pub mod preload;
 pub mod runner;
 pub mod services;
+pub mod session_items;
 pub mod tool;
 
 pub use builtin::{BUILTINS, Builtin, builtins};

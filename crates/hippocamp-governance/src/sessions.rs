@@ -146,6 +146,28 @@ impl<S: SessionStore> SessionLayer for GovernedSessions<S> {
             .await
     }
 
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        // Removing an item is erasing it: asked and recorded as a deletion.
+        let r = Resource::session(session);
+        let (_, inner) = self.gate.ask(Action::Delete, Some(scope), r, call).await?;
+        let result = self.inner.pop_last(scope, session, &inner).await;
+        self.gate
+            .recorded(
+                AuditEvent::Erasure,
+                "agent_session_item",
+                Some(scope),
+                call.caller(),
+                result,
+                |e| u64::from(e.is_some()),
+            )
+            .await
+    }
+
     async fn status(&self) -> Result<SessionStatus> {
         self.inner.status().await
     }

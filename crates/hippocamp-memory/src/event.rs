@@ -613,7 +613,7 @@ fn plan_one(
     if text.trim().is_empty() {
         return Err(SkipReason::NoText);
     }
-    let key = IdempotencyKey::new(format!("event:{}", event_id.as_str())).map_err(malformed)?;
+    let key = event_key(&event_id).map_err(malformed)?;
     let input = NewEntry {
         content: text,
         metadata: event.metadata.clone().unwrap_or_default(),
@@ -675,6 +675,24 @@ pub fn merge_report(
     report.skipped.extend(parse_skipped);
     report.skipped.sort_by_key(|s| s.index);
     report
+}
+
+/// The idempotency key of the entry an event becomes: one per event id
+/// within a user, whatever its session.
+pub fn event_key(event_id: &hippocamp_core::EventId) -> hippocamp_core::Result<IdempotencyKey> {
+    IdempotencyKey::new(format!("event:{}", event_id.as_str()))
+}
+
+/// The id of the entry an event becomes in `scope` (erasing it erases
+/// what the event was remembered as, and makes a re-sent event `erased`).
+pub fn event_entry_id(
+    scope: &hippocamp_core::MemoryScope,
+    event_id: &hippocamp_core::EventId,
+) -> hippocamp_core::Result<hippocamp_core::EntryId> {
+    Ok(hippocamp_core::EntryId::derive(
+        scope,
+        &event_key(event_id)?,
+    ))
 }
 
 #[cfg(test)]

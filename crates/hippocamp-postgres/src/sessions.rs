@@ -393,6 +393,49 @@ impl SessionStore for PgSessions {
         Ok(gone)
     }
 
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        let (app, usr) = (scope.app().as_str(), scope.user().as_str());
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let Some(row) = tx
+            .query_opt(
+                "SELECT id, events FROM sessions WHERE app = $1 AND usr = $2 AND session = $3 FOR UPDATE",
+                &[&app, &usr, &session.as_str()],
+            )
+            .await
+            .map_err(db_error)?
+        else {
+            return Ok(None);
+        };
+        let (id, events): (i64, i64) = (row.get(0), row.get(1));
+        if events == 0 {
+            return Ok(None);
+        }
+        let gone = tx
+            .query_opt(
+                "DELETE FROM session_events WHERE session_id = $1 AND idx = $2 RETURNING event",
+                &[&id, &(events - 1)],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| Error::Corrupt("a session's last event is missing".into()))?;
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        tx.execute(
+            "UPDATE sessions SET events = events - 1, updated_ms = $2 WHERE id = $1",
+            &[&id, &now],
+        )
+        .await
+        .map_err(db_error)?;
+        let event = decode(gone.get(0))?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(Some(event))
+    }
+
     async fn status(&self) -> Result<SessionStatus> {
         let client = self.client().await?;
         let row = client

@@ -437,6 +437,7 @@ fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResul
     let mut agent = s.config.sessions.describe();
     agent.extend(hippocamp_agent::builtin::fixed_limits());
     agent.extend(hippocamp_agent::preload::fixed_limits());
+    agent.extend(crate::agent_sessions::fixed_limits());
     agent.extend(hippocamp_mcp::fixed_limits());
     let mut http = s.config.http.describe();
     http.extend(s.config.restore.describe());
@@ -560,7 +561,7 @@ async fn delete_entry(
     json(Deleted { deleted: n })
 }
 
-async fn delete_session(
+pub(crate) async fn delete_session(
     State(s): State<AppState>,
     m: MemoryCall,
     q: Q<EraseQuery>,
@@ -588,7 +589,7 @@ async fn delete_session(
 
 /// What erasing a session removed.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-struct SessionErased {
+pub(crate) struct SessionErased {
     /// Memory entries removed (0 when the session held none).
     deleted: u64,
     /// Whether the agent session (the runner's conversation) of that id
@@ -1297,7 +1298,7 @@ const READ_ONE: &[&str] = &["invalid_argument", "forbidden", "not_found"];
 /// The same for memory, which may be disabled.
 const MEM_SCOPED: &[&str] = &["invalid_argument", "forbidden", "memory_disabled"];
 /// A whole-scope memory erasure.
-const MEM_ERASE: &[&str] = &[
+pub(crate) const MEM_ERASE: &[&str] = &[
     "invalid_argument",
     "confirmation_required",
     "forbidden",
@@ -1681,6 +1682,7 @@ pub fn routes() -> Vec<&'static Route> {
         .chain(crate::consolidation::ROUTES.iter())
         .chain(crate::preload::ROUTES.iter())
         .chain(crate::items::ROUTES.iter())
+        .chain(crate::agent_sessions::ROUTES.iter())
         .chain(ARTIFACTS.iter())
         .collect()
 }

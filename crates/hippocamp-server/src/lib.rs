@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod agent_sessions;
 pub mod api;
 mod consolidation;
 pub mod error;

@@ -2004,3 +2004,145 @@ async fn keyed_items_put_revise_search_list_and_erase() {
     assert_eq!(st, StatusCode::NOT_FOUND);
     s.stop().await;
 }
+
+/// Agent-session items: kept byte for byte, remembered as turns, popped
+/// with the memory they became (a re-sent event is skipped as erased),
+/// and erased with their session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_session_items_are_exact_remembered_and_popped_with_their_memory() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let raw = |method: Method, path: &str, body: Option<&str>| {
+        let (s, t, path) = (&s, t.clone(), format!("{ALICE}{path}"));
+        let body = body.map(|b| b.as_bytes().to_vec());
+        async move {
+            let (st, _, b) = send(s, method, &path, Some(&t), body).await;
+            (st, b)
+        }
+    };
+    let first = r#"{ "role": "user",  "content": "I keep bees in Porto",  "z": [1.50, "é"] }"#;
+    let second = r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Bees, noted."}]}"#;
+    let third = r#"{"type":"function_call","name":"lookup","arguments":"{}","call_id":"c1"}"#;
+    let body = format!(r#"{{"items": [{first}, {second}, {third}]}}"#);
+    let (st, b) = raw(Method::POST, "/agent-sessions/chat-1/items", Some(&body)).await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let appended = j(&b);
+    assert_eq!(appended["ids"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        appended["ingested"]["added"].as_array().unwrap().len(),
+        2,
+        "{appended}"
+    );
+    // Read back exactly as sent.
+    let (_, b) = raw(Method::GET, "/agent-sessions/chat-1/items", None).await;
+    let text = String::from_utf8(b).unwrap();
+    assert!(
+        text.contains(first) && text.contains(second) && text.contains(third),
+        "{text}"
+    );
+    let (_, b) = raw(Method::GET, "/agent-sessions/chat-1/items?last=1", None).await;
+    assert_eq!(
+        String::from_utf8(b).unwrap(),
+        format!(r#"{{"items":[{third}]}}"#)
+    );
+    let (_, b) = raw(
+        Method::GET,
+        "/agent-sessions/chat-1/items?cursor=1&limit=1",
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["next_cursor"], 2);
+    // Remembered as turns of the session.
+    let (_, b) = raw(
+        Method::POST,
+        "/memory/search",
+        Some(r#"{"query": "bees Porto"}"#),
+    )
+    .await;
+    let hits = j(&b);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 2, "{hits}");
+    // Pop the last two: the tool call (no memory), then the answer with
+    // its entry.
+    let (_, b) = raw(Method::DELETE, "/agent-sessions/chat-1/items/last", None).await;
+    assert_eq!(
+        String::from_utf8(b).unwrap(),
+        format!(r#"{{"item":{third}}}"#)
+    );
+    let (_, b) = raw(Method::DELETE, "/agent-sessions/chat-1/items/last", None).await;
+    assert_eq!(
+        String::from_utf8(b).unwrap(),
+        format!(r#"{{"item":{second}}}"#)
+    );
+    let (_, b) = raw(
+        Method::POST,
+        "/memory/search",
+        Some(r#"{"query": "bees noted"}"#),
+    )
+    .await;
+    let contents: Vec<String> = j(&b)["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(contents, ["I keep bees in Porto"]);
+    // The popped item's event, sent again, is skipped as erased.
+    let popped_id = appended["ids"][1].as_str().unwrap();
+    let again = json!({"events": [{"id": popped_id, "author": "assistant", "timestamp_ms": 1,
+        "content": {"role": "model", "parts": [{"text": "Bees, noted."}]}}]});
+    let (_, b) = raw(
+        Method::POST,
+        "/memory/sessions/chat-1/events",
+        Some(&again.to_string()),
+    )
+    .await;
+    assert_eq!(j(&b)["skipped"][0]["reason"], "erased", "{}", j(&b));
+    // A new item takes the freed position under a new id.
+    let (_, b) = raw(
+        Method::POST,
+        "/agent-sessions/chat-1/items",
+        Some(&format!(r#"{{"items": [{second}]}}"#)),
+    )
+    .await;
+    assert_ne!(j(&b)["ids"][0], appended["ids"][1]);
+    // Sessions list and read; other users are out of reach.
+    let (_, b) = raw(Method::GET, "/agent-sessions", None).await;
+    assert_eq!(j(&b)["items"][0]["id"], "chat-1");
+    assert_eq!(j(&b)["items"][0]["events"], 2);
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        "/v1/apps/shop/users/bob/agent-sessions/chat-1/items",
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    // Bad input appends nothing.
+    for bad in [
+        r#"{"items": [1]}"#,
+        r#"{"items": []}"#,
+        r#"{"items": [{"a":1}], "x": 1}"#,
+    ] {
+        let (st, _) = raw(Method::POST, "/agent-sessions/chat-1/items", Some(bad)).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let (_, b) = raw(Method::GET, "/agent-sessions/chat-1", None).await;
+    assert_eq!(j(&b)["events"].as_array().unwrap().len(), 2);
+    // Erasing the session takes its items and its memory.
+    let (st, b) = raw(
+        Method::DELETE,
+        "/agent-sessions/chat-1?confirm=shop/alice/chat-1",
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(j(&b)["agent_session"], true);
+    let (st, _) = raw(Method::GET, "/agent-sessions/chat-1/items", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, b) = raw(Method::POST, "/memory/search", Some(r#"{"query": "bees"}"#)).await;
+    assert!(j(&b)["hits"].as_array().unwrap().is_empty(), "{}", j(&b));
+    let (_, b) = raw(Method::DELETE, "/agent-sessions/chat-1/items/last", None).await;
+    assert_eq!(j(&b), json!({"item": null}));
+    s.stop().await;
+}

@@ -215,6 +215,11 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
                 Some(br#"{"value":{"text":"key AKIAIOSFODNN7EXAMPLE"}}"#.to_vec()),
             )
         }
+        // Two items into a session that holds one.
+        ("append_agent_session_items", "quota_exceeded") => rq(
+            scoped(""),
+            Some(br#"{"items":[{"content":"a"},{"content":"b"}]}"#.to_vec()),
+        ),
         ("put_item", "quota_exceeded") => {
             let fill = Rq {
                 method: Method::POST,
@@ -306,6 +311,20 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
         (_, "confirmation_required") => {
             let p = scoped("doc.txt");
             rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
+        }
+        // The item's memory entry is held or retained: the pop erases
+        // nothing.
+        ("pop_agent_session_item", "retention" | "legal_hold") => {
+            let append = Rq {
+                method: Method::POST,
+                path: "/v1/apps/shop/users/alice/agent-sessions/s1/items".into(),
+                token: Some(token.to_owned()),
+                body: Some(br#"{"items":[{"role":"user","content":"kept"}]}"#.to_vec()),
+                headers: vec![],
+            };
+            let (st, b) = send(s, append).await;
+            assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+            rq(scoped(""), None)
         }
         // Alice is held (see `policy_for`): her artifacts too.
         (id, "legal_hold") if id.starts_with("delete_artifact") => {
@@ -516,6 +535,9 @@ async fn every_declared_error_code_is_answered() {
                 c.memory.limits.max_bytes_per_scope = 600;
                 c.memory.limits.max_revisions = 1;
                 c.memory.limits.max_events_per_request = 10;
+                if r.id == "append_agent_session_items" {
+                    c.sessions.max_events_per_session = 1;
+                }
                 c.artifacts.max_artifact_bytes = 32;
                 c.artifacts.max_scope_bytes = 32;
                 if code != "job_active" {

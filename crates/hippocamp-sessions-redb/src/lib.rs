@@ -295,6 +295,49 @@ impl Inner {
         Ok(plan.appended())
     }
 
+    fn pop_last(&self, scope: &MemoryScope, session: &SessionId) -> Result<Option<SessionEvent>> {
+        let key = session_key(scope, session);
+        let txn = self.db.begin_write().map_err(storage)?;
+        let popped = {
+            let mut sessions = txn.open_table(SESSIONS).map_err(storage)?;
+            let mut events = txn.open_table(EVENTS).map_err(storage)?;
+            let mut ids = txn.open_table(EVENT_IDS).map_err(storage)?;
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            let header = match sessions.get(key.as_slice()).map_err(storage)? {
+                Some(v) => Some(Header::decode(v.value())?),
+                None => None,
+            };
+            match header {
+                Some(mut h) if h.events > 0 => {
+                    let last = h.events - 1;
+                    let event = match events.remove((key.as_slice(), last)).map_err(storage)? {
+                        Some(v) => decode_event(v.value())?,
+                        None => {
+                            return Err(Error::Corrupt("a session's last event is missing".into()));
+                        }
+                    };
+                    ids.remove((key.as_slice(), event.id.as_str()))
+                        .map_err(storage)?;
+                    h.events = last;
+                    h.updated = now_ms();
+                    sessions
+                        .insert(key.as_slice(), h.encode().as_slice())
+                        .map_err(storage)?;
+                    let (s, e) = totals(&meta)?;
+                    put_totals(&mut meta, s, e.saturating_sub(1))?;
+                    Some(event)
+                }
+                _ => None,
+            }
+        };
+        if popped.is_some() {
+            txn.commit().map_err(storage)?;
+        } else {
+            txn.abort().map_err(storage)?;
+        }
+        Ok(popped)
+    }
+
     fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
         let key = session_key(scope, session);
         let txn = self.db.begin_read().map_err(storage)?;
@@ -574,6 +617,16 @@ impl SessionStore for RedbSessions {
     async fn delete_user(&self, scope: &MemoryScope, _call: &CallOptions) -> Result<u64> {
         let user = user_key(scope);
         self.blocking(move |i| i.delete_keys(&user, None)).await
+    }
+
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.blocking(move |i| i.pop_last(&scope, &session)).await
     }
 
     async fn status(&self) -> Result<SessionStatus> {

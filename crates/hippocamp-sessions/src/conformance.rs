@@ -116,6 +116,71 @@ fn text(id: &str, t: &str) -> SessionEvent {
     SessionEvent::text(id, "user", 1, t)
 }
 
+pub async fn the_last_event_pops_and_its_id_is_free_again(f: &dyn SessionStoreFactory) {
+    let s = f.open(SessionLimits::default()).await;
+    let sc = scope("app", "u1");
+    assert_eq!(s.pop_last(&sc, &sid("s1"), &call()).await.unwrap(), None);
+    let ev = [text("a", "first"), full_event("b")];
+    for e in &ev {
+        s.append(&sc, &sid("s1"), e, &ao()).await.unwrap();
+    }
+    s.append(&sc, &sid("s2"), &text("a", "other session"), &ao())
+        .await
+        .unwrap();
+    let before = s.status().await.unwrap().events;
+    assert_eq!(
+        s.pop_last(&sc, &sid("s1"), &call()).await.unwrap(),
+        Some(ev[1].clone())
+    );
+    assert_eq!(s.status().await.unwrap().events, before - 1);
+    let got = s.get(&sc, &sid("s1"), &call()).await.unwrap();
+    assert_eq!((got.info.events, got.events), (1, vec![ev[0].clone()]));
+    // The id may be appended again, with other data, at the same index.
+    let again = text("b", "a new second event");
+    assert_eq!(
+        s.append(&sc, &sid("s1"), &again, &ao())
+            .await
+            .unwrap()
+            .index,
+        1
+    );
+    // Down to empty: the session stays, and another pop finds nothing.
+    s.pop_last(&sc, &sid("s1"), &call()).await.unwrap();
+    assert!(
+        s.pop_last(&sc, &sid("s1"), &call())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(s.pop_last(&sc, &sid("s1"), &call()).await.unwrap(), None);
+    let got = s.get(&sc, &sid("s1"), &call()).await.unwrap();
+    assert!(got.events.is_empty());
+    // Other sessions and users are untouched.
+    assert_eq!(
+        s.get(&sc, &sid("s2"), &call()).await.unwrap().events.len(),
+        1
+    );
+    assert_eq!(
+        s.pop_last(&scope("app", "u2"), &sid("s2"), &call())
+            .await
+            .unwrap(),
+        None
+    );
+    if let Some(s) = f.reopen(s).await {
+        assert!(
+            s.get(&sc, &sid("s1"), &call())
+                .await
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        assert_eq!(
+            s.get(&sc, &sid("s2"), &call()).await.unwrap().events.len(),
+            1
+        );
+    }
+}
+
 pub async fn events_come_back_in_order_with_every_field(f: &dyn SessionStoreFactory) {
     let s = f.open(SessionLimits::default()).await;
     let sc = scope("app", "u1");
@@ -496,7 +561,7 @@ pub async fn model(f: &dyn SessionStoreFactory, ops: Vec<(u8, u8, u8, u8)>) {
         let u = usize::from(user % 2);
         let se = session % 2;
         let id = sid(&format!("s{se}"));
-        match op % 6 {
+        match op % 7 {
             0..=3 => {
                 let e = text(&format!("e{}", n % 8), &format!("t{}", n % 3));
                 let stale = n % 4 == 0
@@ -525,6 +590,12 @@ pub async fn model(f: &dyn SessionStoreFactory, ops: Vec<(u8, u8, u8, u8)>) {
                 if held.is_empty() {
                     want.remove(&(u, se));
                 }
+            }
+            6 => {
+                // The session stays, one event shorter (or empty).
+                let popped = s.pop_last(&scopes[u], &id, &call()).await.unwrap();
+                let expected = want.get_mut(&(u, se)).and_then(Vec::pop);
+                assert_eq!(popped, expected);
             }
             4 => {
                 let existed = want.remove(&(u, se)).is_some();
@@ -572,6 +643,7 @@ macro_rules! session_store_conformance_tests {
             limits_refuse_and_change_nothing,
             erasures_fence_appends_admitted_before_them,
             events_are_read_page_by_page,
+            the_last_event_pops_and_its_id_is_free_again,
         );
 
         ::proptest::proptest! {
@@ -579,7 +651,7 @@ macro_rules! session_store_conformance_tests {
             #[test]
             fn random_operations_match_the_model(
                 ops in ::proptest::collection::vec(
-                    (0u8..6, 0u8..2, 0u8..2, 0u8..16), 1..40)
+                    (0u8..7, 0u8..2, 0u8..2, 0u8..16), 1..40)
             ) {
                 if !($guard)() {
                     return Ok(());

@@ -247,6 +247,24 @@ impl SessionStore for InMemorySessions {
         Ok(state.scopes.remove(scope).map_or(0, |u| u.len() as u64))
     }
 
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        let mut state = self.state.write();
+        let Some(h) = state.scopes.get_mut(scope).and_then(|u| u.get_mut(session)) else {
+            return Ok(None);
+        };
+        let last = h.events.pop();
+        if let Some(e) = &last {
+            h.by_id.remove(&e.id);
+            h.info_updated = now_ms();
+        }
+        Ok(last)
+    }
+
     async fn status(&self) -> Result<SessionStatus> {
         let state = self.state.read();
         let mut s = SessionStatus::default();

@@ -113,7 +113,7 @@ impl AppendOptions {
 }
 
 /// One page of a user's sessions, by id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionPage {
     /// The sessions, by id.
     pub items: Vec<SessionInfo>,
@@ -222,6 +222,16 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// epoch; how many sessions there were.
     async fn delete_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<u64>;
 
+    /// Removes the session's last event and returns it (`None` when the
+    /// session is empty or absent). The session stays with one event
+    /// fewer, and the removed event's id may be appended again.
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Option<SessionEvent>>;
+
     /// Content-free counters.
     async fn status(&self) -> Result<SessionStatus>;
 }
@@ -313,6 +323,16 @@ pub trait SessionLayer: Send + Sync + fmt::Debug {
         self.inner().delete_user(scope, call).await
     }
 
+    /// See [`SessionStore::pop_last`].
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        self.inner().pop_last(scope, session, call).await
+    }
+
     /// See [`SessionStore::status`].
     async fn status(&self) -> Result<SessionStatus> {
         self.inner().status().await
@@ -379,6 +399,14 @@ impl<L: SessionLayer> SessionStore for L {
     }
     async fn delete_user(&self, scope: &MemoryScope, call: &CallOptions) -> Result<u64> {
         SessionLayer::delete_user(self, scope, call).await
+    }
+    async fn pop_last(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<Option<SessionEvent>> {
+        SessionLayer::pop_last(self, scope, session, call).await
     }
     async fn status(&self) -> Result<SessionStatus> {
         SessionLayer::status(self).await

@@ -154,7 +154,9 @@ pub(crate) fn method(r: &hippocamp_server::api::Route) -> reqwest::Method {
 pub(crate) fn path(r: &hippocamp_server::api::Route, app: &str, user: &str, name: &str) -> String {
     let confirm = match r.id {
         "delete_user" | "erase_artifacts_user" => format!("?confirm={app}/{user}"),
-        "delete_session" | "erase_artifacts_session" => format!("?confirm={app}/{user}/s1"),
+        "delete_session" | "erase_artifacts_session" | "delete_agent_session" => {
+            format!("?confirm={app}/{user}/s1")
+        }
         _ => String::new(),
     };
     let p = r
@@ -186,6 +188,9 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
             Some(br#"{"query":"secret"}"#.to_vec())
         }
         Payload::Json("StartRun", _) => Some(br#"{"mode":"dedupe"}"#.to_vec()),
+        Payload::Json("AppendItems", _) => {
+            Some(br#"{"items":[{"role":"user","content":"planted"}]}"#.to_vec())
+        }
         Payload::Json("PutItem", _) => Some(br#"{"value":{"text":"planted"}}"#.to_vec()),
         Payload::Json("SearchItems", _) => Some(br#"{"query":"secret"}"#.to_vec()),
         Payload::Json("ListNamespaces", _) => Some(b"{}".to_vec()),
