@@ -117,6 +117,12 @@ async fn get_items(
     let call = m.call(q.timeout_ms)?;
     let id = session(&m)?;
     let sessions = &s.services.sessions;
+    if q.last == Some(0) {
+        return json(ItemPage {
+            items: Vec::new(),
+            next_cursor: None,
+        });
+    }
     let (from, limit) = match (q.last, q.cursor) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid(
@@ -127,7 +133,7 @@ async fn get_items(
         }
         (Some(n), None) => {
             let held = sessions.get(&m.scope, &id, &call).await?.info.events;
-            (held.saturating_sub(n), Some(n.max(1)))
+            (held.saturating_sub(n), Some(n))
         }
         (None, c) => (c.unwrap_or(0), q.limit),
     };
