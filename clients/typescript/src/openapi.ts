@@ -388,6 +388,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{app}/users/{user}/memory-tool": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run one command of Anthropic's memory tool (memory_20250818: view, create, str_replace, insert, delete, rename) on the user's /memories files: versioned artifacts under the reserved `.memories/` prefix (every edit a new version; delete erases every version). A command the files refuse (a missing path, a second match, a hostile path) is invalid_argument with the text the model should read
+         * @description Needs the `artifacts:write` permission on the scope.
+         */
+        post: operations["memory_tool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{app}/users/{user}/memory/consolidations": {
         parameters: {
             query?: never;
@@ -1400,6 +1420,58 @@ export interface components {
         ChangeOp: "merge" | "add" | "update" | "supersede" | "noop";
         /** @description Where a change is. */
         ChangeState: "proposed" | "applied" | "skipped" | "reverted";
+        /** @description One command, as the model sends it. */
+        Command: {
+            /** @constant */
+            command: "view";
+            /** @description The path. */
+            path: string;
+            /**
+             * @description `[first, last]` lines (1-based; `last` -1: to the end).
+             * @default null
+             */
+            view_range?: number[] | null;
+        } | {
+            /** @constant */
+            command: "create";
+            /** @description Its text. */
+            file_text: string;
+            /** @description The path. */
+            path: string;
+        } | {
+            /** @constant */
+            command: "str_replace";
+            /** @description Its replacement. */
+            new_str: string;
+            /** @description Text that occurs exactly once. */
+            old_str: string;
+            /** @description The path. */
+            path: string;
+        } | {
+            /** @constant */
+            command: "insert";
+            /**
+             * Format: int64
+             * @description The line after which to insert.
+             */
+            insert_line: number;
+            /** @description The text. */
+            insert_text: string;
+            /** @description The path. */
+            path: string;
+        } | {
+            /** @constant */
+            command: "delete";
+            /** @description The path. */
+            path: string;
+        } | {
+            /** @constant */
+            command: "rename";
+            /** @description The new path (must not exist). */
+            new_path: string;
+            /** @description The current path. */
+            old_path: string;
+        };
         /** @description A recorded consent. */
         Consent: {
             /**
@@ -3290,6 +3362,11 @@ export interface components {
              * @default 0.25
              */
             weight?: number;
+        };
+        /** @description What a command answered. */
+        ToolResult: {
+            /** @description The text the model reads. */
+            result: string;
         };
         /** @description The result of `update_entry`. */
         UpdateOutcome: {
@@ -6124,6 +6201,135 @@ export interface operations {
                 };
             };
             /** @description `memory_disabled`: memory is turned off in this deployment (the disabled profile); `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `timeout`: the deadline expired (the message names the stage); nothing was written */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    memory_tool: {
+        parameters: {
+            query?: {
+                /** @description deadline of the store call, 1..=60000 ms (default: the store's call_timeout_ms, in its capabilities) */
+                timeout_ms?: number;
+            };
+            header?: never;
+            path: {
+                app: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Command"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolResult"];
+                };
+            };
+            /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthorized`: no bearer token, or not a current one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `forbidden`: the token does not grant this permission on this scope; nothing was touched; `consent_required`: the app requires a recorded consent for this user before ingestion; nothing was written; `policy_denied`: the governance policy refused the operation, or did not answer in time (it fails closed); the message carries its reason code; nothing was touched */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `payload_too_large`: a value is over a size limit, named in the message: the JSON body (http.max_json_body_bytes), an artifact (max_artifact_bytes) or an entry's content (max_content_bytes); the same value never fits later, so do not retry it; nothing was written */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unsupported_media_type`: the request's Content-Type is not one the route takes (JSON bodies: application/json or a +json type; restore: application/x-ndjson or application/json; a missing one is accepted); nothing was done */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `quota_exceeded`: a quota refused the write; nothing was written (the message names the limit); it does not clear by waiting: erase or raise the limit (no Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `corrupt`: stored data failed an integrity check; `storage`: a storage failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_reply`: a backend or provider answered wrongly (a record of another scope, a bad embedding); nothing of it was used, and a write's outcome is unknown (retry it with its idempotency key) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `overloaded`: the server's concurrency limit or a store's queue is full; retry after Retry-After; `max_active_scopes_reached`: every scope worker is busy; retry after Retry-After; `unavailable`: a store or provider is unavailable; retry after Retry-After */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -28,6 +28,7 @@ pub mod error;
 pub mod ingest;
 pub mod instruction;
 pub mod journal;
+pub mod memory_tool;
 pub mod preload;
 pub mod runner;
 pub mod services;

@@ -374,6 +374,8 @@ pub enum Field {
     ItemKey,
     /// A keyed item's value.
     ItemValue,
+    /// A memory-tool path (`/memories/...`).
+    Path,
 }
 
 impl Field {
@@ -417,6 +419,7 @@ impl Field {
             Field::Namespace => "namespace",
             Field::ItemKey => "key",
             Field::ItemValue => "value",
+            Field::Path => "path",
         }
     }
 }

@@ -438,6 +438,7 @@ fn with_http(s: &AppState, c: &Caller, store: impl serde::Serialize) -> ApiResul
     agent.extend(hippocamp_agent::builtin::fixed_limits());
     agent.extend(hippocamp_agent::preload::fixed_limits());
     agent.extend(crate::agent_sessions::fixed_limits());
+    agent.extend(hippocamp_agent::memory_tool::fixed_limits());
     agent.extend(hippocamp_mcp::fixed_limits());
     let mut http = s.config.http.describe();
     http.extend(s.config.restore.describe());
@@ -1683,6 +1684,7 @@ pub fn routes() -> Vec<&'static Route> {
         .chain(crate::preload::ROUTES.iter())
         .chain(crate::items::ROUTES.iter())
         .chain(crate::agent_sessions::ROUTES.iter())
+        .chain(crate::memory_tool::ROUTES.iter())
         .chain(ARTIFACTS.iter())
         .collect()
 }

@@ -20,6 +20,7 @@ pub mod error;
 pub mod governance;
 mod items;
 mod mcp;
+mod memory_tool;
 pub mod openapi;
 mod preload;
 pub mod transfer;

@@ -2146,3 +2146,168 @@ async fn agent_session_items_are_exact_remembered_and_popped_with_their_memory()
     assert_eq!(j(&b), json!({"item": null}));
     s.stop().await;
 }
+
+/// The memory tool's six commands on versioned artifacts, with the
+/// reference's texts, every edit a version, and hostile paths refused
+/// without a host path in the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_tool_keeps_files_as_versions_and_refuses_hostile_paths() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let tool = |cmd: Value| {
+        let (s, t) = (&s, t.clone());
+        async move {
+            let (st, _, b) = send(
+                s,
+                Method::POST,
+                &format!("{ALICE}/memory-tool"),
+                Some(&t),
+                Some(cmd.to_string().into_bytes()),
+            )
+            .await;
+            let v = j(&b);
+            let text = v["result"]
+                .as_str()
+                .or(v["message"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (st, text)
+        }
+    };
+    let ok = |r: (StatusCode, String)| {
+        assert_eq!(r.0, StatusCode::OK, "{}", r.1);
+        r.1
+    };
+    let out = ok(tool(json!({"command": "create", "path": "/memories/notes/prefs.md", "file_text": "likes tea\nlives in Porto\n"})).await);
+    assert_eq!(
+        out,
+        "File created successfully at: /memories/notes/prefs.md"
+    );
+    let out = ok(tool(json!({"command": "view", "path": "/memories/notes/prefs.md"})).await);
+    assert_eq!(
+        out,
+        "Here's the content of /memories/notes/prefs.md with line numbers:\n     1\tlikes tea\n     2\tlives in Porto\n     3\t"
+    );
+    let out = ok(tool(
+        json!({"command": "view", "path": "/memories/notes/prefs.md", "view_range": [2, 2]}),
+    )
+    .await);
+    assert!(out.ends_with("     2\tlives in Porto"), "{out}");
+    let out = ok(tool(json!({"command": "str_replace", "path": "/memories/notes/prefs.md", "old_str": "tea", "new_str": "coffee"})).await);
+    assert!(out.contains("     1\tlikes coffee"), "{out}");
+    ok(tool(json!({"command": "insert", "path": "/memories/notes/prefs.md", "insert_line": 0, "insert_text": "# Prefs\n"})).await);
+    let out = ok(tool(json!({"command": "view", "path": "/memories"})).await);
+    assert!(out.starts_with("Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:"), "{out}");
+    assert!(
+        out.contains("\t/memories/notes/\n") && out.ends_with("\t/memories/notes/prefs.md"),
+        "{out}"
+    );
+    // Every edit is a version of the artifact.
+    let (_, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifact-versions/.memories/notes/prefs.md"),
+        Some(&t),
+        None,
+    )
+    .await;
+    let versions: Vec<u64> = j(&b)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(versions, [1, 2, 3], "{}", j(&b));
+    // Refusals the model reads.
+    for (cmd, says) in [
+        (
+            json!({"command": "create", "path": "/memories/notes/prefs.md", "file_text": "x"}),
+            "already exists",
+        ),
+        (
+            json!({"command": "str_replace", "path": "/memories/notes/prefs.md", "old_str": "nowhere", "new_str": "x"}),
+            "did not appear verbatim",
+        ),
+        (
+            json!({"command": "insert", "path": "/memories/notes/prefs.md", "insert_line": 99, "insert_text": "x"}),
+            "It should be within the range [0, 3]",
+        ),
+        (
+            json!({"command": "view", "path": "/memories/missing.md"}),
+            "does not exist",
+        ),
+        (
+            json!({"command": "delete", "path": "/memories"}),
+            "Cannot delete the /memories directory itself",
+        ),
+        (
+            json!({"command": "rename", "old_path": "/memories", "new_path": "/memories/x"}),
+            "Cannot rename the /memories directory itself",
+        ),
+    ] {
+        let (st, text) = tool(cmd.clone()).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{cmd}: {text}");
+        assert!(text.contains(says), "{cmd}: {text}");
+    }
+    ok(tool(json!({"command": "create", "path": "/memories/twice.md", "file_text": "a a"})).await);
+    let (_, text) = tool(json!({"command": "str_replace", "path": "/memories/twice.md", "old_str": "a", "new_str": "b"})).await;
+    assert!(
+        text.contains("Multiple occurrences of old_str `a` in lines: 1, 1"),
+        "{text}"
+    );
+    // Hostile paths: refused, nothing written, no host path in the reply.
+    for path in [
+        "/memories/../etc/passwd",
+        "/memories_other/x.md",
+        "/memories/%2e%2e/x.md",
+        "/memories/a\\b.md",
+        "/etc/passwd",
+        "/memories/./x.md",
+        "/memories//x.md",
+        "/memories/a\u{0}.md",
+    ] {
+        let (st, text) = tool(json!({"command": "create", "path": path, "file_text": "x"})).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {text}");
+        assert!(
+            !text.contains("/tmp") && !text.contains(".memories"),
+            "{path}: {text}"
+        );
+    }
+    // Rename: the new name gets version 1, the old name is erased.
+    let out = ok(tool(json!({"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/archive"})).await);
+    assert_eq!(
+        out,
+        "Successfully renamed /memories/notes to /memories/archive"
+    );
+    let out = ok(tool(json!({"command": "view", "path": "/memories/archive/prefs.md"})).await);
+    assert!(out.contains("likes coffee"));
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifact-meta/.memories/notes/prefs.md"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    // Delete erases every version.
+    ok(tool(json!({"command": "delete", "path": "/memories/archive"})).await);
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifact-versions/.memories/archive/prefs.md"),
+        Some(&t),
+        None,
+    )
+    .await;
+    let (_, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/artifacts"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(j(&b)["items"], json!([".memories/twice.md"]), "{st}");
+    s.stop().await;
+}

@@ -312,6 +312,22 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let p = scoped("doc.txt");
             rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
         }
+        // Deleting a held user's memory file.
+        ("memory_tool", "legal_hold") => {
+            send(s, rq(scoped(""), body(r))).await;
+            rq(
+                scoped(""),
+                Some(br#"{"command":"delete","path":"/memories/planted.md"}"#.to_vec()),
+            )
+        }
+        // Within the artifact bound, past the scope's bytes.
+        ("memory_tool", "quota_exceeded") => rq(
+            scoped(""),
+            Some(
+                br#"{"command":"create","path":"/memories/big.md","file_text":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#
+                    .to_vec(),
+            ),
+        ),
         // The item's memory entry is held or retained: the pop erases
         // nothing.
         ("pop_agent_session_item", "retention" | "legal_hold") => {

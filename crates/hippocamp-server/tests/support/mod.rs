@@ -191,6 +191,9 @@ pub(crate) fn body(r: &hippocamp_server::api::Route) -> Option<Vec<u8>> {
         Payload::Json("AppendItems", _) => {
             Some(br#"{"items":[{"role":"user","content":"planted"}]}"#.to_vec())
         }
+        Payload::Json("MemoryToolCommand", _) => Some(
+            br#"{"command":"create","path":"/memories/planted.md","file_text":"planted"}"#.to_vec(),
+        ),
         Payload::Json("PutItem", _) => Some(br#"{"value":{"text":"planted"}}"#.to_vec()),
         Payload::Json("SearchItems", _) => Some(br#"{"query":"secret"}"#.to_vec()),
         Payload::Json("ListNamespaces", _) => Some(b"{}".to_vec()),
