@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the Python package's tests need into a virtual
-# environment (google-adk, langgraph and openai-agents pinned, pytest,
-# ruff) plus the package itself (editable), and prints the environment
-# the tests read. Usage:
+# environment (google-adk, langgraph, openai-agents and anthropic pinned,
+# pytest, ruff) plus the package itself (editable), and prints the
+# environment the tests read. Usage:
 #   eval "$(scripts/python-env.sh install)"
 # Settings: HIPPOCAMP_TOOLS (install root, default ~/.cache/hippocamp-tools).
 set -euo pipefail
@@ -19,8 +19,8 @@ install)
         "$venv/bin/pip" install -q "google-adk==2.13.0" "pytest==8.4.2" "ruff==0.14.6" >&2
     fi
     # The agent frameworks the package's other adapters implement.
-    if ! "$venv/bin/python" -c "import langgraph.store.base, agents" 2>/dev/null; then
-        "$venv/bin/pip" install -q "langgraph==1.2.22" "openai-agents==0.24.0" >&2
+    if ! "$venv/bin/python" -c "import langgraph.store.base, agents, anthropic" 2>/dev/null; then
+        "$venv/bin/pip" install -q "langgraph==1.2.22" "openai-agents==0.24.0" "anthropic==2.10.0" >&2
     fi
     # The package under test, from this checkout (no dependencies beyond
     # httpx and google-adk, already there).

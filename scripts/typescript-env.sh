@@ -19,7 +19,7 @@ install)
         rm -rf "$dir"
         mkdir -p "$dir"
         cp "$client/package.json" "$client/package-lock.json" "$dir/"
-        (cd "$dir" && npm ci --silent --no-audit --no-fund --loglevel=error >&2)
+        (cd "$dir" && npm ci --ignore-scripts --silent --no-audit --no-fund --loglevel=error >&2)
     fi
     echo "export HIPPOCAMP_TEST_TS_NODE_MODULES=$dir/node_modules"
     ;;

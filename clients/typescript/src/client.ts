@@ -229,6 +229,17 @@ export class Client {
     return this.#json("GET", "/v1/memory/capabilities");
   }
 
+  /**
+   * Runs one command of Anthropic's memory tool on the user's `/memories`
+   * files (`POST …/memory-tool`); the text the model reads. A refused
+   * command throws `InvalidArgument` whose message, after `invalid path: `,
+   * is that text.
+   */
+  async memoryTool(app: string, user: string, command: object): Promise<string> {
+    const r = await this.#json<{ result: string }>("POST", `${userPath(app, user)}/memory-tool`, command);
+    return r.result;
+  }
+
   // ---- artifacts -------------------------------------------------------
 
   /**

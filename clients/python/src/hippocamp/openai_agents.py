@@ -71,9 +71,7 @@ class HippocampSession:
             out: list[Any] = []
             cursor: int | None = 0
             while cursor is not None:
-                page = await self._run(
-                    _Call("GET", self._path("items"), params={"cursor": cursor})
-                )
+                page = await self._run(_Call("GET", self._path("items"), params={"cursor": cursor}))
                 out.extend(page["items"])
                 cursor = page.get("next_cursor")
             return out
