@@ -31,6 +31,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use bytes::Bytes;
 use hippocamp_artifacts::{
     ArtifactName, ArtifactScope, ArtifactStore, Body, DeleteSelector, MimeType, PageRequest,
     PutOptions, Selector,
@@ -221,34 +222,166 @@ fn has_percent_escape(s: &str) -> bool {
         .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
 }
 
-/// The tool bound to one user's artifacts.
-#[derive(Debug, Clone, Copy)]
-pub struct MemoryTool<'a> {
+/// What the tool needs of one user's artifacts: small, so a governed
+/// store (the server's route) and a tool context that checks the declared
+/// capabilities (the runner's and MCP's `memory` built-in) both provide it.
+#[async_trait::async_trait]
+pub trait Files: Send + Sync {
+    /// The latest bytes of `name`; `None` when it has no version.
+    async fn read(&self, name: &ArtifactName) -> Result<Option<Bytes>>;
+    /// Puts `text` as a new version of `name`; the version.
+    async fn write(&self, name: &ArtifactName, text: &str) -> Result<u64>;
+    /// One page of the scope's names after `cursor`, and the next cursor.
+    async fn names(
+        &self,
+        cursor: Option<ArtifactName>,
+    ) -> Result<(Vec<ArtifactName>, Option<ArtifactName>)>;
+    /// Erases every version of `name`.
+    async fn erase(&self, name: &ArtifactName) -> Result<()>;
+}
+
+fn put_options(call: CallOptions) -> Result<PutOptions> {
+    Ok(PutOptions {
+        mime_type: MimeType::new(MIME)?,
+        metadata: hippocamp_core::Metadata::new(),
+        call,
+    })
+}
+
+/// [`Files`] on an artifact store, in a user's scope.
+#[derive(Debug, Clone)]
+pub struct StoreFiles<'a> {
     artifacts: &'a dyn ArtifactStore,
-    scope: &'a MemoryScope,
+    scope: ArtifactScope,
     call: CallOptions,
 }
 
-impl<'a> MemoryTool<'a> {
-    /// The tool over `scope`'s artifacts in `artifacts` (the governed
-    /// handle).
-    pub fn new(
-        artifacts: &'a dyn ArtifactStore,
-        scope: &'a MemoryScope,
-        call: CallOptions,
-    ) -> Self {
+impl<'a> StoreFiles<'a> {
+    /// `scope`'s user artifacts in `artifacts` (the governed handle).
+    pub fn new(artifacts: &'a dyn ArtifactStore, scope: &MemoryScope, call: CallOptions) -> Self {
         Self {
             artifacts,
-            scope,
+            scope: ArtifactScope::User {
+                app: scope.app().clone(),
+                user: scope.user().clone(),
+            },
             call,
         }
     }
+}
 
-    fn artifact_scope(&self) -> ArtifactScope {
-        ArtifactScope::User {
-            app: self.scope.app().clone(),
-            user: self.scope.user().clone(),
+#[async_trait::async_trait]
+impl Files for StoreFiles<'_> {
+    async fn read(&self, name: &ArtifactName) -> Result<Option<Bytes>> {
+        match self
+            .artifacts
+            .get(&self.scope, name, Selector::Latest, None, &self.call)
+            .await
+        {
+            Ok(r) => Ok(Some(r.bytes().await?)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
         }
+    }
+
+    async fn write(&self, name: &ArtifactName, text: &str) -> Result<u64> {
+        let body = Body::from(text.as_bytes().to_vec());
+        let meta = self
+            .artifacts
+            .put(&self.scope, name, body, &put_options(self.call)?)
+            .await?;
+        Ok(meta.version)
+    }
+
+    async fn names(
+        &self,
+        cursor: Option<ArtifactName>,
+    ) -> Result<(Vec<ArtifactName>, Option<ArtifactName>)> {
+        let page = PageRequest {
+            cursor,
+            limit: None,
+        };
+        let p = self
+            .artifacts
+            .list_names(&self.scope, &page, &self.call)
+            .await?;
+        Ok((p.items, p.next_cursor))
+    }
+
+    async fn erase(&self, name: &ArtifactName) -> Result<()> {
+        self.artifacts
+            .delete(&self.scope, name, DeleteSelector::All, &self.call)
+            .await?;
+        Ok(())
+    }
+}
+
+/// [`Files`] through a tool context: every operation checked against the
+/// capabilities the `memory` built-in declares, in the invocation's user
+/// scope, with its context effects recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextFiles<'a>(pub &'a crate::context::ToolContext);
+
+fn service(e: crate::error::AgentError) -> Error {
+    match e {
+        crate::error::AgentError::Service(e) => e,
+        other => Error::Unavailable(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Files for ContextFiles<'_> {
+    async fn read(&self, name: &ArtifactName) -> Result<Option<Bytes>> {
+        let max = crate::builtin::MAX_ARTIFACT_BYTES;
+        match self.0.artifact_get(None, name, Selector::Latest, max).await {
+            Ok((_, bytes)) => Ok(Some(bytes)),
+            Err(crate::error::AgentError::Service(Error::NotFound(_))) => Ok(None),
+            Err(e) => Err(service(e)),
+        }
+    }
+
+    async fn write(&self, name: &ArtifactName, text: &str) -> Result<u64> {
+        let bytes = Bytes::from(text.to_owned());
+        let opts = put_options(CallOptions::default())?;
+        Ok(self
+            .0
+            .artifact_put(None, name, bytes, opts)
+            .await
+            .map_err(service)?
+            .version)
+    }
+
+    async fn names(
+        &self,
+        cursor: Option<ArtifactName>,
+    ) -> Result<(Vec<ArtifactName>, Option<ArtifactName>)> {
+        let page = PageRequest {
+            cursor,
+            limit: None,
+        };
+        let p = self.0.artifact_list(None, &page).await.map_err(service)?;
+        Ok((p.items, p.next_cursor))
+    }
+
+    async fn erase(&self, name: &ArtifactName) -> Result<()> {
+        self.0
+            .artifact_delete(None, name, DeleteSelector::All)
+            .await
+            .map_err(service)?;
+        Ok(())
+    }
+}
+
+/// The tool on one user's files.
+#[derive(Debug, Clone)]
+pub struct MemoryTool<F> {
+    files: F,
+}
+
+impl<F: Files> MemoryTool<F> {
+    /// The tool on `files`.
+    pub fn new(files: F) -> Self {
+        Self { files }
     }
 
     /// Runs `command`; the text the model reads.
@@ -289,20 +422,8 @@ impl<'a> MemoryTool<'a> {
         if p.is_root() {
             return Ok(None);
         }
-        let got = self
-            .artifacts
-            .get(
-                &self.artifact_scope(),
-                &p.name()?,
-                Selector::Latest,
-                None,
-                &self.call,
-            )
-            .await;
-        let bytes = match got {
-            Ok(r) => r.bytes().await?,
-            Err(Error::NotFound(_)) => return Ok(None),
-            Err(e) => return Err(e),
+        let Some(bytes) = self.files.read(&p.name()?).await? else {
+            return Ok(None);
         };
         String::from_utf8(bytes.to_vec())
             .map(Some)
@@ -316,63 +437,28 @@ impl<'a> MemoryTool<'a> {
                 p.shown()
             )));
         }
-        let opts = PutOptions {
-            mime_type: MimeType::new(MIME)?,
-            metadata: hippocamp_core::Metadata::new(),
-            call: self.call,
-        };
-        let meta = self
-            .artifacts
-            .put(
-                &self.artifact_scope(),
-                &p.name()?,
-                Body::from(text.as_bytes().to_vec()),
-                &opts,
-            )
-            .await?;
-        Ok(meta.version)
+        self.files.write(&p.name()?, text).await
     }
 
     /// Every file under `p` (a directory): artifact name → size.
     async fn files_under(&self, p: &MemoryPath) -> Result<BTreeMap<String, u64>> {
         let prefix = p.dir_prefix();
-        let scope = self.artifact_scope();
         let mut out = BTreeMap::new();
         let mut cursor = None;
         loop {
-            let page = self
-                .artifacts
-                .list_names(
-                    &scope,
-                    &PageRequest {
-                        cursor,
-                        limit: None,
-                    },
-                    &self.call,
-                )
-                .await?;
-            for name in &page.items {
-                if name.as_str().starts_with(&prefix) {
-                    let meta = self
-                        .artifacts
-                        .head(&scope, name, Selector::Latest, &self.call)
-                        .await;
-                    match meta {
-                        Ok(m) => {
-                            out.insert(name.as_str().to_owned(), m.size);
-                        }
-                        Err(Error::NotFound(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                    if out.len() > MAX_FILES {
-                        return Err(refuse(format!(
-                            "{} holds more than 10,000 files",
-                            p.shown()
-                        )));
-                    }
+            let (names, next) = self.files.names(cursor).await?;
+            for name in names.iter().filter(|n| n.as_str().starts_with(&prefix)) {
+                if let Some(bytes) = self.files.read(name).await? {
+                    out.insert(name.as_str().to_owned(), bytes.len() as u64);
+                }
+                if out.len() > MAX_FILES {
+                    return Err(refuse(format!(
+                        "{} holds more than 10,000 files",
+                        p.shown()
+                    )));
                 }
             }
-            match page.next_cursor {
+            match next {
                 Some(c) => cursor = Some(c),
                 None => return Ok(out),
             }
@@ -520,15 +606,7 @@ impl<'a> MemoryTool<'a> {
     }
 
     async fn erase(&self, name: &str) -> Result<()> {
-        self.artifacts
-            .delete(
-                &self.artifact_scope(),
-                &ArtifactName::new(name)?,
-                DeleteSelector::All,
-                &self.call,
-            )
-            .await?;
-        Ok(())
+        self.files.erase(&ArtifactName::new(name)?).await
     }
 
     async fn delete(&self, p: &MemoryPath) -> Result<String> {

@@ -67,7 +67,8 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
             "artifact_versions",
             "artifact_get",
             "artifact_put",
-            "artifact_delete"
+            "artifact_delete",
+            "memory"
         ]
     );
     let added = ok(
@@ -264,6 +265,61 @@ async fn every_tool_works_for_its_user_and_only_for_them() {
     )
     .await;
     assert_eq!(gone["deleted"], json!([1]));
+
+    // Anthropic's memory tool: files under /memories as versions.
+    let made = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory",
+        json!({"command": "create", "path": "/memories/bees.md", "file_text": "three hives\n"}),
+    )
+    .await;
+    assert_eq!(
+        made["result"],
+        "File created successfully at: /memories/bees.md"
+    );
+    let edited = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory",
+        json!({"command": "str_replace", "path": "/memories/bees.md", "old_str": "three", "new_str": "four"}),
+    )
+    .await;
+    assert!(
+        edited["result"].as_str().unwrap().contains("four hives"),
+        "{edited}"
+    );
+    let refused = ok(
+        &tools,
+        &alice,
+        &b,
+        "memory",
+        json!({"command": "view", "path": "/memories/../etc"}),
+    )
+    .await;
+    assert_eq!(refused["success"], false, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("would escape /memories"),
+        "{refused}"
+    );
+    let versions = ok(
+        &tools,
+        &alice,
+        &b,
+        "artifact_versions",
+        json!({"name": ".memories/bees.md"}),
+    )
+    .await;
+    assert_eq!(
+        versions["versions"].as_array().unwrap().len(),
+        2,
+        "{versions}"
+    );
 
     // Bad arguments are a tool error with the typed code, not a panic.
     let bad = call(

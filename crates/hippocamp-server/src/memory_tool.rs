@@ -7,7 +7,7 @@ use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use hippocamp_agent::memory_tool::{Command, MemoryTool};
+use hippocamp_agent::memory_tool::{Command, MemoryTool, StoreFiles};
 use hippocamp_services::auth::Permission;
 use serde::Serialize;
 
@@ -32,7 +32,11 @@ async fn run(
     let call = m.call(parse_query(q)?.timeout_ms)?;
     let command: Command =
         json_body(&s, body, r#"{"command": "view", "path": "/memories"}"#).await?;
-    let tool = MemoryTool::new(s.services.artifacts.as_ref(), &m.scope, call);
+    let tool = MemoryTool::new(StoreFiles::new(
+        s.services.artifacts.as_ref(),
+        &m.scope,
+        call,
+    ));
     let result = timed("memory_tool", tool.execute(&command)).await?;
     json(ToolResult { result })
 }

@@ -2311,3 +2311,121 @@ async fn the_memory_tool_keeps_files_as_versions_and_refuses_hostile_paths() {
     assert_eq!(j(&b)["items"], json!([".memories/twice.md"]), "{st}");
     s.stop().await;
 }
+
+/// A keyed item, an agent-session item and a `/memories` file, each
+/// erased with their user (memory and agent sessions with the user's
+/// memory, the file with the user's artifacts); bob's stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_a_framework_writes_goes_with_its_user() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", None);
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let (s, t) = (&s, t.clone());
+        async move {
+            let (st, _, b) = send(
+                s,
+                method,
+                &path,
+                Some(&t),
+                body.map(|b| b.to_string().into_bytes()),
+            )
+            .await;
+            (st, j(&b))
+        }
+    };
+    for user in ["alice", "bob"] {
+        let base = format!("/v1/apps/shop/users/{user}");
+        let (st, b) = call(
+            Method::PUT,
+            format!("{base}/memory/items/prefs/food"),
+            Some(json!({"value": {"text": "likes tea"}})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{b}");
+        let (st, b) = call(
+            Method::POST,
+            format!("{base}/agent-sessions/chat/items"),
+            Some(json!({"items": [{"role": "user", "content": "my cat is Miso"}]})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK, "{b}");
+        let (st, b) = call(Method::POST, format!("{base}/memory-tool"), Some(json!({"command": "create", "path": "/memories/me.md", "file_text": "lives in Porto"}))).await;
+        assert_eq!(st, StatusCode::OK, "{b}");
+    }
+    let held = |user: &'static str| {
+        let call = &call;
+        async move {
+            let base = format!("/v1/apps/shop/users/{user}");
+            let item = call(Method::GET, format!("{base}/memory/items/prefs/food"), None)
+                .await
+                .0;
+            let session = call(
+                Method::GET,
+                format!("{base}/agent-sessions/chat/items"),
+                None,
+            )
+            .await
+            .0;
+            let (_, hits) = call(
+                Method::POST,
+                format!("{base}/memory/search"),
+                Some(json!({"query": "tea cat Miso"})),
+            )
+            .await;
+            let file = call(
+                Method::GET,
+                format!("{base}/artifact-meta/.memories/me.md"),
+                None,
+            )
+            .await
+            .0;
+            (
+                item,
+                session,
+                hits["hits"].as_array().map_or(0, Vec::len),
+                file,
+            )
+        }
+    };
+    assert_eq!(
+        held("alice").await,
+        (StatusCode::OK, StatusCode::OK, 2, StatusCode::OK)
+    );
+    let (st, b) = call(
+        Method::DELETE,
+        "/v1/apps/shop/users/alice/memory?confirm=shop/alice".into(),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        held("alice").await,
+        (
+            StatusCode::NOT_FOUND,
+            StatusCode::NOT_FOUND,
+            0,
+            StatusCode::OK
+        )
+    );
+    let (st, b) = call(
+        Method::DELETE,
+        "/v1/apps/shop/users/alice/artifacts?confirm=shop/alice".into(),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        held("alice").await,
+        (
+            StatusCode::NOT_FOUND,
+            StatusCode::NOT_FOUND,
+            0,
+            StatusCode::NOT_FOUND
+        )
+    );
+    assert_eq!(
+        held("bob").await,
+        (StatusCode::OK, StatusCode::OK, 2, StatusCode::OK)
+    );
+    s.stop().await;
+}

@@ -792,6 +792,7 @@ async fn a_suspended_app_is_refused_on_every_route_and_loses_nothing() {
             "artifact_delete",
             json!({"name": "doc.txt", "version": "all"}),
         ),
+        ("memory", json!({"command": "view", "path": "/memories"})),
     ] {
         let r = mcp.call(tool, args).await;
         assert_eq!(r["isError"], true, "{tool}: {r}");
