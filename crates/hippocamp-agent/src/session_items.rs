@@ -5,10 +5,12 @@
 //! - An item becomes one [`SessionEvent`] whose metadata `item` holds the
 //!   item's JSON text exactly as it was sent; reading the session gives
 //!   that text back.
-//! - Its id is derived from the session, the item's position and the time
-//!   it was appended (`item-{session hash}-{position}-{ms}`): event ids
-//!   are unique per user, and a position freed by [`pop`] is never given
-//!   the same id again, so an erased item's id never comes back.
+//! - Its id is derived from the session, the item's position, the time it
+//!   was appended and 32 random bits (`item-{session hash}-{position}-{ms}-{nonce}`):
+//!   event ids are unique per user, and an item appended at a position a
+//!   [`pop`] freed gets a new id even within the same millisecond, so it
+//!   is never mistaken for the erased item (whose re-sent event memory
+//!   skips as `erased`).
 //! - Its text (a `content` string, or the `text` of its content parts)
 //!   is what memory remembers, as a turn of the session; an item without
 //!   text (a tool call) is kept in the session only.
@@ -25,10 +27,14 @@ use sha2::{Digest as _, Sha256};
 /// The event metadata key holding the item's JSON text.
 pub const ITEM_KEY: &str = "item";
 
-/// The event id of the item at `position` of `session`, appended at `at_ms`.
-pub fn item_id(session: &SessionId, position: u64, at_ms: u64) -> String {
+/// The event id of the item at `position` of `session`, appended at
+/// `at_ms` with `nonce`.
+pub fn item_id(session: &SessionId, position: u64, at_ms: u64, nonce: u32) -> String {
     let h = Sha256::digest(session.as_str().as_bytes());
-    format!("item-{}-{position}-{at_ms}", &hex::encode(h)[..16])
+    format!(
+        "item-{}-{position}-{at_ms}-{nonce:08x}",
+        &hex::encode(h)[..16]
+    )
 }
 
 fn bad(why: impl Into<String>) -> Error {
@@ -73,7 +79,7 @@ pub fn to_event(
     let mut metadata = serde_json::Map::new();
     metadata.insert(ITEM_KEY.into(), Value::String(raw.get().to_owned()));
     Ok(SessionEvent {
-        id: item_id(session, position, at_ms),
+        id: item_id(session, position, at_ms, rand::random()),
         author: author.to_owned(),
         timestamp_ms: i64::try_from(at_ms).unwrap_or(i64::MAX),
         invocation_id: None,
@@ -176,7 +182,11 @@ mod tests {
         let e = to_event(&sid, 3, 1_000, &raw(text)).unwrap();
         assert_eq!(item_of(&e).unwrap().get(), text);
         assert_eq!(e.author, "user");
-        assert!(e.id.starts_with("item-") && e.id.ends_with("-3-1000"));
+        assert!(
+            e.id.starts_with("item-") && e.id.contains("-3-1000-"),
+            "{}",
+            e.id
+        );
         let m = memory_event(&e).unwrap();
         assert_eq!(m.text_content(), "I live in Lisbon");
         let out = to_event(
@@ -202,11 +212,17 @@ mod tests {
         .unwrap();
         assert!(call.content.is_none());
         assert!(to_event(&sid, 6, 1, &raw("[1, 2]")).is_err());
-        // Another session, or the same position later: another id.
+        // Another session, the same position later, or another append in
+        // the same millisecond: another id.
         assert_ne!(
-            item_id(&sid, 3, 1_000),
-            item_id(&SessionId::new("s2").unwrap(), 3, 1_000)
+            item_id(&sid, 3, 1_000, 7),
+            item_id(&SessionId::new("s2").unwrap(), 3, 1_000, 7)
         );
-        assert_ne!(item_id(&sid, 3, 1_000), item_id(&sid, 3, 1_001));
+        assert_ne!(item_id(&sid, 3, 1_000, 7), item_id(&sid, 3, 1_001, 7));
+        assert_ne!(item_id(&sid, 3, 1_000, 7), item_id(&sid, 3, 1_000, 8));
+        assert_ne!(
+            to_event(&sid, 3, 1_000, &raw(text)).unwrap().id,
+            to_event(&sid, 3, 1_000, &raw(text)).unwrap().id
+        );
     }
 }
