@@ -27,6 +27,9 @@ creation). Differences, on purpose:
   shorten the server policy's lifetime; reads do not refresh it;
 - a filter value that is an object without operators must equal the
   field's whole object (LangGraph matches it partially);
+- `list_namespaces` lists namespaces that hold items (LangGraph's store
+  also lists one a `get` touched or whose items were all deleted);
+- items made within one millisecond come in id order;
 - secret-bearing keys of a value are redacted, as any metadata's are.
 """
 
