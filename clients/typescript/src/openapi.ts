@@ -1907,16 +1907,6 @@ export interface components {
             /** @description The items, best or first first. */
             items: components["schemas"]["Item"][];
         };
-        /** @description A page of a session's items. */
-        ItemPage2: {
-            /** @description The items, each the JSON object as it was appended. */
-            items: unknown[];
-            /**
-             * Format: uint64
-             * @description The position of the next page; absent at the end.
-             */
-            next_cursor?: number | null;
-        };
         /** @description What an append did. */
         ItemsAppended: {
             /** @description The events the items became, in order. */
@@ -3202,6 +3192,16 @@ export interface components {
              * @description When its last event was appended.
              */
             updated_at_ms: number;
+        };
+        /** @description A page of a session's items. */
+        SessionItems: {
+            /** @description The items, each the JSON object as it was appended. */
+            items: unknown[];
+            /**
+             * Format: uint64
+             * @description The position of the next page; absent at the end.
+             */
+            next_cursor?: number | null;
         };
         /** @description One page of a user's sessions, by id. */
         SessionPage: {
@@ -4629,7 +4629,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ItemPage2"];
+                    "application/json": components["schemas"]["SessionItems"];
                 };
             };
             /** @description `invalid_argument`: a parameter, query key or body is not what the route takes; nothing was done */

@@ -99,7 +99,7 @@ struct ItemsQuery {
 
 /// A page of a session's items.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-struct ItemPage {
+struct SessionItems {
     /// The items, each the JSON object as it was appended.
     #[schemars(with = "Vec<serde_json::Value>")]
     items: Vec<Box<RawValue>>,
@@ -118,7 +118,7 @@ async fn get_items(
     let id = session(&m)?;
     let sessions = &s.services.sessions;
     if q.last == Some(0) {
-        return json(ItemPage {
+        return json(SessionItems {
             items: Vec::new(),
             next_cursor: None,
         });
@@ -149,7 +149,7 @@ async fn get_items(
         .map(session_items::item_of)
         .collect::<hippocamp_core::Result<Vec<_>>>()?;
     let next_cursor = if q.last.is_some() { None } else { page.next };
-    json(ItemPage { items, next_cursor })
+    json(SessionItems { items, next_cursor })
 }
 
 /// `POST …/items`'s body.
@@ -344,7 +344,7 @@ pub(crate) const ROUTES: &[Route] = &[
             TIMEOUT,
         ],
         request: Payload::None,
-        success: (200, Payload::Json("SessionItems", schema::<ItemPage>)),
+        success: (200, Payload::Json("SessionItems", schema::<SessionItems>)),
         errors: READ,
         handler: || get(get_items),
     },

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
 use hippocamp_agent::AgentError;
-use hippocamp_agent::preload::{OnError, PreloadOptions, max_query_bytes, preload_block};
+use hippocamp_agent::preload::{OnError, PreloadOptions, preload_block};
 use hippocamp_core::EntryId;
 use hippocamp_memory::SearchMode;
 use hippocamp_services::auth::Permission;
@@ -101,7 +101,9 @@ async fn preload(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let call = m.call(q.timeout_ms)?;
     let store = memory(&s)?;
-    let max_query = max_query_bytes(store.as_ref());
+    // The store's query bound is the configuration's: read it there, not
+    // from a capabilities report built per request.
+    let max_query = hippocamp_core::limits::to_usize(s.config.memory.limits.max_query_bytes);
     let found = timed("preload", async {
         preload_block(store.as_ref(), &m.scope, &req.query, &opts, max_query, call)
             .await
