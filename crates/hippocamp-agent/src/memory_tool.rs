@@ -440,29 +440,42 @@ impl<F: Files> MemoryTool<F> {
         self.files.write(&p.name()?, text).await
     }
 
-    /// Every file under `p` (a directory): artifact name → size.
-    async fn files_under(&self, p: &MemoryPath) -> Result<BTreeMap<String, u64>> {
+    /// The names of every file under `p` (a directory), without reading
+    /// them: what existence, `delete` and `rename` need.
+    async fn names_under(&self, p: &MemoryPath) -> Result<Vec<String>> {
         let prefix = p.dir_prefix();
-        let mut out = BTreeMap::new();
+        let mut out = Vec::new();
         let mut cursor = None;
         loop {
             let (names, next) = self.files.names(cursor).await?;
-            for name in names.iter().filter(|n| n.as_str().starts_with(&prefix)) {
-                if let Some(bytes) = self.files.read(name).await? {
-                    out.insert(name.as_str().to_owned(), bytes.len() as u64);
-                }
-                if out.len() > MAX_FILES {
-                    return Err(refuse(format!(
-                        "{} holds more than 10,000 files",
-                        p.shown()
-                    )));
-                }
+            out.extend(
+                names
+                    .iter()
+                    .filter(|n| n.as_str().starts_with(&prefix))
+                    .map(|n| n.as_str().to_owned()),
+            );
+            if out.len() > MAX_FILES {
+                return Err(refuse(format!(
+                    "{} holds more than 10,000 files",
+                    p.shown()
+                )));
             }
             match next {
                 Some(c) => cursor = Some(c),
                 None => return Ok(out),
             }
         }
+    }
+
+    /// Every file under `p` with its size: what a listing shows.
+    async fn files_under(&self, p: &MemoryPath) -> Result<BTreeMap<String, u64>> {
+        let mut out = BTreeMap::new();
+        for name in self.names_under(p).await? {
+            if let Some(bytes) = self.files.read(&ArtifactName::new(name.as_str())?).await? {
+                out.insert(name, bytes.len() as u64);
+            }
+        }
+        Ok(out)
     }
 
     fn missing(p: &MemoryPath) -> Error {
@@ -536,7 +549,7 @@ impl<F: Files> MemoryTool<F> {
     }
 
     async fn create(&self, p: &MemoryPath, text: &str) -> Result<String> {
-        if p.is_root() || self.read(p).await?.is_some() || !self.files_under(p).await?.is_empty() {
+        if p.is_root() || self.read(p).await?.is_some() || !self.names_under(p).await?.is_empty() {
             return Err(refuse(format!("File {} already exists", p.shown())));
         }
         self.write(p, text).await?;
@@ -616,11 +629,11 @@ impl<F: Files> MemoryTool<F> {
         if self.read(p).await?.is_some() {
             self.erase(&p.name_text()).await?;
         } else {
-            let files = self.files_under(p).await?;
-            if files.is_empty() {
+            let names = self.names_under(p).await?;
+            if names.is_empty() {
                 return Err(refuse(format!("The path {} does not exist", p.shown())));
             }
-            for name in files.keys() {
+            for name in &names {
                 self.erase(name).await?;
             }
         }
@@ -633,7 +646,7 @@ impl<F: Files> MemoryTool<F> {
         }
         if new.is_root()
             || self.read(new).await?.is_some()
-            || !self.files_under(new).await?.is_empty()
+            || !self.names_under(new).await?.is_empty()
         {
             return Err(refuse(format!(
                 "The destination {} already exists",
@@ -646,13 +659,13 @@ impl<F: Files> MemoryTool<F> {
         let moves: Vec<(MemoryPath, MemoryPath)> = if self.read(old).await?.is_some() {
             vec![(old.clone(), new.clone())]
         } else {
-            let files = self.files_under(old).await?;
-            if files.is_empty() {
+            let names = self.names_under(old).await?;
+            if names.is_empty() {
                 return Err(refuse(format!("The path {} does not exist", old.shown())));
             }
             let base = old.dir_prefix();
-            files
-                .keys()
+            names
+                .iter()
                 .map(|name| {
                     let rel = &name[base.len()..];
                     let from = MemoryPath::parse(&MemoryPath::of_name(name).unwrap_or_default())?;
