@@ -5,34 +5,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use serde_json::Value;
+mod support;
 
-fn hippocamp() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hippocamp"))
-}
-
-fn token(data: &Path, app: &str) -> String {
-    let out = hippocamp()
-        .args(["token", "--data-dir"])
-        .arg(data)
-        .args(["create", "--app", app, "--permissions"])
-        .arg(
-            "memory:read,memory:write,memory:erase,artifacts:read,artifacts:write,artifacts:delete",
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["token"].as_str().unwrap().to_owned()
-}
+use support::local::{hippocamp, serve, token};
 
 /// The LoCoMo replays' environment: the data exported as the eval reads
 /// it, the eval's own R@10 (as turns, and as keyed items) and the tokens
@@ -121,16 +99,8 @@ fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
     let adk = token(&data, "adk");
     let locomo = token(&data, "locomo");
     let locomo_lg = token(&data, "locomo_lg");
-    let mut child = hippocamp()
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first.rsplit("http://").next().unwrap().to_owned();
-    std::thread::spawn(move || for _ in lines {});
+    let server = serve(&data);
+    let addr = server.addr.clone();
 
     // LoCoMo: the data exported as the eval reads it, and the eval's own R@10.
     let mut envs = vec![
@@ -148,8 +118,7 @@ fn the_python_package_passes_ruff_and_pytest_against_a_real_server() {
         .envs(envs)
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}");
     assert!(

@@ -7,30 +7,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use serde_json::Value;
+mod support;
 
-fn hippocamp() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hippocamp"))
-}
-
-fn token(data: &Path, app: &str) -> String {
-    let out = hippocamp()
-        .args(["token", "--data-dir"])
-        .arg(data)
-        .args(["create", "--app", app, "--permissions"])
-        .arg(
-            "memory:read,memory:write,memory:erase,artifacts:read,artifacts:write,artifacts:delete",
-        )
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["token"].as_str().unwrap().to_owned()
-}
+use support::local::{hippocamp, serve, token};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -157,16 +139,8 @@ fn the_typescript_client_passes_tsc_and_its_tests_against_a_real_server() {
         expected_skips += 1;
     }
 
-    let mut child = hippocamp()
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first.rsplit("http://").next().unwrap().to_owned();
-    std::thread::spawn(move || for _ in lines {});
+    let server = serve(&data);
+    let addr = server.addr.clone();
     envs.push(("HIPPOCAMP_URL".into(), format!("http://{addr}")));
 
     let tests: Vec<PathBuf> = std::fs::read_dir(work.path().join("dist/test"))
@@ -182,8 +156,7 @@ fn the_typescript_client_passes_tsc_and_its_tests_against_a_real_server() {
         .envs(envs)
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let report = text(&out.stdout);
     eprintln!("{report}");
     ok("node --test", &out);

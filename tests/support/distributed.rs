@@ -11,11 +11,9 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-pub fn hippocamp() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hippocamp"))
-}
+pub use super::local::hippocamp;
 
 /// A deployment's configuration file, or `None` (skip) when the
 /// environment lacks PostgreSQL or S3.

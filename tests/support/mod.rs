@@ -1,2 +1,3 @@
 #![allow(unreachable_pub)]
 pub mod distributed;
+pub mod local;
