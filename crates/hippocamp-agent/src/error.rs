@@ -79,6 +79,16 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// The service error for a caller outside a run (a route, an MCP
+    /// resource, a memory tool on a context): a service's own error as it
+    /// is, anything else `Unavailable` with this error's text.
+    pub fn into_service_error(self) -> ServiceError {
+        match self {
+            AgentError::Service(e) => e,
+            other => ServiceError::Unavailable(other.to_string()),
+        }
+    }
+
     /// A stable snake_case name of the error kind (what a tool result or
     /// an API reply carries as `error`).
     pub fn code(&self) -> &'static str {

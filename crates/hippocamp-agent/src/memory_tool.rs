@@ -322,13 +322,6 @@ impl Files for StoreFiles<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct ContextFiles<'a>(pub &'a crate::context::ToolContext);
 
-fn service(e: crate::error::AgentError) -> Error {
-    match e {
-        crate::error::AgentError::Service(e) => e,
-        other => Error::Unavailable(other.to_string()),
-    }
-}
-
 #[async_trait::async_trait]
 impl Files for ContextFiles<'_> {
     async fn read(&self, name: &ArtifactName) -> Result<Option<Bytes>> {
@@ -336,7 +329,7 @@ impl Files for ContextFiles<'_> {
         match self.0.artifact_get(None, name, Selector::Latest, max).await {
             Ok((_, bytes)) => Ok(Some(bytes)),
             Err(crate::error::AgentError::Service(Error::NotFound(_))) => Ok(None),
-            Err(e) => Err(service(e)),
+            Err(e) => Err(e.into_service_error()),
         }
     }
 
@@ -347,7 +340,7 @@ impl Files for ContextFiles<'_> {
             .0
             .artifact_put(None, name, bytes, opts)
             .await
-            .map_err(service)?
+            .map_err(crate::error::AgentError::into_service_error)?
             .version)
     }
 
@@ -359,7 +352,11 @@ impl Files for ContextFiles<'_> {
             cursor,
             limit: None,
         };
-        let p = self.0.artifact_list(None, &page).await.map_err(service)?;
+        let p = self
+            .0
+            .artifact_list(None, &page)
+            .await
+            .map_err(crate::error::AgentError::into_service_error)?;
         Ok((p.items, p.next_cursor))
     }
 
@@ -367,7 +364,7 @@ impl Files for ContextFiles<'_> {
         self.0
             .artifact_delete(None, name, DeleteSelector::All)
             .await
-            .map_err(service)?;
+            .map_err(crate::error::AgentError::into_service_error)?;
         Ok(())
     }
 }

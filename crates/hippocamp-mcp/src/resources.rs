@@ -166,8 +166,7 @@ pub async fn read(
         Err(hippocamp_agent::AgentError::Service(hippocamp_core::Error::NotFound(_))) => {
             return Ok(None);
         }
-        Err(hippocamp_agent::AgentError::Service(e)) => return Err(e),
-        Err(e) => return Err(hippocamp_core::Error::Unavailable(e.to_string())),
+        Err(e) => return Err(e.into_service_error()),
     };
     let mime = meta.mime_type.as_str();
     let contents = match std::str::from_utf8(&bytes) {

@@ -79,15 +79,6 @@ pub(crate) struct PreloadReply {
     entries: Vec<EntryId>,
 }
 
-/// A service error as it is; preload makes no other kind once its
-/// options are valid (they are checked before).
-fn service_error(e: AgentError) -> hippocamp_core::Error {
-    match e {
-        AgentError::Service(e) => e,
-        other => hippocamp_core::Error::Unavailable(other.to_string()),
-    }
-}
-
 async fn preload(
     State(s): State<AppState>,
     m: MemoryCall,
@@ -107,7 +98,7 @@ async fn preload(
     let found = timed("preload", async {
         preload_block(store.as_ref(), &m.scope, &req.query, &opts, max_query, call)
             .await
-            .map_err(service_error)
+            .map_err(AgentError::into_service_error)
     })
     .await?;
     json(match found {
