@@ -515,12 +515,6 @@ pub fn item_of(entry: &MemoryEntry, score: Option<f64>) -> Option<Item> {
     })
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// Puts `value` at `(ns, key)`: creates the item, or writes a revision.
 pub async fn put(
     store: &dyn MemoryStore,
@@ -541,7 +535,8 @@ pub async fn put(
     if !existing {
         let mut opts = WriteOptions::new(*call);
         if let Some(ttl) = put.ttl_ms {
-            opts.obligations.expires_at_ms = Some(now_ms().saturating_add(ttl));
+            opts.obligations.expires_at_ms =
+                Some(hippocamp_core::time::now_ms().saturating_add(ttl));
         }
         let entry = NewEntry::new(content.clone())
             .metadata(metadata.clone())
@@ -645,20 +640,9 @@ fn items_filter(prefix: &[String], extra: Option<&Map<String, Value>>) -> Result
 }
 
 fn page_bounds(limit: Option<u64>, offset: Option<u64>, default: u64) -> Result<(usize, usize)> {
-    let limit = limit.unwrap_or(default);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(Error::invalid(
-            Field::Limit,
-            Problem::OutOfRange {
-                value: i128::from(limit),
-                min: 1,
-                max: i128::from(MAX_PAGE),
-            },
-        ));
-    }
-    let offset = offset.unwrap_or(0);
-    let to = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-    Ok((to(limit), to(offset)))
+    let limit = hippocamp_core::limits::page_limit(limit, default, MAX_PAGE)?;
+    let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    Ok((limit, offset))
 }
 
 /// Every item under `filter`, oldest first (at most [`MAX_SCAN`]).

@@ -199,13 +199,8 @@ async fn append_items(
     };
     // A session's bound is checked for the whole append first, so a
     // refusal appends none of it.
-    let max = sessions
-        .capabilities()
-        .limits
-        .iter()
-        .find(|l| l.name == "sessions.max_events_per_session")
-        .map(|l| l.value);
-    if let Some(max) = max.filter(|&max| held.saturating_add(count) > max) {
+    let max = s.config.sessions.max_events_per_session;
+    if held.saturating_add(count) > max {
         return Err(Error::QuotaExceeded {
             limit: hippocamp_core::QuotaLimit::EventsPerSession(max),
         }
