@@ -244,8 +244,10 @@ pub(crate) async fn run(target: &Target, cmd: ArtifactsCmd) -> anyhow::Result<Va
         v["next"] = json!(next);
         return Ok(v);
     }
-    let store = tokio::task::spawn_blocking(move || Services::artifacts(&config)).await??;
-    let store = &*store;
+    // The whole services, as the server builds them: a memory file put
+    // here is indexed in memory, and its index erased with it.
+    let services = Services::open(&config).await?;
+    let store = &*services.artifacts;
     let scope = scope(target)?;
     let c = CallOptions::default();
     let selector = |v: Option<u64>| v.map_or(Selector::Latest, Selector::Version);

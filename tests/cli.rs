@@ -990,6 +990,26 @@ fn memory_and_artifact_commands_work_against_a_server() {
     assert_eq!(v(&out)["items"][0]["size"], 8);
     let (_, out, _) = run(&["artifacts", "rm", "songs/a b.txt", "--all"]);
     assert_eq!(v(&out)["removed"], serde_json::json!([1]));
+    // A memory file put from the command line is indexed as the server
+    // indexes it, and its index goes with it.
+    let (ok, _, err) = run(&[
+        "artifacts",
+        "put",
+        ".memories/song.md",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let (_, out, _) = run(&["memory", "search", "la"]);
+    assert_eq!(
+        v(&out)["hits"][0]["origin"],
+        "file",
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    let (_, out, _) = run(&["artifacts", "rm", ".memories/song.md", "--all"]);
+    assert_eq!(v(&out)["removed"], serde_json::json!([1]));
+    let (_, out, _) = run(&["memory", "search", "la"]);
+    assert_eq!(v(&out)["hits"], serde_json::json!([]));
     let (_, out, _) = run(&["memory", "delete-user", "--yes"]);
     assert_eq!(v(&out)["deleted"], 2);
     let _ = child.kill();

@@ -398,7 +398,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Run one command of Anthropic's memory tool (memory_20250818: view, create, str_replace, insert, delete, rename) on the user's /memories files: versioned artifacts under the reserved `.memories/` prefix (every edit a new version; delete erases every version). A command the files refuse (a missing path, a second match, a hostile path) is invalid_argument with the text the model should read
+         * Run one command of Anthropic's memory tool (memory_20250818: view, create, str_replace, insert, delete, rename) on the user's /memories files: versioned artifacts under the reserved `.memories/` prefix (every edit a new version, indexed for memory search as an entry of origin `file`; delete erases every version and its entries). A command the files refuse (a missing path, a second match, a hostile path) is invalid_argument with the text the model should read
          * @description Needs the `artifacts:write` permission on the scope.
          */
         post: operations["memory_tool"];
@@ -1716,6 +1716,21 @@ export interface components {
             /** @description ADK events (what each may hold: `Event`). */
             events: components["schemas"]["Event"][];
         };
+        /**
+         * @description The artifact version a `file` entry's text was indexed from. A file
+         *     entry is written by the services' artifact layer when a version is
+         *     stored and erased when that version is, so it never outlives the file;
+         *     a client cannot name one (`NewEntry::file` is in no wire format).
+         */
+        FileSource: {
+            /** @description The artifact's name in the user's scope. */
+            name: string;
+            /**
+             * Format: uint64
+             * @description Its version (never reused).
+             */
+            version: number;
+        };
         /** @description A tool call. */
         FunctionCall: {
             /**
@@ -2038,6 +2053,8 @@ export interface components {
         Lineage: {
             /** @description The live entries derived from it. */
             derived: components["schemas"]["LineageLink"][];
+            /** @description The artifact version it was indexed from (a `file` entry). */
+            file?: components["schemas"]["FileSource"] | null;
             /** @description The entry's own sources (empty unless it is derived). */
             sources: components["schemas"]["LineageLink"][];
         };
@@ -2107,6 +2124,11 @@ export interface components {
              *     older ones.
              */
             fact_key?: string | null;
+            /**
+             * @description The artifact version its text was indexed from (a `file` entry):
+             *     erasing that version erases it.
+             */
+            file?: components["schemas"]["FileSource"] | null;
             /** @description `mem-` + 32 hex characters. */
             id: string;
             /**
@@ -2926,6 +2948,11 @@ export interface components {
              *     older ones.
              */
             fact_key?: string | null;
+            /**
+             * @description The artifact version its text was indexed from (a `file` entry):
+             *     erasing that version erases it.
+             */
+            file?: components["schemas"]["FileSource"] | null;
             /** @description `mem-` + 32 hex characters. */
             id: string;
             /**
@@ -5594,7 +5621,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            /** @description `legal_hold`: a record or the scope is under a legal hold; nothing was deleted; `retention`: a record is retained until a later time (the message says when); nothing was deleted */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6275,7 +6302,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `legal_hold`: a record or the scope is under a legal hold; nothing was deleted */
+            /** @description `legal_hold`: a record or the scope is under a legal hold; nothing was deleted; `retention`: a record is retained until a later time (the message says when); nothing was deleted */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -425,14 +425,25 @@ pub fn builtins(names: &[&str]) -> Result<Vec<Arc<dyn Tool>>> {
 
 /// What the session keeps of a hit: content, id, score, score type,
 /// timestamp, origin (`turn`, `note`, `file` or `fact`; search returns
-/// current entries only), and for a long entry the byte range that matched
-/// (`passage`); never its metadata, provenance or scope.
+/// current entries only), for a file's text the `/memories` path and
+/// version it was indexed from (what the memory tool opens), and for a
+/// long entry the byte range that matched (`passage`); never its
+/// metadata, provenance or scope.
 pub fn project_hit(h: &SearchHit) -> Value {
     let mut v = json!({"id": h.entry.id.to_string(), "content": h.entry.content, "score": h.score,
         "score_type": h.score_type, "timestamp": h.entry.timestamp_ms,
         "origin": h.entry.origin.as_str()});
-    if let (Some(p), Some(o)) = (h.passage, v.as_object_mut()) {
-        o.insert("passage".into(), json!({"start": p.start, "end": p.end}));
+    if let Some(o) = v.as_object_mut() {
+        if let Some(p) = h.passage {
+            o.insert("passage".into(), json!({"start": p.start, "end": p.end}));
+        }
+        if let Some(f) = &h.entry.file {
+            let path = f.name.strip_prefix(crate::memory_tool::PREFIX).map_or_else(
+                || f.name.clone(),
+                |rest| format!("{}{rest}", crate::memory_tool::ROOT),
+            );
+            o.insert("file".into(), json!({"path": path, "version": f.version}));
+        }
     }
     v
 }
@@ -794,5 +805,37 @@ mod tests {
         );
         assert!(project_hit(&r.hits[1]).get("passage").is_none());
         assert!(long_hit.get("metadata").is_none() && long_hit.get("scope").is_none());
+        assert!(long_hit.get("file").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_file_hit_names_the_path_the_memory_tool_opens() {
+        let store = InMemoryStore::new(MemoryConfig::default()).unwrap();
+        let scope = MemoryScope::parse("app", "u").unwrap();
+        let entry = NewEntry {
+            file: Some(hippocamp_memory::lineage::FileSource {
+                name: ".memories/notes/prefs.md".into(),
+                version: 3,
+            }),
+            ..NewEntry::new("likes coffee")
+        };
+        store
+            .add_entry(&scope, entry, &WriteOptions::default())
+            .await
+            .unwrap();
+        let r = store
+            .search(
+                &scope,
+                &SearchRequest::new("coffee"),
+                &CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        let hit = project_hit(&r.hits[0]);
+        assert_eq!(hit["origin"], "file");
+        assert_eq!(
+            hit["file"],
+            json!({"path": "/memories/notes/prefs.md", "version": 3})
+        );
     }
 }

@@ -30,7 +30,7 @@ use hippocamp_core::{
     Author, EntryId, Error, EventId, FactKey, MemoryScope, Metadata, Result, SessionId,
     Sha256Digest,
 };
-use hippocamp_memory::lineage::{Origin, Role, Source, Status};
+use hippocamp_memory::lineage::{FileSource, Origin, Role, Source, Status};
 use hippocamp_memory::{MemoryEntry, Obligations, Provenance, Revision};
 use hippocamp_search::{Analyzer, TermFreqs};
 use redb::TableDefinition;
@@ -388,6 +388,10 @@ pub(crate) struct LineageRecord {
     consolidation: Option<String>,
     fact_key: Option<String>,
     restored: bool,
+    /// A file entry's artifact version, stored after the lineage record
+    /// (records written before file entries have nothing there).
+    #[serde(skip)]
+    file: Option<(String, u64)>,
 }
 
 impl LineageRecord {
@@ -397,6 +401,7 @@ impl LineageRecord {
             && entry.derived_from.is_empty()
             && entry.consolidation.is_none()
             && entry.fact_key.is_none()
+            && entry.file.is_none()
             && !entry.lineage_restored;
         (!plain).then(|| Self {
             origin: entry.origin,
@@ -408,6 +413,7 @@ impl LineageRecord {
             consolidation: entry.consolidation.clone(),
             fact_key: entry.fact_key.as_ref().map(|k| k.as_str().to_owned()),
             restored: entry.lineage_restored,
+            file: entry.file.as_ref().map(|f| (f.name.clone(), f.version)),
         })
     }
 
@@ -436,6 +442,9 @@ impl LineageRecord {
             .collect();
         entry.consolidation = self.consolidation;
         entry.lineage_restored = self.restored;
+        entry.file = self
+            .file
+            .map(|(name, version)| FileSource { name, version });
         entry.fact_key =
             self.fact_key.map(FactKey::new).transpose().map_err(|e| {
                 Error::Corrupt(format!("stored entry has an invalid fact key: {e}"))
@@ -561,6 +570,9 @@ fn write_trailer(
             out.extend(encode(&t.unwrap_or(0))?);
             if let Some(l) = l {
                 out.extend(encode(l)?);
+                if let Some(f) = &l.file {
+                    out.extend(encode(f)?);
+                }
             }
         }
     }
@@ -710,12 +722,17 @@ impl EntryRecord {
                 .map_err(|e| Error::Corrupt(format!("undecodable entry ingestion time: {e}")))?;
             rec.ingested_at_ms = Some(t);
             if !tail.is_empty() {
-                let (l, end): (LineageRecord, _) = postcard::take_from_bytes(tail)
+                let (mut l, end): (LineageRecord, _) = postcard::take_from_bytes(tail)
                     .map_err(|e| Error::Corrupt(format!("undecodable entry lineage: {e}")))?;
                 if !end.is_empty() {
-                    return Err(Error::Corrupt(
-                        "an entry record has bytes after its lineage".into(),
-                    ));
+                    let (f, end): ((String, u64), _) = postcard::take_from_bytes(end)
+                        .map_err(|e| Error::Corrupt(format!("undecodable entry file: {e}")))?;
+                    if !end.is_empty() {
+                        return Err(Error::Corrupt(
+                            "an entry record has bytes after its file".into(),
+                        ));
+                    }
+                    l.file = Some(f);
                 }
                 if t == 0 {
                     rec.ingested_at_ms = None;
@@ -807,6 +824,7 @@ impl EntryRecord {
             ingested_at_ms: self.ingested_at_ms,
             derived_from: Vec::new(),
             consolidation: None,
+            file: None,
             lineage_restored: false,
             fact_key: None,
             status: Status::Current,
@@ -1020,7 +1038,7 @@ mod tests {
             epoch in proptest::prelude::any::<u64>(),
             bytes in proptest::prelude::any::<u64>(),
             analysed in proptest::prelude::any::<bool>(),
-            lineage in 0u8..4,
+            lineage in 0u8..5,
         ) {
             let scope = MemoryScope::parse("app", "user").unwrap();
             let mut input = NewEntry::new(content);
@@ -1057,6 +1075,13 @@ mod tests {
             if lineage == 3 {
                 entry.fact_key = Some(FactKey::new("user.city").unwrap());
             }
+            // A file entry: its version after the lineage.
+            if lineage == 4 {
+                let file = FileSource { name: ".memories/a.md".into(), version: epoch % 7 + 1 };
+                entry.origin = hippocamp_memory::lineage::Origin::File;
+                entry.fact_key = Some(file.fact_key().unwrap());
+                entry.file = Some(file);
+            }
             let direct = encode_entry(&entry, bytes, &terms).unwrap();
             let serde = EntryRecord::new(&entry, bytes, &terms).unwrap().encode().unwrap();
             proptest::prop_assert_eq!(&direct, &serde);
@@ -1064,6 +1089,7 @@ mod tests {
             proptest::prop_assert_eq!(back.origin, entry.origin);
             proptest::prop_assert_eq!(&back.derived_from, &entry.derived_from);
             proptest::prop_assert_eq!(&back.fact_key, &entry.fact_key);
+            proptest::prop_assert_eq!(&back.file, &entry.file);
             proptest::prop_assert_eq!(back.lineage_restored, entry.lineage_restored);
             proptest::prop_assert_eq!(back.ingested_at_ms, entry.ingested_at_ms);
         }

@@ -236,6 +236,7 @@ macro_rules! memory_conformance_tests {
             a_derived_entry_lives_no_longer_than_its_sources,
             a_hold_on_a_derived_entry_refuses_erasing_its_source,
             an_import_keeps_a_derived_entry_only_with_live_sources,
+            file_entries_follow_their_versions,
         );
         #[test]
         fn model_test() {

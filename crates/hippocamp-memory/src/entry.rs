@@ -12,7 +12,7 @@ use hippocamp_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::lineage::{Derivation, Origin, Source, State, Status};
+use crate::lineage::{Derivation, FileSource, Origin, Source, State, Status};
 
 /// Where an entry came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -58,6 +58,13 @@ pub struct NewEntry {
     #[serde(skip)]
     #[schemars(skip)]
     pub derivation: Option<Derivation>,
+    /// The artifact version its text comes from: set by the services'
+    /// artifact layer, never read from a request. It makes the entry a
+    /// `file` entry whose id and fact key follow from the version (see
+    /// [`FileSource`]); it cannot be derived too.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub file: Option<FileSource>,
 }
 
 impl NewEntry {
@@ -147,6 +154,10 @@ pub struct MemoryEntry {
     /// The consolidation run that derived it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidation: Option<String>,
+    /// The artifact version its text was indexed from (a `file` entry):
+    /// erasing that version erases it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSource>,
     /// Its lineage came from a restored file (checked against this
     /// store's entries when restored), not from a run here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -529,8 +540,9 @@ pub fn prepare_entry(
         mut metadata,
         provenance,
         idempotency_key,
-        fact_key,
+        mut fact_key,
         derivation,
+        file,
     } = input;
     let (content, redacted) = match secrets::redact(&content) {
         (std::borrow::Cow::Borrowed(_), r) => (content, r),
@@ -546,9 +558,22 @@ pub fn prepare_entry(
     if let Some(d) = &derivation {
         d.check()?;
     }
-    let origin = match &derivation {
-        Some(_) => Origin::Fact,
-        None => Origin::of_provenance(&provenance),
+    let mut idempotency_key = idempotency_key;
+    let origin = match (&derivation, &file) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(
+                Field::Consolidation,
+                Problem::Relation("a file entry is not derived"),
+            ));
+        }
+        (Some(_), None) => Origin::Fact,
+        (None, Some(f)) => {
+            f.check()?;
+            idempotency_key = Some(f.idempotency_key()?);
+            fact_key = Some(f.fact_key()?);
+            Origin::File
+        }
+        (None, None) => Origin::of_provenance(&provenance),
     };
     let (derived_from, consolidation) = derivation.map(|d| (d.sources, d.run)).unwrap_or_default();
     let id = idempotency_key
@@ -571,6 +596,7 @@ pub fn prepare_entry(
         origin,
         derived_from,
         consolidation,
+        file,
         lineage_restored: false,
         fact_key,
         status: Status::Current,

@@ -137,9 +137,28 @@ pub fn prepare_import(
                 idempotency_key: None,
                 fact_key: entry.fact_key.clone(),
                 derivation: None,
+                file: entry.file.clone(),
             },
             limits,
         )?;
+        // A file entry is one version's: its id and fact key follow from
+        // the version, and it is never derived.
+        let file_shaped = match &entry.file {
+            None => entry.origin != crate::lineage::Origin::File,
+            Some(_) => {
+                entry.origin == crate::lineage::Origin::File
+                    && !entry.is_derived()
+                    && checked.entry.id == entry.id
+                    && checked.entry.fact_key == entry.fact_key
+            }
+        };
+        if !file_shaped {
+            return Err(bad(
+                Field::EntryId,
+                i,
+                "a file entry's origin, id or fact key does not follow from its version",
+            ));
+        }
         if checked.entry.metadata != entry.metadata {
             return Err(bad(Field::Metadata, i, "it carries unredacted secrets"));
         }

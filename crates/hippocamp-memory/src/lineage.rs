@@ -83,6 +83,77 @@ pub struct Source {
     pub role: Role,
 }
 
+/// The artifact version a `file` entry's text was indexed from. A file
+/// entry is written by the services' artifact layer when a version is
+/// stored and erased when that version is, so it never outlives the file;
+/// a client cannot name one (`NewEntry::file` is in no wire format).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileSource {
+    /// The artifact's name in the user's scope.
+    pub name: String,
+    /// Its version (never reused).
+    pub version: u64,
+}
+
+/// The most bytes of a [`FileSource`]'s name (the artifact stores' own
+/// bound on a name).
+pub const MAX_FILE_NAME_BYTES: usize = 1_024;
+
+impl FileSource {
+    /// Checks the name (1..=[`MAX_FILE_NAME_BYTES`] bytes, no NUL) and
+    /// the version (positive).
+    pub fn check(&self) -> Result<()> {
+        use hippocamp_core::{Field, Problem};
+        if self.name.is_empty() {
+            return Err(Error::invalid(Field::Name, Problem::Empty));
+        }
+        if self.name.len() > MAX_FILE_NAME_BYTES {
+            return Err(Error::invalid(
+                Field::Name,
+                Problem::TooLong {
+                    len: self.name.len(),
+                    max: MAX_FILE_NAME_BYTES,
+                },
+            ));
+        }
+        if self.name.contains('\0') {
+            return Err(Error::invalid(Field::Name, Problem::ContainsNul));
+        }
+        if self.version == 0 {
+            return Err(Error::invalid(
+                Field::Version,
+                Problem::Relation("a file version is positive"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The idempotency key its entry's id is derived from: one entry per
+    /// version, so indexing a version twice finds the first.
+    pub fn idempotency_key(&self) -> Result<hippocamp_core::IdempotencyKey> {
+        hippocamp_core::IdempotencyKey::new(format!("file:{}:{}", self.name_hash(), self.version))
+    }
+
+    /// The id of its entry in `scope`.
+    pub fn entry_id(&self, scope: &hippocamp_core::MemoryScope) -> Result<EntryId> {
+        Ok(EntryId::derive(scope, &self.idempotency_key()?))
+    }
+
+    /// The fact key every version of the file shares: the newest indexed
+    /// version supersedes the older ones, so a search finds a file's
+    /// current text, and erasing the newest makes the one before current
+    /// again.
+    pub fn fact_key(&self) -> Result<hippocamp_core::FactKey> {
+        hippocamp_core::FactKey::new(format!("file:{}", self.name_hash()))
+    }
+
+    fn name_hash(&self) -> String {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(self.name.as_bytes()))
+    }
+}
+
 /// The most sources one derived entry may name.
 pub const MAX_SOURCES: usize = 256;
 
@@ -214,6 +285,9 @@ pub struct Lineage {
     pub sources: Vec<LineageLink>,
     /// The live entries derived from it.
     pub derived: Vec<LineageLink>,
+    /// The artifact version it was indexed from (a `file` entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSource>,
 }
 
 /// One entry in a [`Lineage`].

@@ -155,6 +155,13 @@ fn write_entry_fields(out: &mut Vec<u8>, e: &MemoryEntry) -> serde_json::Result<
         out.extend_from_slice(b",\"consolidation\":");
         write_str(out, run);
     }
+    if let Some(f) = &e.file {
+        out.extend_from_slice(b",\"file\":{\"name\":");
+        write_str(out, &f.name);
+        out.extend_from_slice(b",\"version\":");
+        write_u64(out, f.version);
+        out.push(b'}');
+    }
     if e.lineage_restored {
         out.extend_from_slice(b",\"lineage_restored\":true");
     }
@@ -261,6 +268,13 @@ mod tests {
             e.consolidation = Some(format!("run-\"{n}\""));
             e.lineage_restored = n % 2 == 1;
             e.fact_key = Some(hippocamp_core::FactKey::new("user.home_city").unwrap());
+        }
+        if n % 7 == 6 {
+            e.origin = crate::lineage::Origin::File;
+            e.file = Some(crate::lineage::FileSource {
+                name: format!(".memories/\"{n}\".md"),
+                version: n + 1,
+            });
         }
         if n % 7 == 5 {
             e = e.with_state(crate::lineage::State {

@@ -1650,6 +1650,9 @@ const MEMORY: &[Route] = &[
 
 /// Deleting a user's or a session's versions meets the user's legal hold.
 const HELD_DELETE: &[&str] = &["invalid_argument", "forbidden", "legal_hold"];
+/// Deleting a user's versions: a memory file's index is erased first, so
+/// a retention on it refuses the deletion too.
+const USER_DELETE: &[&str] = &["invalid_argument", "forbidden", "legal_hold", "retention"];
 
 /// Storing an app's own version.
 const APP_PUT: &[&str] = &[
@@ -1671,7 +1674,7 @@ const USER_PUT: &[&str] = &[
 
 const ARTIFACTS: &[Route] = artifact_routes! {
     "/v1/apps/{app}", "_app", APP_PUT, SCOPED;
-    "/v1/apps/{app}/users/{user}", "_user", USER_PUT, HELD_DELETE;
+    "/v1/apps/{app}/users/{user}", "_user", USER_PUT, USER_DELETE;
     "/v1/apps/{app}/users/{user}/sessions/{session}", "_session", USER_PUT, HELD_DELETE;
 };
 

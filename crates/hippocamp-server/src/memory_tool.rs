@@ -46,7 +46,7 @@ pub(crate) const ROUTES: &[Route] = &[Route {
     method: "post",
     path: "/v1/apps/{app}/users/{user}/memory-tool",
     id: "memory_tool",
-    summary: "Run one command of Anthropic's memory tool (memory_20250818: view, create, str_replace, insert, delete, rename) on the user's /memories files: versioned artifacts under the reserved `.memories/` prefix (every edit a new version; delete erases every version). A command the files refuse (a missing path, a second match, a hostile path) is invalid_argument with the text the model should read",
+    summary: "Run one command of Anthropic's memory tool (memory_20250818: view, create, str_replace, insert, delete, rename) on the user's /memories files: versioned artifacts under the reserved `.memories/` prefix (every edit a new version, indexed for memory search as an entry of origin `file`; delete erases every version and its entries). A command the files refuse (a missing path, a second match, a hostile path) is invalid_argument with the text the model should read",
     permission: Some(Permission::ArtifactsWrite),
     query: &[TIMEOUT],
     request: Payload::Json("MemoryToolCommand", schema::<Command>),
@@ -59,6 +59,7 @@ pub(crate) const ROUTES: &[Route] = &[Route {
         "quota_exceeded",
         "payload_too_large",
         "legal_hold",
+        "retention",
     ],
     handler: || post(run),
 }];

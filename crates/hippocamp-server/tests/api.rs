@@ -2218,6 +2218,44 @@ async fn the_memory_tool_keeps_files_as_versions_and_refuses_hostile_paths() {
         .map(|m| m["version"].as_u64().unwrap())
         .collect();
     assert_eq!(versions, [1, 2, 3], "{}", j(&b));
+    // The file's present text is found by memory search, as an entry of
+    // origin `file` naming its version; the older versions are history.
+    let search = |q: &'static str| {
+        let (s, t) = (&s, t.clone());
+        async move {
+            let (st, _, b) = send(
+                s,
+                Method::POST,
+                &format!("{ALICE}/memory/search"),
+                Some(&t),
+                Some(json!({"query": q}).to_string().into_bytes()),
+            )
+            .await;
+            assert_eq!(st, StatusCode::OK);
+            j(&b)["hits"].as_array().unwrap().clone()
+        }
+    };
+    let hits = search("coffee Porto").await;
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["origin"], "file");
+    assert_eq!(
+        hits[0]["file"],
+        json!({"name": ".memories/notes/prefs.md", "version": 3})
+    );
+    assert!(search("tea").await.is_empty(), "version 1 is superseded");
+    let id = hits[0]["id"].as_str().unwrap().to_owned();
+    let (_, _, b) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}/lineage"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(
+        j(&b)["file"],
+        json!({"name": ".memories/notes/prefs.md", "version": 3})
+    );
     // Refusals the model reads.
     for (cmd, says) in [
         (
@@ -2290,8 +2328,24 @@ async fn the_memory_tool_keeps_files_as_versions_and_refuses_hostile_paths() {
     )
     .await;
     assert_eq!(st, StatusCode::NOT_FOUND);
-    // Delete erases every version.
+    let hits = search("coffee").await;
+    assert_eq!(
+        hits.iter().map(|h| h["file"].clone()).collect::<Vec<_>>(),
+        [json!({"name": ".memories/archive/prefs.md", "version": 1})],
+        "the old name's entries went with it"
+    );
+    // Delete erases every version, and every entry indexed from them.
     ok(tool(json!({"command": "delete", "path": "/memories/archive"})).await);
+    assert!(search("coffee").await.is_empty());
+    let (st, _, _) = send(
+        &s,
+        Method::GET,
+        &format!("{ALICE}/memory/entries/{id}"),
+        Some(&t),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
     let (st, _, _) = send(
         &s,
         Method::GET,
@@ -2314,7 +2368,9 @@ async fn the_memory_tool_keeps_files_as_versions_and_refuses_hostile_paths() {
 
 /// A keyed item, an agent-session item and a `/memories` file, each
 /// erased with their user (memory and agent sessions with the user's
-/// memory, the file with the user's artifacts); bob's stay.
+/// memory, the file with the user's artifacts, the file's index entry
+/// with either); bob's stay until his file alone is deleted, which takes
+/// its index entry and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_a_framework_writes_goes_with_its_user() {
     let s = TestServer::start(Profile::Durable, |_| {}).await;
@@ -2369,7 +2425,7 @@ async fn every_kind_a_framework_writes_goes_with_its_user() {
             let (_, hits) = call(
                 Method::POST,
                 format!("{base}/memory/search"),
-                Some(json!({"query": "tea cat Miso"})),
+                Some(json!({"query": "tea cat Miso Porto"})),
             )
             .await;
             let file = call(
@@ -2389,7 +2445,7 @@ async fn every_kind_a_framework_writes_goes_with_its_user() {
     };
     assert_eq!(
         held("alice").await,
-        (StatusCode::OK, StatusCode::OK, 2, StatusCode::OK)
+        (StatusCode::OK, StatusCode::OK, 3, StatusCode::OK)
     );
     let (st, b) = call(
         Method::DELETE,
@@ -2425,7 +2481,19 @@ async fn every_kind_a_framework_writes_goes_with_its_user() {
     );
     assert_eq!(
         held("bob").await,
-        (StatusCode::OK, StatusCode::OK, 2, StatusCode::OK)
+        (StatusCode::OK, StatusCode::OK, 3, StatusCode::OK)
+    );
+    // Bob's file alone: its index goes with it, the rest stays.
+    let (st, b) = call(
+        Method::DELETE,
+        "/v1/apps/shop/users/bob/artifacts/.memories/me.md?all=true".into(),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        held("bob").await,
+        (StatusCode::OK, StatusCode::OK, 2, StatusCode::NOT_FOUND)
     );
     s.stop().await;
 }

@@ -312,8 +312,9 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let p = scoped("doc.txt");
             rq(p.split('?').next().unwrap_or(&p).to_owned(), None)
         }
-        // Deleting a held user's memory file.
-        ("memory_tool", "legal_hold") => {
+        // Deleting a held user's memory file, or one whose index is
+        // retained (see `policy_for`).
+        ("memory_tool", "legal_hold" | "retention") => {
             send(s, rq(scoped(""), body(r))).await;
             rq(
                 scoped(""),
@@ -365,6 +366,21 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let (st, b) = send(s, put).await;
             assert_eq!(st, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
             rq(scoped(""), None)
+        }
+        // A memory file's index is retained (see `policy_for`): deleting
+        // the file erases nothing.
+        ("delete_artifact_user", "retention") => {
+            let p = scoped(".memories/kept.md");
+            let put = Rq {
+                method: Method::PUT,
+                path: p.clone(),
+                token: Some(token.to_owned()),
+                body: Some(b"kept".to_vec()),
+                headers: vec![],
+            };
+            let (st, b) = send(s, put).await;
+            assert_eq!(st, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+            rq(format!("{p}?all=true"), None)
         }
         // App `shop` retains entries for an hour (see `policy_for`):
         // what is deleted holds one.

@@ -20,6 +20,9 @@
 //! - [`embedder`]: the embedder a configuration names.
 //! - [`reranker`]: the reranking stage a configuration names (a layer over
 //!   the router, under the governance gate; off by default).
+//! - [`file_index`]: the artifact layer (under the governance gate) that
+//!   indexes the memory tool's files in memory and erases the index with
+//!   them, whenever memory is on.
 //!
 //! | profile | memory | outbox | artifacts | sessions |
 //! |---|---|---|---|---|
@@ -41,6 +44,7 @@ pub mod consolidation;
 pub mod distributed;
 pub mod embedder;
 pub mod export;
+pub mod file_index;
 pub mod layout;
 pub mod reranker;
 pub mod restore;
@@ -91,8 +95,8 @@ pub struct Services {
     pub memory: Option<Arc<dyn MemoryStore>>,
     /// The ingestion outbox (durable profile only).
     pub outbox: Option<Outbox>,
-    /// Artifacts (the policy's artifact terms, reply check, router,
-    /// store).
+    /// Artifacts (the policy's artifact terms, the index of memory files
+    /// in memory, reply check, router, store).
     pub artifacts: Arc<dyn ArtifactStore>,
     /// The same store with its sweep of expired versions.
     governed_artifacts: Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>,
@@ -583,13 +587,14 @@ impl Services {
             }
         };
         let governance = Self::governance_on(config, remote)?;
-        let governed_artifacts = Self::artifacts_governed(config, &governance, remote)?;
         let (memory, outbox, consolidations) = if config.profile == Profile::Disabled {
             (None, None, Arc::new(consolidations(&config.consolidation)?))
         } else {
             let m = Self::memory_governed(config, embedder, &governance, remote)?;
             (Some(m.memory), m.outbox, m.consolidations)
         };
+        let governed_artifacts =
+            Self::artifacts_governed(config, &governance, memory.as_ref(), remote)?;
         Ok(Self {
             profile: config.profile,
             memory,
@@ -1176,23 +1181,25 @@ impl Services {
         })
     }
 
-    /// The artifact store of `config`: in memory (ephemeral) or in the
-    /// data directory (durable, disabled), behind its router and reply
-    /// check. Blocking.
-    pub fn artifacts(config: &Config) -> Result<Arc<dyn ArtifactStore>> {
-        let config = Valid::check(config)?;
-        let governance = Self::governance_on(config, None)?;
-        Ok(Self::artifacts_governed(config, &governance, None)?)
-    }
-
     /// The artifact store of `config` under `governance`'s artifact terms
-    /// (outermost), with its reply check and router. Blocking.
+    /// (outermost), then, with `memory`, the index of its memory files
+    /// there ([`file_index::FileIndex`]), its reply check and router.
+    /// Blocking.
     fn artifacts_governed(
         config: Valid<'_>,
         governance: &Governance,
+        memory: Option<&Arc<dyn MemoryStore>>,
         remote: Option<&Remote>,
     ) -> Result<Arc<GovernedArtifacts<Arc<dyn ArtifactStore>>>> {
-        let checked = Self::artifacts_checked(config, remote)?;
+        let mut checked = Self::artifacts_checked(config, remote)?;
+        if let Some(memory) = memory {
+            checked = Arc::new(file_index::FileIndex::new(
+                checked,
+                Arc::clone(memory),
+                Arc::clone(&governance.policy),
+                config.memory.limits.max_content_bytes,
+            ));
+        }
         Ok(Arc::new(
             GovernedArtifacts::new(
                 checked,
@@ -1276,10 +1283,12 @@ mod tests {
                 }
             };
             assert!(debug.starts_with(chain), "{debug}");
+            // Memory files are indexed under the policy, over the reply
+            // check: every path to them writes and erases the index.
             let artifacts = format!("{:?}", s.artifacts);
             assert!(
                 artifacts.starts_with(
-                    "GovernedArtifacts { inner: ScopeChecked { inner: RoutedArtifacts"
+                    "GovernedArtifacts { inner: FileIndex { inner: ScopeChecked { inner: RoutedArtifacts"
                 ),
                 "{artifacts}"
             );

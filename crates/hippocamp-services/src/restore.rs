@@ -235,6 +235,7 @@ impl Restore<'_> {
                 self.refuse_entries(std::slice::from_ref(&d));
             }
         }
+        let batch = self.held_files(batch).await?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -253,6 +254,47 @@ impl Restore<'_> {
             Err(e) => return Err(e),
         }
         Ok(())
+    }
+
+    /// `batch` without the file entries whose version this store does not
+    /// hold (refused and counted): an entry indexed from a file is
+    /// restored only next to its file, so a restore never brings back
+    /// the text of a version erased since the export, nor of one this
+    /// store never had.
+    async fn held_files(&mut self, batch: Vec<ImportedEntry>) -> Result<Vec<ImportedEntry>> {
+        use hippocamp_artifacts::{ArtifactName, ArtifactScope, Selector};
+        let mut out = Vec::with_capacity(batch.len());
+        for e in batch {
+            let Some(f) = &e.entry.file else {
+                out.push(e);
+                continue;
+            };
+            let held = match ArtifactName::new(f.name.as_str()) {
+                Ok(name) => {
+                    let scope = ArtifactScope::User {
+                        app: self.scope.app().clone(),
+                        user: self.scope.user().clone(),
+                    };
+                    match self
+                        .services
+                        .artifacts
+                        .head(&scope, &name, Selector::Version(f.version), &self.call)
+                        .await
+                    {
+                        Ok(_) => true,
+                        Err(Error::NotFound(_)) => false,
+                        Err(err) => return Err(err),
+                    }
+                }
+                Err(_) => false,
+            };
+            if held {
+                out.push(e);
+            } else {
+                self.refuse_entries(std::slice::from_ref(&e));
+            }
+        }
+        Ok(out)
     }
 
     /// Restores the derived entries once every other entry is in: each

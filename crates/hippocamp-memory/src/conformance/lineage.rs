@@ -11,7 +11,7 @@ use super::{StoreFactory, c, scope, sid, w};
 use crate::MemoryConfig;
 use crate::entry::{NewEntry, Obligations, Provenance};
 use crate::event::Event;
-use crate::lineage::{Derivation, Origin, Role, Source, Status};
+use crate::lineage::{Derivation, FileSource, Origin, Role, Source, Status};
 use crate::store::{MemoryStore, SearchRequest, WriteOptions};
 
 fn fk(k: &str) -> FactKey {
@@ -495,4 +495,163 @@ pub async fn an_import_keeps_a_derived_entry_only_with_live_sources(f: &dyn Stor
         (1, 2, 0, 0)
     );
     assert!(gone(&*store, &s, &f1).await);
+}
+
+fn file(name: &str, version: u64, text: &str, ms: u64) -> NewEntry {
+    NewEntry {
+        file: Some(FileSource {
+            name: name.into(),
+            version,
+        }),
+        ..NewEntry::new(text).provenance(at(ms))
+    }
+}
+
+/// A file entry (text indexed from an artifact version): its id and fact
+/// key follow from the version, so indexing a version twice finds the
+/// first, the newest version is current, erasing it makes the one before
+/// current again and erases what was derived from it, and it keeps its
+/// version through a read, a search, its lineage, an export and an
+/// import.
+pub async fn file_entries_follow_their_versions(f: &dyn StoreFactory) {
+    let store = f.open(MemoryConfig::default()).await;
+    let s = scope("app", "files");
+    let v1 = store
+        .add_entry(
+            &s,
+            file(".memories/trip.md", 1, "the trip is to Lisbon", 10),
+            &w(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v1.entry.origin, Origin::File);
+    let again = store
+        .add_entry(
+            &s,
+            file(".memories/trip.md", 1, "the trip is to Lisbon", 10),
+            &w(),
+        )
+        .await
+        .unwrap();
+    assert!(again.duplicate, "a version is indexed once");
+    assert_eq!(again.entry.id, v1.entry.id);
+    let v2 = store
+        .add_entry(
+            &s,
+            file(".memories/trip.md", 2, "the trip is to Porto", 20),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    let other = store
+        .add_entry(
+            &s,
+            file(".memories/other.md", 1, "the trip budget", 30),
+            &w(),
+        )
+        .await
+        .unwrap()
+        .entry;
+    let got = store.get_entry(&s, &v1.entry.id, &c()).await.unwrap();
+    assert_eq!(
+        (got.status, got.superseded_by),
+        (Status::Superseded, Some(v2.id)),
+        "the newer version supersedes the older"
+    );
+    assert_eq!(
+        got.file,
+        Some(FileSource {
+            name: ".memories/trip.md".into(),
+            version: 1
+        })
+    );
+    assert_eq!(
+        found(&*store, &s, "trip", |_| {}).await,
+        sorted(vec![v2.id, other.id])
+    );
+    let hit = store
+        .search(&s, &SearchRequest::new("Porto"), &c())
+        .await
+        .unwrap()
+        .hits
+        .remove(0);
+    assert_eq!(
+        (hit.entry.origin, hit.entry.file.clone()),
+        (Origin::File, v2.file.clone())
+    );
+    let only_files = found(&*store, &s, "trip", |r| r.origins = vec![Origin::File]).await;
+    assert_eq!(only_files.len(), 2);
+    let lineage = store.entry_lineage(&s, &v2.id, &c()).await.unwrap();
+    assert_eq!(lineage.file, v2.file);
+    // A fact derived from the newest version goes with it; the version
+    // before is current again.
+    let f1 = fact(
+        &*store,
+        &s,
+        "destination: Porto",
+        &[(v2.id, Role::Evidence)],
+    )
+    .await;
+    store.delete_entry(&s, &v2.id, &c()).await.unwrap();
+    assert!(
+        gone(&*store, &s, &f1).await,
+        "erasing a version erases its facts"
+    );
+    let got = store.get_entry(&s, &v1.entry.id, &c()).await.unwrap();
+    assert_eq!(got.status, Status::Current);
+    // Export and import keep the version; a file entry whose id does not
+    // follow from its version is refused.
+    let exported = store
+        .export_entries(&s, &crate::list::ExportRequest::default(), &c())
+        .await
+        .unwrap()
+        .entries;
+    let e1 = exported
+        .iter()
+        .find(|e| e.id == v1.entry.id)
+        .unwrap()
+        .clone();
+    let fresh = f.open(MemoryConfig::default()).await;
+    let r = fresh
+        .import_entries(
+            &s,
+            &[crate::ImportedEntry {
+                entry: e1.clone(),
+                history: Vec::new(),
+            }],
+            &w(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.imported, 1);
+    assert_eq!(
+        fresh.get_entry(&s, &e1.id, &c()).await.unwrap().file,
+        e1.file
+    );
+    let mut forged = e1;
+    forged.file = Some(FileSource {
+        name: ".memories/trip.md".into(),
+        version: 9,
+    });
+    let r = fresh
+        .import_entries(
+            &s,
+            &[crate::ImportedEntry {
+                entry: forged,
+                history: Vec::new(),
+            }],
+            &w(),
+        )
+        .await;
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    // A version is positive and a file entry is not derived.
+    let r = store
+        .add_entry(&s, file(".memories/trip.md", 0, "zero", 40), &w())
+        .await;
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    let mut both = file(".memories/trip.md", 3, "both", 40);
+    both.derivation = derived("x", &[(v1.entry.id, Role::Evidence)]).derivation;
+    let r = store.add_entry(&s, both, &w()).await;
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
 }

@@ -235,6 +235,7 @@ impl ScopeData {
                 .flatten()
                 .filter_map(|(d, r)| link(*d, *r))
                 .collect(),
+            file: e.file.clone(),
         })
     }
 

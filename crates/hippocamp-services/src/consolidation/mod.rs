@@ -627,6 +627,7 @@ impl Consolidations {
                         .collect(),
                     run: Some(run.id.clone()),
                 }),
+                file: None,
             };
             match memory
                 .add_entry(scope, fact, &WriteOptions::new(*call))
