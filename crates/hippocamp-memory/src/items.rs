@@ -21,9 +21,9 @@
 //!   query never finds.
 //!
 //! A put on an existing key writes a new revision (`update_entry`, history
-//! kept); a `ttl_ms` on the put that creates an item may only shorten the
-//! policy's lifetime (the gate takes the earlier expiry), and a revision
-//! never lengthens one. Deleting an item erases it and every revision, as
+//! kept); a `ttl_ms` on a put (the one that creates the item or a
+//! revision) may only shorten the item's lifetime: the earlier expiry is
+//! taken, so neither a put nor the policy's lifetime is ever lengthened. Deleting an item erases it and every revision, as
 //! deleting any entry does.
 
 use std::collections::BTreeMap;
@@ -532,12 +532,13 @@ pub async fn put(
         Err(Error::NotFound(_)) => false,
         Err(e) => return Err(e),
     };
+    // A put's lifetime, on the put that creates the item and on a
+    // revision alike: the store takes the earlier expiry.
+    let mut opts = WriteOptions::new(*call);
+    if let Some(ttl) = put.ttl_ms {
+        opts.obligations.expires_at_ms = Some(hippocamp_core::time::now_ms().saturating_add(ttl));
+    }
     if !existing {
-        let mut opts = WriteOptions::new(*call);
-        if let Some(ttl) = put.ttl_ms {
-            opts.obligations.expires_at_ms =
-                Some(hippocamp_core::time::now_ms().saturating_add(ttl));
-        }
         let entry = NewEntry::new(content.clone())
             .metadata(metadata.clone())
             .idempotency_key(idempotency_key(ns, key)?);
@@ -556,9 +557,7 @@ pub async fn put(
         }
     }
     let update = EntryUpdate { content, metadata };
-    let out = store
-        .update_entry(scope, &id, &update, &WriteOptions::new(*call))
-        .await?;
+    let out = store.update_entry(scope, &id, &update, &opts).await?;
     Ok(PutOutcome {
         item: item_of(&out.entry, None).ok_or_else(not_an_item)?,
         created: false,

@@ -2002,6 +2002,23 @@ async fn keyed_items_put_revise_search_list_and_erase() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let (st, _) = call(Method::GET, "/users.prefs/brief".into(), None).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
+    // On a revision too: the earlier expiry is taken, never a later one.
+    let (st, _) = put("users.prefs", "drink", json!({"text": "tea"})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, b) = call(
+        Method::PUT,
+        "/users.prefs/drink".into(),
+        Some(json!({"value": {"text": "green tea"}, "ttl_ms": 1})),
+    )
+    .await;
+    assert_eq!(
+        (st, &b["item"]["revision"]),
+        (StatusCode::OK, &json!(2)),
+        "{b}"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (st, _) = call(Method::GET, "/users.prefs/drink".into(), None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
     s.stop().await;
 }
 
