@@ -200,6 +200,8 @@ pub enum Stage {
     Model,
     /// Running an agent's tool.
     Tool,
+    /// A consolidation run, past its own bound (`max_run_ms`).
+    Consolidation,
 }
 
 impl Stage {
@@ -213,6 +215,7 @@ impl Stage {
             Stage::Backend => "backend",
             Stage::Model => "model",
             Stage::Tool => "tool",
+            Stage::Consolidation => "consolidation",
         }
     }
 }
@@ -227,6 +230,7 @@ impl fmt::Display for Stage {
             Stage::Backend => "while waiting for the storage backend",
             Stage::Model => "while waiting for the model",
             Stage::Tool => "while a tool ran",
+            Stage::Consolidation => "while a consolidation run ran",
         })
     }
 }

@@ -372,3 +372,48 @@ async fn what_a_run_wrote_before_it_failed_is_reverted() {
         "{hits:?}"
     );
 }
+
+/// A run has its own deadline (`max_run_ms`), whatever its caller's: a
+/// model that answers after it ends the run `failed` with `timeout`, and
+/// nothing is written.
+#[tokio::test]
+async fn a_run_past_its_own_bound_fails_with_timeout() {
+    let slow = call(&serde_json::json!({"facts": [
+        {"op": "add", "content": "Alice has a beagle called Rex", "evidence": ["t1"]}]}))
+    .after(std::time::Duration::from_millis(2_500));
+    let (server, store, _) = world(vec![slow]).await;
+    let model = connect(ModelConfig {
+        provider: Provider::Openai,
+        base_url: server.url("/v1"),
+        model: "scripted".into(),
+        api_key: None,
+        limits: ModelLimits::default(),
+    })
+    .unwrap();
+    let limits = hippocamp_services::consolidation::ConsolidationLimits {
+        max_run_ms: 1_000,
+        ..Default::default()
+    };
+    assert!(
+        limits
+            .describe()
+            .iter()
+            .any(|l| l.name == "consolidation.max_run_ms" && l.value == 1_000)
+    );
+    let runs = Consolidations::new(limits).with_model(model, ExtractLimits::default());
+    let before = entries(&*store).await;
+    let run = runs
+        .start(
+            &*store,
+            &scope(),
+            &extract(),
+            &CallOptions::timeout(std::time::Duration::from_secs(30)).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.state, RunState::Failed);
+    let error = run.error.as_ref().unwrap();
+    assert_eq!(error.code, "timeout", "{}", error.message);
+    assert!(error.message.contains("consolidation"), "{}", error.message);
+    assert_eq!(entries(&*store).await, before);
+}

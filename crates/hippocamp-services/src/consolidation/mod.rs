@@ -282,6 +282,9 @@ limit_table! {
         /// Run records kept per user.
         max_runs_kept: default 50, min 1, max 10_000,
             "consolidation run records a server keeps per user (in memory; the oldest go first)";
+        /// Milliseconds one run may take.
+        max_run_ms: default 600_000, min 1_000, max 86_400_000,
+            "milliseconds one consolidation run may take, reading, planning, model calls and writes together (past it the run ends failed with timeout; revert removes what it wrote)";
     }
 }
 
@@ -450,7 +453,14 @@ impl Consolidations {
             owner: self,
             scope: scope.clone(),
         };
-        let outcome = self.run_to_end(memory, scope, &mut run, req, call).await;
+        // The run's own bound, whatever its caller's: a step cut short
+        // leaves the writes made before it, which revert finds by their
+        // lineage.
+        let bound = std::time::Duration::from_millis(self.limits.max_run_ms);
+        let outcome =
+            tokio::time::timeout(bound, self.run_to_end(memory, scope, &mut run, req, call))
+                .await
+                .unwrap_or(Err(Error::Timeout(hippocamp_core::Stage::Consolidation)));
         match outcome {
             Ok(()) => {
                 run.state = match run.apply {
