@@ -129,8 +129,8 @@ pub async fn pop(
     session: &SessionId,
     call: &CallOptions,
 ) -> Result<Option<SessionEvent>> {
-    let info = match sessions.get(scope, session, call).await {
-        Ok(s) => s.info,
+    let info = match sessions.info(scope, session, call).await {
+        Ok(i) => i,
         Err(Error::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e),
     };

@@ -13,8 +13,8 @@
 use async_trait::async_trait;
 use hippocamp_core::{CallOptions, ErasureFence, MemoryScope, Result, SessionId};
 use hippocamp_sessions::{
-    AppendOptions, Appended, EventPage, Session, SessionCapabilities, SessionEvent, SessionLayer,
-    SessionPage, SessionStatus, SessionStore,
+    AppendOptions, Appended, EventPage, Session, SessionCapabilities, SessionEvent, SessionInfo,
+    SessionLayer, SessionPage, SessionStatus, SessionStore,
 };
 
 use crate::audit::AuditEvent;
@@ -82,6 +82,17 @@ impl<S: SessionStore> SessionLayer for GovernedSessions<S> {
         let r = Resource::session(session);
         let (_, call) = self.gate.ask(Action::Get, Some(scope), r, call).await?;
         self.inner.get(scope, session, &call).await
+    }
+
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        let r = Resource::session(session);
+        let (_, call) = self.gate.ask(Action::Get, Some(scope), r, call).await?;
+        self.inner.info(scope, session, &call).await
     }
 
     async fn events(

@@ -255,6 +255,33 @@ impl SessionStore for PgSessions {
         Ok(s)
     }
 
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT session, events, created_ms, updated_ms FROM sessions \
+                 WHERE app = $1 AND usr = $2 AND session = $3",
+                &[
+                    &scope.app().as_str(),
+                    &scope.user().as_str(),
+                    &session.as_str(),
+                ],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or(Error::NotFound("session"))?;
+        let out = info(&row, 0)?;
+        if &out.id != session {
+            return Err(Error::foreign_record("session store", "a session"));
+        }
+        Ok(out)
+    }
+
     async fn events(
         &self,
         scope: &MemoryScope,

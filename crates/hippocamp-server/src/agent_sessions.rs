@@ -132,7 +132,7 @@ async fn get_items(
             .into());
         }
         (Some(n), None) => {
-            let held = sessions.get(&m.scope, &id, &call).await?.info.events;
+            let held = sessions.info(&m.scope, &id, &call).await?.events;
             (held.saturating_sub(n), Some(n))
         }
         (None, c) => (c.unwrap_or(0), q.limit),
@@ -192,8 +192,8 @@ async fn append_items(
         .into());
     }
     let sessions = &s.services.sessions;
-    let held = match sessions.get(&m.scope, &id, &call).await {
-        Ok(x) => x.info.events,
+    let held = match sessions.info(&m.scope, &id, &call).await {
+        Ok(x) => x.events,
         Err(Error::NotFound(_)) => 0,
         Err(e) => return Err(e.into()),
     };

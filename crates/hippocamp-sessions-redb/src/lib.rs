@@ -338,6 +338,22 @@ impl Inner {
         Ok(popped)
     }
 
+    fn info(&self, scope: &MemoryScope, session: &SessionId) -> Result<SessionInfo> {
+        let key = session_key(scope, session);
+        let txn = self.db.begin_read().map_err(storage)?;
+        let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+        let h = match sessions.get(key.as_slice()).map_err(storage)? {
+            Some(v) => Header::decode(v.value())?,
+            None => return Err(Error::NotFound("session")),
+        };
+        Ok(SessionInfo {
+            id: session.clone(),
+            events: h.events,
+            created_at_ms: h.created,
+            updated_at_ms: h.updated,
+        })
+    }
+
     fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
         let key = session_key(scope, session);
         let txn = self.db.begin_read().map_err(storage)?;
@@ -576,6 +592,16 @@ impl SessionStore for RedbSessions {
     ) -> Result<Session> {
         let (scope, session) = (scope.clone(), session.clone());
         self.blocking(move |i| i.get(&scope, &session)).await
+    }
+
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.blocking(move |i| i.info(&scope, &session)).await
     }
 
     async fn events(

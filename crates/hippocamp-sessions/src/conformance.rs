@@ -618,9 +618,15 @@ pub async fn model(f: &dyn SessionStoreFactory, ops: Vec<(u8, u8, u8, u8)>) {
                     (epoch((ui, None)), epoch((ui, Some(se))))
                 );
                 let got = s.get(sc, &sid(&format!("s{se}")), &call()).await;
-                match want.get(&(ui, se)) {
-                    Some(evs) => assert_eq!(&got.unwrap().events, evs),
-                    None => assert!(matches!(got, Err(Error::NotFound(_)))),
+                // The record alone is the whole session's record.
+                let info = s.info(sc, &sid(&format!("s{se}")), &call()).await;
+                if let Some(evs) = want.get(&(ui, se)) {
+                    let got = got.unwrap();
+                    assert_eq!(&got.events, evs);
+                    assert_eq!(info.unwrap(), got.info);
+                } else {
+                    assert!(matches!(got, Err(Error::NotFound(_))));
+                    assert!(matches!(info, Err(Error::NotFound(_))), "{info:?}");
                 }
             }
         }

@@ -163,6 +163,21 @@ impl SessionStore for InMemorySessions {
         })
     }
 
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        _call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        let state = self.state.read();
+        state
+            .scopes
+            .get(scope)
+            .and_then(|u| u.get(session))
+            .map(|h| info(session, h))
+            .ok_or(Error::NotFound("session"))
+    }
+
     async fn events(
         &self,
         scope: &MemoryScope,

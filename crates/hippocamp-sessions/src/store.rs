@@ -185,6 +185,16 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         call: &CallOptions,
     ) -> Result<Session>;
 
+    /// The session's record without its events (its length among them),
+    /// or `NotFound`: what an append or a pop reads instead of the whole
+    /// session.
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<SessionInfo>;
+
     /// One page of the session's events from position `from` (0 for the
     /// first), at most `limit` (default and ceiling: `max_events_page`)
     /// and at most `max_events_page_bytes` of JSON (always at least one
@@ -285,6 +295,16 @@ pub trait SessionLayer: Send + Sync + fmt::Debug {
         self.inner().get(scope, session, call).await
     }
 
+    /// See [`SessionStore::info`].
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        self.inner().info(scope, session, call).await
+    }
+
     /// See [`SessionStore::events`].
     async fn events(
         &self,
@@ -369,6 +389,14 @@ impl<L: SessionLayer> SessionStore for L {
         call: &CallOptions,
     ) -> Result<Session> {
         SessionLayer::get(self, scope, session, call).await
+    }
+    async fn info(
+        &self,
+        scope: &MemoryScope,
+        session: &SessionId,
+        call: &CallOptions,
+    ) -> Result<SessionInfo> {
+        SessionLayer::info(self, scope, session, call).await
     }
     async fn events(
         &self,
