@@ -19,6 +19,7 @@ pub mod governance;
 pub mod memory;
 pub mod migrations;
 pub mod outbox;
+pub mod runs;
 pub mod sessions;
 pub mod tokens;
 
@@ -27,5 +28,6 @@ pub use db::{Database, PgConfig};
 pub use governance::{PgAudit, PgConsents};
 pub use memory::PgMemoryStore;
 pub use outbox::PgJobStore;
+pub use runs::PgRuns;
 pub use sessions::PgSessions;
 pub use tokens::PgTokens;

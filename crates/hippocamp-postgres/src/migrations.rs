@@ -331,4 +331,20 @@ CREATE TABLE governance_keys (
 );
 "#,
     },
+    Migration {
+        version: 12,
+        name: "consolidation runs",
+        sql: r#"
+-- Each user's consolidation run records (ids, states and counts, never
+-- content), ordered by `run_key` (start time, then id); every server
+-- reads and writes the same records.
+CREATE TABLE consolidation_runs (
+    app TEXT COLLATE "C" NOT NULL,
+    usr TEXT COLLATE "C" NOT NULL,
+    run_key TEXT COLLATE "C" NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (app, usr, run_key)
+);
+"#,
+    },
 ];

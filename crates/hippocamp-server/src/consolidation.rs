@@ -59,7 +59,7 @@ async fn start(
         .ask_consolidate(&m.scope, Action::Consolidate, "start a run", &call)
         .await?;
     let runs = &s.services.consolidations;
-    let run = runs.begin(&m.scope, &req)?;
+    let run = runs.begin(&m.scope, &req).await?;
     let store = std::sync::Arc::clone(memory(&s)?);
     if q.wait {
         let run = timed(
@@ -89,7 +89,7 @@ async fn list(State(s): State<AppState>, m: MemoryCall, q: Q<CallQuery>) -> ApiR
     s.services
         .ask_consolidate(&m.scope, Action::List, "list runs", &call)
         .await?;
-    json(s.services.consolidations.list(&m.scope))
+    json(s.services.consolidations.list(&m.scope).await?)
 }
 
 fn run_id(m: &MemoryCall) -> ApiResult<String> {

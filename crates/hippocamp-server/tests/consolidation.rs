@@ -439,3 +439,49 @@ async fn an_idle_user_gets_a_run_below_the_threshold() {
     assert_eq!(search(&s, &t, "wifi name").await.len(), 1);
     s.stop().await;
 }
+
+/// Run records are kept in the data directory: a proposed run is listed
+/// and applied after a restart, and a user's erasure forgets the records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposed_run_outlives_a_restart_and_is_forgotten_with_its_user() {
+    let s = TestServer::start(Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    add(&s, &t, "the dog is called Rex", 1).await;
+    add(&s, &t, "The dog is called Rex!", 2).await;
+    let run = start(&s, &t, json!({"mode": "dedupe", "apply": "review"})).await;
+    assert_eq!(run["state"], "proposed", "{run}");
+    let id = run["id"].as_str().unwrap().to_owned();
+    let dir = s.stop_keeping().await;
+    let s = TestServer::start_in(dir, Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (st, listed) = get(&s, &t, "/memory/consolidations").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(listed["runs"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(listed["runs"][0]["state"], "proposed");
+    let (st, applied) = send(
+        &s,
+        Method::POST,
+        &format!("{ALICE}/memory/consolidations/{id}/apply"),
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{applied}");
+    assert_eq!(applied["state"], "applied");
+    assert_eq!(search(&s, &t, "dog Rex").await.len(), 1);
+    let (st, _) = send(
+        &s,
+        Method::DELETE,
+        "/v1/apps/shop/users/alice/memory?confirm=shop/alice",
+        &t,
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let dir = s.stop_keeping().await;
+    let s = TestServer::start_in(dir, Profile::Durable, |_| {}).await;
+    let t = s.all_permissions("shop", Some("alice"));
+    let (_, listed) = get(&s, &t, "/memory/consolidations").await;
+    assert_eq!(listed["runs"], json!([]), "{listed}");
+    s.stop().await;
+}

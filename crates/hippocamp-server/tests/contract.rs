@@ -442,7 +442,7 @@ async fn cause(s: &TestServer, r: &'static Route, code: &str, token: &str) -> Rq
             let scope = hippocamp_core::MemoryScope::parse("shop", "alice").unwrap();
             let req: hippocamp_services::consolidation::StartRun =
                 serde_json::from_value(json!({"mode": "dedupe"})).unwrap();
-            s.services.consolidations.begin(&scope, &req).unwrap();
+            s.services.consolidations.begin(&scope, &req).await.unwrap();
             rq(scoped(""), body(r))
         }
         // Applying a run already applied, reverting one only proposed.

@@ -5,6 +5,7 @@
 //! | `DIR/memory/` | the durable memory store (`memory.redb`, `memory.wal`, `LOCK`) |
 //! | `DIR/artifacts/` | the filesystem artifact store (`catalog.redb`, `catalog.wal`, `objects/`, `LOCK`) |
 //! | `DIR/outbox/` | the ingestion outbox (`outbox.redb`, `outbox.wal`, `LOCK`) |
+//! | `DIR/consolidation/` | consolidation run records (`runs.redb`, `runs.lock`) |
 //! | `DIR/tokens.json` | the server's token hashes |
 //! | `DIR/EPHEMERAL` | written by a server of the `ephemeral` profile: its tokens live in memory, so one made here is never seen |
 //!
@@ -72,6 +73,11 @@ pub fn outbox_dir(data: &Path) -> Result<PathBuf> {
 /// The governance folder (consents) of a data directory (created).
 pub fn governance_dir(data: &Path) -> Result<PathBuf> {
     folder(data, "governance")
+}
+
+/// The consolidation folder (run records) of a data directory (created).
+pub fn consolidation_dir(data: &Path) -> Result<PathBuf> {
+    folder(data, "consolidation")
 }
 
 /// The sessions folder of a data directory (created).

@@ -143,8 +143,26 @@ fn auto_runs(
 }
 
 /// The consolidation runs `config` describes: with its model, if any.
-fn consolidations(config: &config::ConsolidationConfig) -> Result<consolidation::Consolidations> {
-    let runs = consolidation::Consolidations::new(config.limits.clone());
+/// The consolidation runs of `config`, their records where the profile
+/// keeps its data: in memory (ephemeral, and disabled, which has no
+/// memory to consolidate), in the data directory (durable), or in
+/// PostgreSQL (distributed). Blocking.
+fn consolidations(
+    full: Valid<'_>,
+    remote: Option<&Remote>,
+) -> Result<consolidation::Consolidations> {
+    use consolidation::records::{InMemoryRunRecords, PgRunRecords, RedbRunRecords, RunRecords};
+    let config = &full.consolidation;
+    let records: Arc<dyn RunRecords> = match full.profile {
+        Profile::Ephemeral | Profile::Disabled => Arc::new(InMemoryRunRecords::default()),
+        Profile::Durable => Arc::new(RedbRunRecords::open(&layout::consolidation_dir(
+            &full.data_dir,
+        )?)?),
+        Profile::Distributed => Arc::new(PgRunRecords(hippocamp_postgres::PgRuns::new(
+            remote.ok_or_else(needs_remote)?.db.clone(),
+        ))),
+    };
+    let runs = consolidation::Consolidations::new(config.limits.clone()).with_records(records);
     Ok(match &config.model {
         Some(m) => runs.with_model(
             hippocamp_models::connect(m.clone())?,
@@ -588,7 +606,7 @@ impl Services {
         };
         let governance = Self::governance_on(config, remote)?;
         let (memory, outbox, consolidations) = if config.profile == Profile::Disabled {
-            (None, None, Arc::new(consolidations(&config.consolidation)?))
+            (None, None, Arc::new(consolidations(config, remote)?))
         } else {
             let m = Self::memory_governed(config, embedder, &governance, remote)?;
             (Some(m.memory), m.outbox, m.consolidations)
@@ -1073,7 +1091,7 @@ impl Services {
         governance: &Governance,
         remote: Option<&Remote>,
     ) -> Result<MemoryServices> {
-        let runs = Arc::new(consolidations(&config.consolidation)?);
+        let runs = Arc::new(consolidations(config, remote)?);
         let governed = |store| governance.memory(store, &runs);
         let rerank = match &config.reranker {
             None => None,

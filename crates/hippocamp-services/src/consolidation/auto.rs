@@ -134,7 +134,7 @@ impl Consolidating {
             apply: auto.apply,
             origins: auto.origins.clone(),
         };
-        let Ok(run) = self.runs.begin(scope, &req) else {
+        let Ok(run) = self.runs.claim(scope, &req) else {
             return;
         };
         // Counting starts over; the delivery number stays, so an idle
@@ -161,8 +161,15 @@ impl Consolidating {
                 &call,
             )
             .await;
-            // A refusal is recorded on the run (and by the audit log).
-            let _ = runs.execute_asked(&*inner, &scope, run, &req, asked).await;
+            // Recorded as running, then as it ended; a refusal is recorded
+            // on the run (and by the audit log). A record that cannot be
+            // written is logged: the run's writes do not depend on it.
+            if let Err(e) = runs.save(&scope, &run).await {
+                tracing::warn!(error = %e, "an automatic run's record was not written");
+            }
+            if let Err(e) = runs.execute_asked(&*inner, &scope, run, &req, asked).await {
+                tracing::warn!(error = %e, "an automatic run's record was not written");
+            }
         });
     }
 }

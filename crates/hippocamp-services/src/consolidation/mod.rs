@@ -15,14 +15,19 @@
 //! shown, so an erased entry is never in a run record, and a proposal is
 //! merged again from its live sources when it is applied.
 //!
-//! Run records are kept in this process's memory (the last
-//! [`ConsolidationLimits::max_runs_kept`] per scope); a restart forgets
-//! them, never the facts they wrote.
+//! Run records (the last [`ConsolidationLimits::max_runs_kept`] per
+//! scope) are kept where the profile keeps its data ([`records`]): in
+//! memory, in the data directory, or in PostgreSQL, so a restart or
+//! another server sees the same runs, and a proposed run can be applied
+//! after a restart. A run still `running` past its own bound
+//! (`max_run_ms`) is read as `failed` with `timeout`: the process that
+//! ran it stopped.
 
 pub mod auto;
 pub mod extract;
+pub mod records;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use hippocamp_core::{
@@ -66,7 +71,7 @@ impl hippocamp_memory::MemoryLayer for ForgetsRuns {
         opts: &CallOptions,
     ) -> Result<hippocamp_memory::Erasure> {
         let erased = MemoryStore::delete_user(&*self.inner, scope, opts).await?;
-        self.runs.forget(scope);
+        self.runs.forget(scope).await?;
         Ok(erased)
     }
 }
@@ -281,7 +286,7 @@ limit_table! {
             "entries one consolidation run reads (a larger scope fails the run)";
         /// Run records kept per user.
         max_runs_kept: default 50, min 1, max 10_000,
-            "consolidation run records a server keeps per user (in memory; the oldest go first)";
+            "consolidation run records kept per user (where the profile keeps its data; the oldest go first)";
         /// Milliseconds one run may take.
         max_run_ms: default 600_000, min 1_000, max 86_400_000,
             "milliseconds one consolidation run may take, reading, planning, model calls and writes together (past it the run ends failed with timeout; revert removes what it wrote)";
@@ -292,13 +297,14 @@ limit_table! {
 struct ScopeRuns {
     /// The run, apply or revert under way (one at a time per scope).
     busy: Option<String>,
-    runs: VecDeque<Run>,
 }
 
-/// Every scope's runs in this process.
-#[derive(Debug, Default)]
+/// Every scope's runs: the ones under way in this process, and the
+/// records.
+#[derive(Debug)]
 pub struct Consolidations {
     scopes: Mutex<HashMap<MemoryScope, ScopeRuns>>,
+    records: Arc<dyn records::RunRecords>,
     limits: ConsolidationLimits,
     /// The model `extract` asks, with its bounds.
     model: Option<(Arc<dyn hippocamp_models::Model>, extract::ExtractLimits)>,
@@ -318,14 +324,28 @@ impl Drop for Busy<'_> {
     }
 }
 
+impl Default for Consolidations {
+    fn default() -> Self {
+        Self::new(ConsolidationLimits::default())
+    }
+}
+
 impl Consolidations {
-    /// Runs bounded by `limits`.
+    /// Runs bounded by `limits`, their records in memory.
     pub fn new(limits: ConsolidationLimits) -> Self {
         Self {
             scopes: Mutex::default(),
+            records: Arc::new(records::InMemoryRunRecords::default()),
             limits,
             model: None,
         }
+    }
+
+    /// The same runs, their records kept in `records`.
+    #[must_use]
+    pub fn with_records(mut self, records: Arc<dyn records::RunRecords>) -> Self {
+        self.records = records;
+        self
     }
 
     /// Runs that can extract, asking `model` within `limits`.
@@ -353,48 +373,78 @@ impl Consolidations {
         })
     }
 
-    fn save(&self, scope: &MemoryScope, run: &Run) {
-        let mut scopes = self.scopes.lock();
-        let s = scopes.entry(scope.clone()).or_default();
-        match s.runs.iter_mut().find(|r| r.id == run.id) {
-            Some(r) => *r = run.clone(),
-            None => s.runs.push_front(run.clone()),
-        }
-        while s.runs.len() as u64 > self.limits.max_runs_kept {
-            s.runs.pop_back();
-        }
+    /// Writes `run`'s record (keeping the newest `max_runs_kept`).
+    pub(crate) async fn save(&self, scope: &MemoryScope, run: &Run) -> Result<()> {
+        self.records
+            .put(scope, run, self.limits.max_runs_kept)
+            .await
     }
 
-    fn load(&self, scope: &MemoryScope, id: &str) -> Result<Run> {
-        self.scopes
-            .lock()
-            .get(scope)
-            .and_then(|s| s.runs.iter().find(|r| r.id == id).cloned())
+    /// `run` as it is now: one still `running` past its own bound ended
+    /// with the process that ran it.
+    fn as_now(&self, mut run: Run) -> Run {
+        let bound = run.started_at_ms.saturating_add(self.limits.max_run_ms);
+        if run.state == RunState::Running && hippocamp_core::time::now_ms() > bound {
+            run.state = RunState::Failed;
+            run.error = Some(RunError {
+                code: Error::Timeout(hippocamp_core::Stage::Consolidation)
+                    .code()
+                    .to_owned(),
+                message: "the run did not end within consolidation.max_run_ms: the server \
+                          running it stopped"
+                    .into(),
+            });
+        }
+        run
+    }
+
+    async fn load(&self, scope: &MemoryScope, id: &str) -> Result<Run> {
+        self.records
+            .list(scope)
+            .await?
+            .into_iter()
+            .find(|r| r.id == id)
+            .map(|r| self.as_now(r))
             .ok_or(Error::NotFound("consolidation run"))
     }
 
     /// Forgets every run record of `scope` (its user was erased).
-    pub fn forget(&self, scope: &MemoryScope) {
-        if let Some(s) = self.scopes.lock().get_mut(scope) {
-            s.runs.clear();
-        }
+    pub async fn forget(&self, scope: &MemoryScope) -> Result<()> {
+        self.records.forget(scope).await
     }
 
     /// The scope's runs, newest first.
-    pub fn list(&self, scope: &MemoryScope) -> RunPage {
-        RunPage {
+    pub async fn list(&self, scope: &MemoryScope) -> Result<RunPage> {
+        Ok(RunPage {
             runs: self
-                .scopes
-                .lock()
-                .get(scope)
-                .map(|s| s.runs.iter().cloned().collect())
-                .unwrap_or_default(),
-        }
+                .records
+                .list(scope)
+                .await?
+                .into_iter()
+                .map(|r| self.as_now(r))
+                .collect(),
+        })
     }
 
-    /// Checks a start request, and registers its run as running (or
-    /// says which run is): what `start` and a background start share.
-    pub fn begin(&self, scope: &MemoryScope, req: &StartRun) -> Result<Run> {
+    /// Checks a start request, registers its run as running (or says
+    /// which run is) and records it: what `start` and a background start
+    /// share.
+    pub async fn begin(&self, scope: &MemoryScope, req: &StartRun) -> Result<Run> {
+        let run = self.claim(scope, req)?;
+        if let Err(e) = self.save(scope, &run).await {
+            // Not recorded: the slot is free again.
+            drop(Busy {
+                owner: self,
+                scope: scope.clone(),
+            });
+            return Err(e);
+        }
+        Ok(run)
+    }
+
+    /// Checks a start request and registers its run as running in this
+    /// process (or says which run is), without recording it yet.
+    pub(crate) fn claim(&self, scope: &MemoryScope, req: &StartRun) -> Result<Run> {
         if req.mode != Mode::Dedupe && self.model.is_none() {
             return Err(Error::Unsupported {
                 operation: "consolidation mode extract (it needs [consolidation.model])",
@@ -434,7 +484,6 @@ impl Consolidations {
         }
         s.busy = Some(run.id.clone());
         drop(scopes);
-        self.save(scope, &run);
         Ok(run)
     }
 
@@ -477,7 +526,7 @@ impl Consolidations {
             }
         }
         run.finished_at_ms = Some(hippocamp_core::time::now_ms());
-        self.save(scope, &run);
+        self.save(scope, &run).await?;
         Ok(run)
     }
 
@@ -504,7 +553,7 @@ impl Consolidations {
                     message: e.to_string(),
                 });
                 run.finished_at_ms = Some(hippocamp_core::time::now_ms());
-                self.save(scope, &run);
+                self.save(scope, &run).await?;
                 Ok(run)
             }
         }
@@ -518,7 +567,7 @@ impl Consolidations {
         req: &StartRun,
         call: &CallOptions,
     ) -> Result<Run> {
-        let run = self.begin(scope, req)?;
+        let run = self.begin(scope, req).await?;
         self.execute(memory, scope, run, req, call).await
     }
 
@@ -667,7 +716,7 @@ impl Consolidations {
         call: &CallOptions,
     ) -> Result<Run> {
         let _busy = self.take(scope, id)?;
-        let mut run = self.load(scope, id)?;
+        let mut run = self.load(scope, id).await?;
         if run.state != RunState::Proposed {
             return Err(Error::RunConflict(format!(
                 "run {id} is {}, only a proposed run is applied",
@@ -677,7 +726,7 @@ impl Consolidations {
         self.write_changes(memory, scope, &mut run, call).await?;
         run.state = RunState::Applied;
         run.finished_at_ms = Some(hippocamp_core::time::now_ms());
-        self.save(scope, &run);
+        self.save(scope, &run).await?;
         Ok(run)
     }
 
@@ -697,7 +746,11 @@ impl Consolidations {
         call: &CallOptions,
     ) -> Result<Run> {
         let _busy = self.take(scope, id)?;
-        let record = self.load(scope, id).ok();
+        let record = match self.load(scope, id).await {
+            Ok(r) => Some(r),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
         if let Some(run) = &record
             && !matches!(run.state, RunState::Applied | RunState::Failed)
         {
@@ -787,7 +840,7 @@ impl Consolidations {
         }
         run.state = RunState::Reverted;
         run.finished_at_ms = Some(hippocamp_core::time::now_ms());
-        self.save(scope, &run);
+        self.save(scope, &run).await?;
         Ok(run)
     }
 
@@ -800,7 +853,7 @@ impl Consolidations {
         id: &str,
         call: &CallOptions,
     ) -> Result<Run> {
-        let mut run = self.load(scope, id)?;
+        let mut run = self.load(scope, id).await?;
         for change in &mut run.changes {
             let mut live = Vec::new();
             for s in &change.sources {
