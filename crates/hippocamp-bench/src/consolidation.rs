@@ -288,6 +288,8 @@ pub struct ExtractBench {
     pub state: String,
     /// The error's code, when it failed.
     pub error: Option<String>,
+    /// What the error says (what the reply got wrong).
+    pub error_message: Option<String>,
     /// Model calls made.
     pub model_calls: u64,
     /// Prompt and generated tokens the provider reported (a reply that
@@ -342,7 +344,8 @@ pub async fn extract(
         model: name,
         turns: texts.len(),
         state: format!("{:?}", run.state).to_lowercase(),
-        error: run.error.map(|e| e.code),
+        error: run.error.as_ref().map(|e| e.code.clone()),
+        error_message: run.error.map(|e| e.message),
         model_calls: run.model_calls,
         input_tokens: run.input_tokens,
         output_tokens: run.output_tokens,
