@@ -221,6 +221,19 @@ impl MemoryScope {
         Ok(Self::new(AppName::new(app)?, UserId::new(user)?))
     }
 
+    /// The scope as a table key of an embedded store: the app's length
+    /// (4 bytes, big-endian), the app, then the user. Two scopes never
+    /// share a key, and keys order by app, then user.
+    pub fn storage_key(&self) -> Vec<u8> {
+        let app = self.app.as_str();
+        let mut k = Vec::with_capacity(4 + app.len() + self.user.as_str().len());
+        // Ids are at most 256 bytes (validated types).
+        k.extend_from_slice(&u32::try_from(app.len()).unwrap_or(u32::MAX).to_be_bytes());
+        k.extend_from_slice(app.as_bytes());
+        k.extend_from_slice(self.user.as_str().as_bytes());
+        k
+    }
+
     /// The application.
     pub fn app(&self) -> &AppName {
         &self.app

@@ -175,13 +175,7 @@ fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
 }
 
 fn key(scope: &MemoryScope) -> Vec<u8> {
-    let app = scope.app().as_str();
-    let mut k = Vec::with_capacity(4 + app.len() + scope.user().as_str().len());
-    // Ids are at most 256 bytes (validated types).
-    k.extend_from_slice(&u32::try_from(app.len()).unwrap_or(u32::MAX).to_be_bytes());
-    k.extend_from_slice(app.as_bytes());
-    k.extend_from_slice(scope.user().as_str().as_bytes());
-    k
+    scope.storage_key()
 }
 
 /// Consents in one redb file of the data directory, each change committed

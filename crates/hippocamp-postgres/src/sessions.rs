@@ -64,6 +64,27 @@ fn u(x: i64) -> u64 {
 
 /// Locks the user's row (creating it), returning its session count and
 /// erasure epoch.
+/// The session's row (`id, session, events, created_ms, updated_ms`),
+/// or `NotFound`.
+async fn session_row(
+    c: &impl GenericClient,
+    scope: &MemoryScope,
+    session: &SessionId,
+) -> Result<tokio_postgres::Row> {
+    c.query_opt(
+        "SELECT id, session, events, created_ms, updated_ms FROM sessions \
+         WHERE app = $1 AND usr = $2 AND session = $3",
+        &[
+            &scope.app().as_str(),
+            &scope.user().as_str(),
+            &session.as_str(),
+        ],
+    )
+    .await
+    .map_err(db_error)?
+    .ok_or(Error::NotFound("session"))
+}
+
 async fn lock_user(c: &impl GenericClient, app: &str, usr: &str) -> Result<(u64, u64)> {
     let row = c
         .query_one(
@@ -222,19 +243,7 @@ impl SessionStore for PgSessions {
         _call: &CallOptions,
     ) -> Result<Session> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT id, session, events, created_ms, updated_ms FROM sessions \
-                 WHERE app = $1 AND usr = $2 AND session = $3",
-                &[
-                    &scope.app().as_str(),
-                    &scope.user().as_str(),
-                    &session.as_str(),
-                ],
-            )
-            .await
-            .map_err(db_error)?
-            .ok_or(Error::NotFound("session"))?;
+        let row = session_row(&client, scope, session).await?;
         let id: i64 = row.get(0);
         let events = client
             .query(
@@ -262,20 +271,7 @@ impl SessionStore for PgSessions {
         _call: &CallOptions,
     ) -> Result<SessionInfo> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT session, events, created_ms, updated_ms FROM sessions \
-                 WHERE app = $1 AND usr = $2 AND session = $3",
-                &[
-                    &scope.app().as_str(),
-                    &scope.user().as_str(),
-                    &session.as_str(),
-                ],
-            )
-            .await
-            .map_err(db_error)?
-            .ok_or(Error::NotFound("session"))?;
-        let out = info(&row, 0)?;
+        let out = info(&session_row(&client, scope, session).await?, 1)?;
         if &out.id != session {
             return Err(Error::foreign_record("session store", "a session"));
         }

@@ -31,16 +31,21 @@ fn extract() -> StartRun {
     }
 }
 
-async fn world(script: Vec<Reply>) -> (Scripted, Arc<dyn MemoryStore>, Consolidations) {
-    let server = Scripted::start(script).await.unwrap();
-    let model = connect(ModelConfig {
+/// The scripted server as a model.
+fn model_of(server: &Scripted) -> Arc<dyn hippocamp_models::Model> {
+    connect(ModelConfig {
         provider: Provider::Openai,
         base_url: server.url("/v1"),
         model: "scripted".into(),
         api_key: None,
         limits: ModelLimits::default(),
     })
-    .unwrap();
+    .unwrap()
+}
+
+async fn world(script: Vec<Reply>) -> (Scripted, Arc<dyn MemoryStore>, Consolidations) {
+    let server = Scripted::start(script).await.unwrap();
+    let model = model_of(&server);
     let store: Arc<dyn MemoryStore> =
         Arc::new(InMemoryStore::new(MemoryConfig::default()).unwrap());
     store
@@ -382,14 +387,7 @@ async fn a_run_past_its_own_bound_fails_with_timeout() {
         {"op": "add", "content": "Alice has a beagle called Rex", "evidence": ["t1"]}]}))
     .after(std::time::Duration::from_millis(2_500));
     let (server, store, _) = world(vec![slow]).await;
-    let model = connect(ModelConfig {
-        provider: Provider::Openai,
-        base_url: server.url("/v1"),
-        model: "scripted".into(),
-        api_key: None,
-        limits: ModelLimits::default(),
-    })
-    .unwrap();
+    let model = model_of(&server);
     let limits = hippocamp_services::consolidation::ConsolidationLimits {
         max_run_ms: 1_000,
         ..Default::default()

@@ -74,6 +74,16 @@ struct Header {
 }
 
 impl Header {
+    /// The record of session `id` with this header.
+    fn info(self, id: &SessionId) -> SessionInfo {
+        SessionInfo {
+            id: id.clone(),
+            events: self.events,
+            created_at_ms: self.created,
+            updated_at_ms: self.updated,
+        }
+    }
+
     fn encode(self) -> [u8; 24] {
         let mut b = [0; 24];
         b[..8].copy_from_slice(&self.created.to_le_bytes());
@@ -338,30 +348,25 @@ impl Inner {
         Ok(popped)
     }
 
+    /// The session's header in `txn`, or `NotFound`.
+    fn header(txn: &redb::ReadTransaction, key: &[u8]) -> Result<Header> {
+        let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+        match sessions.get(key).map_err(storage)? {
+            Some(v) => Header::decode(v.value()),
+            None => Err(Error::NotFound("session")),
+        }
+    }
+
     fn info(&self, scope: &MemoryScope, session: &SessionId) -> Result<SessionInfo> {
         let key = session_key(scope, session);
         let txn = self.db.begin_read().map_err(storage)?;
-        let sessions = txn.open_table(SESSIONS).map_err(storage)?;
-        let h = match sessions.get(key.as_slice()).map_err(storage)? {
-            Some(v) => Header::decode(v.value())?,
-            None => return Err(Error::NotFound("session")),
-        };
-        Ok(SessionInfo {
-            id: session.clone(),
-            events: h.events,
-            created_at_ms: h.created,
-            updated_at_ms: h.updated,
-        })
+        Ok(Self::header(&txn, &key)?.info(session))
     }
 
     fn get(&self, scope: &MemoryScope, session: &SessionId) -> Result<Session> {
         let key = session_key(scope, session);
         let txn = self.db.begin_read().map_err(storage)?;
-        let sessions = txn.open_table(SESSIONS).map_err(storage)?;
-        let h = match sessions.get(key.as_slice()).map_err(storage)? {
-            Some(v) => Header::decode(v.value())?,
-            None => return Err(Error::NotFound("session")),
-        };
+        let h = Self::header(&txn, &key)?;
         let events = txn.open_table(EVENTS).map_err(storage)?;
         let mut out = Vec::with_capacity(hippocamp_core::limits::to_usize(h.events));
         for row in events
@@ -376,12 +381,7 @@ impl Inner {
         }
         Ok(Session {
             scope: scope.clone(),
-            info: SessionInfo {
-                id: session.clone(),
-                events: h.events,
-                created_at_ms: h.created,
-                updated_at_ms: h.updated,
-            },
+            info: h.info(session),
             events: out,
         })
     }
@@ -418,13 +418,7 @@ impl Inner {
             let id = std::str::from_utf8(id)
                 .map_err(|_| Error::Corrupt("a session id is not UTF-8".into()))
                 .and_then(SessionId::new)?;
-            let h = Header::decode(v.value())?;
-            items.push(SessionInfo {
-                id,
-                events: h.events,
-                created_at_ms: h.created,
-                updated_at_ms: h.updated,
-            });
+            items.push(Header::decode(v.value())?.info(&id));
         }
         let next = if items.len() > limit {
             items.truncate(limit);

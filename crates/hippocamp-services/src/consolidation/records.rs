@@ -93,16 +93,6 @@ fn storage(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::storage(e)
 }
 
-fn scope_key(scope: &MemoryScope) -> Vec<u8> {
-    let app = scope.app().as_str();
-    let mut k = Vec::with_capacity(4 + app.len() + scope.user().as_str().len());
-    // Ids are at most 256 bytes (validated types).
-    k.extend_from_slice(&u32::try_from(app.len()).unwrap_or(u32::MAX).to_be_bytes());
-    k.extend_from_slice(app.as_bytes());
-    k.extend_from_slice(scope.user().as_str().as_bytes());
-    k
-}
-
 /// Records in one redb file of the data directory (`consolidation/`),
 /// each change committed with an fsync before it is acknowledged (a run
 /// writes its record when it starts and ends, apply and revert once).
@@ -158,7 +148,7 @@ impl RedbRunRecords {
 #[async_trait]
 impl RunRecords for RedbRunRecords {
     async fn put(&self, scope: &MemoryScope, run: &Run, keep: u64) -> Result<()> {
-        let s = scope_key(scope);
+        let s = scope.storage_key();
         let json = encode(run)?;
         let txn = self.db.begin_write().map_err(storage)?;
         {
@@ -177,7 +167,7 @@ impl RunRecords for RedbRunRecords {
     }
 
     async fn list(&self, scope: &MemoryScope) -> Result<Vec<Run>> {
-        let s = scope_key(scope);
+        let s = scope.storage_key();
         let txn = self.db.begin_read().map_err(storage)?;
         let t = txn.open_table(RUNS).map_err(storage)?;
         let mut out = Vec::new();
@@ -193,7 +183,7 @@ impl RunRecords for RedbRunRecords {
     }
 
     async fn forget(&self, scope: &MemoryScope) -> Result<()> {
-        let s = scope_key(scope);
+        let s = scope.storage_key();
         let txn = self.db.begin_write().map_err(storage)?;
         {
             let mut t = txn.open_table(RUNS).map_err(storage)?;
